@@ -1,0 +1,191 @@
+// Package partition holds the columnar batch model of shuffled: a table of
+// typed columns in the Arrow/cuDF memory layout whose rows are grouped by
+// reducer partition, together with its validation, Spark-compatible hash
+// partitioning, and the block format that carries one partition's slice of a
+// batch (a record) through compression into a map output.
+//
+// The main invariant: every function that reads a batch's buffers by its
+// lengths and offsets (serialization, partitioning, accessors) is only called
+// on a batch that Validate accepted, so none of them indexes out of range;
+// and the block decoder checks every length against its input before it
+// allocates, so hostile bytes yield an error, never a panic.
+package partition
+
+import (
+	"fmt"
+	"math"
+)
+
+// Type is a column's logical type. Its numeric value is the type code of the
+// block format (docs/format.md); the zero Type is invalid, so a column whose
+// type was never set fails validation.
+type Type uint8
+
+// The column types. Fixed-width values are little-endian.
+const (
+	// Bool is one byte per row, 0 false and 1 true, as cuDF's BOOL8
+	// (Arrow bit-packs booleans; GPUs hand us bytes). Any nonzero byte
+	// reads as true.
+	Bool Type = iota + 1
+	// Int8 is a signed 8-bit integer.
+	Int8
+	// Int16 is a signed 16-bit integer.
+	Int16
+	// Int32 is a signed 32-bit integer.
+	Int32
+	// Int64 is a signed 64-bit integer.
+	Int64
+	// Float32 is an IEEE 754 binary32 value.
+	Float32
+	// Float64 is an IEEE 754 binary64 value.
+	Float64
+	// Date32 is an int32 count of days since 1970-01-01 (Spark DateType).
+	Date32
+	// TimestampMicros is an int64 count of microseconds since the Unix
+	// epoch, UTC (Spark TimestampType).
+	TimestampMicros
+	// Decimal64 is an int64 unscaled value with a precision of 1 to 18
+	// digits and a scale of 0 to precision: value = unscaled × 10^-scale
+	// (Spark DecimalType(precision, scale); cuDF stores -scale).
+	Decimal64
+	// String is UTF-8 text: int32 offsets (rows+1) into a chars buffer.
+	// The bytes are not checked for UTF-8 validity.
+	String
+	// Binary is a byte string, laid out as String.
+	Binary
+
+	maxType = Binary
+)
+
+// MaxRows is the largest row count of a batch: cuDF's size_type and the
+// int32 offsets of the layout bound rows and chars alike.
+const MaxRows = math.MaxInt32
+
+// MaxDecimal64Precision is the largest precision a Decimal64 column holds.
+const MaxDecimal64Precision = 18
+
+// MaxNameLen is the longest column name, in bytes, that a block can carry.
+const MaxNameLen = math.MaxUint16
+
+// MaxColumns is the largest number of columns of a batch.
+const MaxColumns = math.MaxUint16
+
+var typeNames = [...]string{
+	Bool:            "bool",
+	Int8:            "int8",
+	Int16:           "int16",
+	Int32:           "int32",
+	Int64:           "int64",
+	Float32:         "float32",
+	Float64:         "float64",
+	Date32:          "date32",
+	TimestampMicros: "timestamp_us",
+	Decimal64:       "decimal64",
+	String:          "string",
+	Binary:          "binary",
+}
+
+var typeWidths = [...]int{
+	Bool: 1, Int8: 1, Int16: 2, Int32: 4, Int64: 8, Float32: 4, Float64: 8,
+	Date32: 4, TimestampMicros: 8, Decimal64: 8,
+}
+
+// String returns the type's name as ParseType accepts it.
+func (t Type) String() string {
+	if t.Valid() {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// Valid reports whether t is one of the defined types.
+func (t Type) Valid() bool { return t >= Bool && t <= maxType }
+
+// Width returns the bytes per row of a fixed-width type and 0 for String,
+// Binary and invalid types.
+func (t Type) Width() int {
+	if t.Valid() {
+		return typeWidths[t]
+	}
+	return 0
+}
+
+// VarWidth reports whether t is laid out as offsets into a byte buffer.
+func (t Type) VarWidth() bool { return t == String || t == Binary }
+
+// ParseType returns the type that String names.
+func ParseType(s string) (Type, error) {
+	for t := Bool; t <= maxType; t++ {
+		if typeNames[t] == s {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("partition: unknown type %q", s)
+}
+
+// Column is one typed column of a batch, laid out as Arrow and cuDF lay out
+// a column without a slice offset: row i of the batch is element i.
+type Column struct {
+	// Name is the column's name; it may be empty and is at most MaxNameLen
+	// bytes.
+	Name string
+	// Type is the column's logical type.
+	Type Type
+	// Precision and Scale describe a Decimal64 column and are zero for
+	// every other type.
+	Precision, Scale int8
+	// Validity is a bitmap of at least ceil(rows/8) bytes, least
+	// significant bit first: bit i set means row i is not null. Nil means
+	// the column has no nulls.
+	Validity []byte
+	// Offsets, for String and Binary only, holds rows+1 non-decreasing
+	// byte offsets into Data, the first 0: row i is Data[Offsets[i]:
+	// Offsets[i+1]]. A column of 0 rows may leave it empty. Nil for
+	// fixed-width types.
+	Offsets []int32
+	// Data holds rows × Type.Width() little-endian values for fixed-width
+	// types, and the concatenated bytes of all rows for String and Binary.
+	// It may be longer than needed; the excess is ignored.
+	Data []byte
+}
+
+// Batch is a table of equally long columns whose rows are grouped by
+// partition: partition p holds rows [PartitionOffsets[p],
+// PartitionOffsets[p+1]).
+type Batch struct {
+	Columns []Column
+	// Rows is the number of rows of every column, at most MaxRows.
+	Rows int
+	// PartitionOffsets holds numPartitions+1 non-decreasing row offsets,
+	// the first 0 and the last Rows. Nil for a batch that is not
+	// partitioned, such as one the block decoder returns.
+	PartitionOffsets []int32
+}
+
+// NumPartitions returns the number of partitions of b, 0 when b is not
+// partitioned.
+func (b *Batch) NumPartitions() int {
+	if len(b.PartitionOffsets) == 0 {
+		return 0
+	}
+	return len(b.PartitionOffsets) - 1
+}
+
+// PartitionRows returns the row range [start, end) of partition p.
+// It panics if p is out of range.
+func (b *Batch) PartitionRows(p int) (start, end int) {
+	return int(b.PartitionOffsets[p]), int(b.PartitionOffsets[p+1])
+}
+
+// IsNull reports whether row i of c is null.
+func (c *Column) IsNull(i int) bool {
+	return c.Validity != nil && c.Validity[i>>3]&(1<<(i&7)) == 0
+}
+
+// NullCount returns the number of null rows among the first rows rows.
+func (c *Column) NullCount(rows int) int {
+	if c.Validity == nil {
+		return 0
+	}
+	return rows - countOnes(c.Validity, 0, rows)
+}

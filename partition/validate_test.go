@@ -1,0 +1,118 @@
+package partition
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// validBatch returns a small valid batch of 3 rows in 2 partitions with one
+// column of each kind of layout.
+func validBatch() *Batch {
+	return &Batch{
+		Rows:             3,
+		PartitionOffsets: []int32{0, 1, 3},
+		Columns: []Column{
+			{Name: "i", Type: Int32, Data: make([]byte, 12)},
+			{Name: "d", Type: Decimal64, Precision: 15, Scale: 2, Data: make([]byte, 24), Validity: []byte{0b101}},
+			{Name: "s", Type: String, Offsets: []int32{0, 1, 1, 4}, Data: []byte("abcd")},
+		},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(b *Batch)
+		want   string // substring of the error; "" for a valid batch
+	}{
+		{"valid", func(b *Batch) {}, ""},
+		{"unpartitioned", func(b *Batch) { b.PartitionOffsets = nil }, ""},
+		{"no columns", func(b *Batch) { b.Columns = nil }, ""},
+		{"zero rows", func(b *Batch) {
+			*b = Batch{PartitionOffsets: []int32{0, 0}, Columns: []Column{{Type: String}, {Type: Int64}}}
+		}, ""},
+		{"longer buffers", func(b *Batch) {
+			b.Columns[0].Data = make([]byte, 100)
+			b.Columns[1].Validity = []byte{1, 2, 3}
+			b.Columns[2].Offsets = append(b.Columns[2].Offsets, 2)
+		}, ""},
+		{"negative rows", func(b *Batch) { b.Rows = -1 }, "rows = -1"},
+		{"too many rows", func(b *Batch) { b.Rows = MaxRows + 1 }, "rows = 2147483648"},
+		{"one partition offset", func(b *Batch) { b.PartitionOffsets = []int32{0} }, "partition offsets: length 1"},
+		{"first partition offset", func(b *Batch) { b.PartitionOffsets = []int32{1, 1, 3} }, "partition offsets[0] = 1, want 0"},
+		{"partition offsets decrease", func(b *Batch) { b.PartitionOffsets = []int32{0, 2, 1, 3} }, "partition offsets[2] = 1, less than offsets[1] = 2"},
+		{"last partition offset short", func(b *Batch) { b.PartitionOffsets = []int32{0, 1, 2} }, "partition offsets[2] = 2, want rows = 3"},
+		{"last partition offset past rows", func(b *Batch) { b.PartitionOffsets = []int32{0, 1, 4} }, "partition offsets[2] = 4, want rows = 3"},
+		{"zero type", func(b *Batch) { b.Columns[0].Type = 0 }, `column 0 "i": type = 0, not a known type`},
+		{"unknown type", func(b *Batch) { b.Columns[0].Type = 13 }, `column 0 "i": type = 13`},
+		{"long name", func(b *Batch) { b.Columns[0].Name = strings.Repeat("x", MaxNameLen+1) }, "name length = 65536"},
+		{"precision 0", func(b *Batch) { b.Columns[1].Precision = 0 }, `column 1 "d": decimal precision = 0, want 1 to 18`},
+		{"precision 19", func(b *Batch) { b.Columns[1].Precision = 19 }, "decimal precision = 19"},
+		{"negative scale", func(b *Batch) { b.Columns[1].Scale = -1 }, "decimal scale = -1"},
+		{"scale above precision", func(b *Batch) { b.Columns[1].Scale = 16 }, "decimal scale = 16, want 0 to precision 15"},
+		{"precision on int", func(b *Batch) { b.Columns[0].Precision = 3 }, "precision, scale = 3, 0 on a int32 column"},
+		{"short data", func(b *Batch) { b.Columns[0].Data = make([]byte, 11) }, `column 0 "i": data length = 11 bytes, want at least 12`},
+		{"short validity", func(b *Batch) {
+			b.Rows = 9
+			b.PartitionOffsets = []int32{0, 9}
+			b.Columns = []Column{{Name: "b", Type: Bool, Data: make([]byte, 9), Validity: []byte{0xff}}}
+		}, `column 0 "b": validity length = 1 bytes, want at least 2 for 9 rows`},
+		{"empty validity", func(b *Batch) { b.Columns[1].Validity = []byte{} }, "validity length = 0 bytes, want at least 1"},
+		{"offsets on fixed width", func(b *Batch) { b.Columns[0].Offsets = []int32{0} }, "offsets length = 1 on a fixed-width int32 column"},
+		{"short offsets", func(b *Batch) { b.Columns[2].Offsets = []int32{0, 1, 1} }, `column 2 "s": offsets length = 3, want at least rows+1 = 4`},
+		{"missing offsets", func(b *Batch) { b.Columns[2].Offsets = nil }, "offsets length = 0, want at least rows+1 = 4"},
+		{"first offset", func(b *Batch) { b.Columns[2].Offsets = []int32{1, 1, 1, 4} }, "offsets[0] = 1, want 0"},
+		{"offsets decrease", func(b *Batch) { b.Columns[2].Offsets = []int32{0, 2, 1, 4} }, "offsets[2] = 1, less than offsets[1] = 2"},
+		{"negative offset", func(b *Batch) { b.Columns[2].Offsets = []int32{0, -2, 1, 4} }, "offsets[1] = -2, less than offsets[0] = 0"},
+		{"offset wraps", func(b *Batch) { b.Columns[2].Offsets = []int32{0, 2147483647, -2, 4} }, "offsets[2] = -2, less than offsets[1] = 2147483647"},
+		{"offsets past data", func(b *Batch) { b.Columns[2].Offsets = []int32{0, 1, 1, 5} }, "offsets[3] = 5, past the end of data (length 4)"},
+	}
+	for _, tt := range tests {
+		b := validBatch()
+		tt.modify(b)
+		err := b.Validate()
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s: Validate() = %v, want nil", tt.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate() = %v, want an error containing %q", tt.name, err, tt.want)
+			continue
+		}
+		if !errors.Is(err, ErrInvalidBatch) {
+			t.Errorf("%s: Validate() = %v, does not wrap ErrInvalidBatch", tt.name, err)
+		}
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for typ := Bool; typ <= maxType; typ++ {
+		got, err := ParseType(typ.String())
+		if err != nil || got != typ {
+			t.Errorf("ParseType(%q) = %v, %v, want %v, nil", typ.String(), got, err, typ)
+		}
+	}
+	if got, err := ParseType("int128"); err == nil {
+		t.Errorf("ParseType(%q) = %v, nil, want an error", "int128", got)
+	}
+	if s := Type(0).String(); s != "Type(0)" {
+		t.Errorf("Type(0).String() = %q, want %q", s, "Type(0)")
+	}
+}
+
+func TestNumPartitions(t *testing.T) {
+	b := validBatch()
+	if n := b.NumPartitions(); n != 2 {
+		t.Errorf("NumPartitions() = %d, want 2", n)
+	}
+	if s, e := b.PartitionRows(1); s != 1 || e != 3 {
+		t.Errorf("PartitionRows(1) = %d, %d, want 1, 3", s, e)
+	}
+	b.PartitionOffsets = nil
+	if n := b.NumPartitions(); n != 0 {
+		t.Errorf("NumPartitions() of an unpartitioned batch = %d, want 0", n)
+	}
+}

@@ -1,0 +1,111 @@
+package partition
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The accessors below read row i of a column of a validated batch; i must
+// be below the batch's row count. They return the stored value whether or
+// not the row is null (IsNull tells); under a null the value is unspecified.
+
+// Int returns row i of an integer-valued column as an int64: Bool (0 or 1),
+// Int8 to Int64, Date32 (days), TimestampMicros (µs) and Decimal64 (the
+// unscaled value). It panics for other types.
+func (c *Column) Int(i int) int64 {
+	d := c.Data
+	switch c.Type {
+	case Bool:
+		if d[i] != 0 {
+			return 1
+		}
+		return 0
+	case Int8:
+		return int64(int8(d[i]))
+	case Int16:
+		return int64(int16(binary.LittleEndian.Uint16(d[2*i:])))
+	case Int32, Date32:
+		return int64(int32(binary.LittleEndian.Uint32(d[4*i:])))
+	case Int64, TimestampMicros, Decimal64:
+		return int64(binary.LittleEndian.Uint64(d[8*i:]))
+	}
+	panic("partition: Int of a " + c.Type.String() + " column")
+}
+
+// Float returns row i of a Float32 or Float64 column. It panics for other
+// types.
+func (c *Column) Float(i int) float64 {
+	switch c.Type {
+	case Float32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(c.Data[4*i:])))
+	case Float64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(c.Data[8*i:]))
+	}
+	panic("partition: Float of a " + c.Type.String() + " column")
+}
+
+// Bytes returns row i of a String or Binary column, aliasing the column's
+// data. It panics for other types.
+func (c *Column) Bytes(i int) []byte {
+	if !c.Type.VarWidth() {
+		panic("partition: Bytes of a " + c.Type.String() + " column")
+	}
+	return c.Data[c.Offsets[i]:c.Offsets[i+1]:c.Offsets[i+1]]
+}
+
+// AppendText appends the text of row i to dst, as Spark casts it to a
+// string: true/false, decimal integers, shortest round-trip floats, dates as
+// 2006-01-02, timestamps as 2006-01-02 15:04:05.999999 in UTC, decimals
+// with scale digits after the point, strings as their raw bytes and binary
+// as lowercase hex. Nulls are the caller's to render (IsNull).
+func (c *Column) AppendText(dst []byte, i int) []byte {
+	switch c.Type {
+	case Bool:
+		return strconv.AppendBool(dst, c.Int(i) != 0)
+	case Int8, Int16, Int32, Int64:
+		return strconv.AppendInt(dst, c.Int(i), 10)
+	case Float32:
+		return strconv.AppendFloat(dst, c.Float(i), 'g', -1, 32)
+	case Float64:
+		return strconv.AppendFloat(dst, c.Float(i), 'g', -1, 64)
+	case Date32:
+		return time.Unix(c.Int(i)*86400, 0).UTC().AppendFormat(dst, time.DateOnly)
+	case TimestampMicros:
+		return time.UnixMicro(c.Int(i)).UTC().AppendFormat(dst, "2006-01-02 15:04:05.999999")
+	case Decimal64:
+		return appendDecimal(dst, c.Int(i), int(c.Scale))
+	case String:
+		return append(dst, c.Bytes(i)...)
+	case Binary:
+		return hex.AppendEncode(dst, c.Bytes(i))
+	}
+	panic("partition: AppendText of a " + c.Type.String() + " column")
+}
+
+// appendDecimal appends unscaled × 10^-scale with exactly scale fraction
+// digits.
+func appendDecimal(dst []byte, unscaled int64, scale int) []byte {
+	var buf [24]byte
+	mag := uint64(unscaled)
+	if unscaled < 0 {
+		dst = append(dst, '-')
+		mag = -mag
+	}
+	digits := strconv.AppendUint(buf[:0], mag, 10)
+	if scale == 0 {
+		return append(dst, digits...)
+	}
+	if len(digits) <= scale {
+		dst = append(dst, '0', '.')
+		for range scale - len(digits) {
+			dst = append(dst, '0')
+		}
+		return append(dst, digits...)
+	}
+	dst = append(dst, digits[:len(digits)-scale]...)
+	dst = append(dst, '.')
+	return append(dst, digits[len(digits)-scale:]...)
+}
