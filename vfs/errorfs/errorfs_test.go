@@ -78,7 +78,7 @@ func script(fsys vfs.FS, dir string) error {
 		r.Close()
 		return err
 	}
-	_, err = vfs.CopyRange(c, r, 0, 11) // 17 copyrange
+	_, err = vfs.CopyRange(c, r, 0, 11)           // 17 copyrange
 	return errors.Join(err, c.Close(), r.Close()) // 18, 19 close
 }
 
