@@ -1,0 +1,296 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// Frame is one frame read by a Reader.
+type Frame struct {
+	Header
+	Payload []byte
+	// FD is the file descriptor that came with a FlagFD frame, -1
+	// otherwise. The caller owns it and must close it.
+	FD int
+}
+
+// readBufSize is the Reader's buffer: control frames and frame heads are
+// read in chunks of this size; larger payloads are read straight into
+// their destination.
+const readBufSize = 64 << 10
+
+// maxFDsPerRead sizes the ancillary buffer. A conforming peer sends one
+// fd per sendmsg; room for more lets the Reader see and close extras
+// rather than have the kernel truncate silently.
+const maxFDsPerRead = 16
+
+// pendingFD is a received descriptor and the stream range [start, end)
+// of the recvmsg that delivered it: the kernel delivers a descriptor with
+// the read that consumes the first byte of the sendmsg that carried it,
+// so the frame it belongs to starts inside that range.
+type pendingFD struct {
+	fd         int
+	start, end int64
+}
+
+func (p pendingFD) stray() error {
+	return fmt.Errorf("%w: a file descriptor arrived with stream bytes [%d, %d) but no FlagFD frame starts there", ErrBadFrame, p.start, p.end)
+}
+
+// Reader reads frames from a byte stream and, on a Unix socket, the file
+// descriptors passed with them. It enforces the frame limit before
+// allocating and associates each received descriptor with exactly one
+// FlagFD frame (see docs/protocol.md, "Passing file descriptors"): a
+// descriptor that arrives with no frame to claim it, several descriptors
+// in one message, or a FlagFD frame without one is a framing error, and
+// every descriptor not handed to the caller is closed. A Reader is not
+// safe for concurrent use; after an error it returns that error forever.
+type Reader struct {
+	src      io.Reader
+	uc       *net.UnixConn // nil when the stream cannot pass descriptors
+	maxFrame uint32
+
+	buf  []byte
+	r, w int   // buf[r:w] is buffered, unread
+	pos  int64 // stream offset just past buf[w-1]
+	oob  []byte
+	fds  []pendingFD
+	err  error
+}
+
+// NewReader returns a Reader of frames from r with payloads of at most
+// maxFrame bytes. When r is a *net.UnixConn the Reader also receives
+// file descriptors.
+func NewReader(r io.Reader, maxFrame uint32) *Reader {
+	rd := &Reader{src: r, maxFrame: maxFrame, buf: make([]byte, readBufSize)}
+	if uc, ok := r.(*net.UnixConn); ok {
+		rd.uc = uc
+		rd.oob = make([]byte, unix.CmsgSpace(4*maxFDsPerRead))
+	}
+	return rd
+}
+
+// ReadFrame reads the next frame. Its payload is read into buf when it
+// fits (so a caller may reuse one buffer) and into a new slice otherwise.
+// A stream that ends cleanly between frames returns io.EOF.
+func (r *Reader) ReadFrame(buf []byte) (Frame, error) {
+	if r.err != nil {
+		return Frame{FD: -1}, r.err
+	}
+	f, err := r.readFrame(buf)
+	if err != nil {
+		r.err = err
+		r.closeFDs()
+		return Frame{FD: -1}, err
+	}
+	return f, nil
+}
+
+func (r *Reader) readFrame(buf []byte) (Frame, error) {
+	f := Frame{FD: -1}
+	for r.w-r.r < HeaderSize {
+		if err := r.fill(); err != nil {
+			if err == io.EOF && r.w-r.r > 0 {
+				err = fmt.Errorf("%w: stream ends inside a frame header", io.ErrUnexpectedEOF)
+			} else if err == io.EOF && len(r.fds) > 0 {
+				err = r.fds[0].stray()
+			}
+			return f, err
+		}
+	}
+	at := r.pos - int64(r.w-r.r) // stream offset of the header
+	h, err := ParseHeader(r.buf[r.r:r.w], r.maxFrame)
+	if err != nil {
+		return f, err
+	}
+	r.r += HeaderSize
+	f.Header = h
+
+	// Claim the descriptor of this frame, refusing strays.
+	if len(r.fds) > 0 && r.fds[0].end <= at {
+		return f, r.fds[0].stray()
+	}
+	if h.Flags&FlagFD != 0 {
+		if len(r.fds) == 0 || r.fds[0].start > at {
+			return f, fmt.Errorf("%w: %v frame id %d has FlagFD but no file descriptor came with it", ErrBadFrame, h.Type, h.ID)
+		}
+		f.FD = r.fds[0].fd
+		r.fds = r.fds[1:]
+	}
+
+	f.Payload = sized(buf, int(h.Length))
+	n := copy(f.Payload, r.buf[r.r:r.w])
+	r.r += n
+	for n < len(f.Payload) {
+		var err error
+		if len(f.Payload)-n >= len(r.buf) {
+			var k int
+			k, err = r.recv(f.Payload[n:])
+			n += k
+		} else {
+			r.r, r.w = 0, 0
+			if err = r.fill(); err == nil {
+				k := copy(f.Payload[n:], r.buf[r.r:r.w])
+				r.r += k
+				n += k
+			}
+		}
+		if err != nil {
+			if f.FD >= 0 {
+				unix.Close(f.FD)
+			}
+			if err == io.EOF {
+				err = fmt.Errorf("%w: stream ends inside the payload of %v frame id %d (%d of %d bytes)", io.ErrUnexpectedEOF, h.Type, h.ID, n, len(f.Payload))
+			}
+			return Frame{FD: -1}, err
+		}
+	}
+	return f, nil
+}
+
+// DecodeFrame decodes f's payload and checks that a descriptor came with
+// it exactly when the message wants one (WantsFD). On any error f.FD is
+// closed and set to -1; on success the caller still owns f.FD.
+func DecodeFrame(f *Frame) (Message, error) {
+	m, err := Decode(f.Type, f.Payload)
+	if err == nil {
+		switch want := WantsFD(m); {
+		case want && f.FD < 0:
+			err = fmt.Errorf("%w: %v with plane %v came without a file descriptor", ErrMalformed, f.Type, PlaneMemfd)
+		case !want && f.FD >= 0:
+			err = fmt.Errorf("%w: %v came with a file descriptor it does not use", ErrMalformed, f.Type)
+		}
+	}
+	if err != nil {
+		if f.FD >= 0 {
+			unix.Close(f.FD)
+			f.FD = -1
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// fill reads more bytes into the buffer, moving unread bytes to its front.
+func (r *Reader) fill() error {
+	if r.r > 0 {
+		r.w = copy(r.buf, r.buf[r.r:r.w])
+		r.r = 0
+	}
+	n, err := r.recv(r.buf[r.w:])
+	r.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// recv reads into p, queuing any descriptors received with the bytes.
+func (r *Reader) recv(p []byte) (int, error) {
+	if r.uc == nil {
+		n, err := r.src.Read(p)
+		r.pos += int64(n)
+		return n, err
+	}
+	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, r.oob)
+	start := r.pos
+	r.pos += int64(n)
+	if oobn > 0 {
+		if ferr := r.queueFDs(r.oob[:oobn], flags, start, r.pos); ferr != nil {
+			return n, ferr
+		}
+	}
+	if n == 0 && (err == nil || errors.Is(err, io.EOF)) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (r *Reader) queueFDs(oob []byte, flags int, start, end int64) error {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return fmt.Errorf("%w: ancillary data: %v", ErrBadFrame, err)
+	}
+	var got []int
+	for i := range msgs {
+		if msgs[i].Header.Level != unix.SOL_SOCKET || msgs[i].Header.Type != unix.SCM_RIGHTS {
+			continue
+		}
+		fds, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			closeAll(got)
+			return fmt.Errorf("%w: SCM_RIGHTS: %v", ErrBadFrame, err)
+		}
+		got = append(got, fds...)
+	}
+	switch {
+	case flags&unix.MSG_CTRUNC != 0:
+		closeAll(got)
+		return fmt.Errorf("%w: ancillary data truncated (more than %d descriptors in one message)", ErrBadFrame, maxFDsPerRead)
+	case len(got) > 1:
+		closeAll(got)
+		return fmt.Errorf("%w: %d file descriptors in one message, want 1", ErrBadFrame, len(got))
+	case len(got) == 1:
+		r.fds = append(r.fds, pendingFD{fd: got[0], start: start, end: end})
+	}
+	return nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func (r *Reader) closeFDs() {
+	for _, p := range r.fds {
+		unix.Close(p.fd)
+	}
+	r.fds = nil
+}
+
+// Close closes the descriptors received but not yet handed out, and makes
+// later reads fail. It does not close the underlying stream.
+func (r *Reader) Close() error {
+	r.closeFDs()
+	if r.err == nil {
+		r.err = errReaderClosed
+	}
+	return nil
+}
+
+var errReaderClosed = errors.New("protocol: reader closed")
+
+// WriteFrameFD writes frame, a whole encoded frame with FlagFD set, to c
+// with fd passed as SCM_RIGHTS on the frame's first byte. If the kernel
+// takes only part of the frame, the rest follows with plain writes.
+// Callers serialize writes to c.
+func WriteFrameFD(c *net.UnixConn, frame []byte, fd int) error {
+	h, err := ParseHeader(frame, math32)
+	if err != nil {
+		return err
+	}
+	if h.Flags&FlagFD == 0 {
+		return fmt.Errorf("%w: %v frame id %d passes a file descriptor without FlagFD", ErrBadFrame, h.Type, h.ID)
+	}
+	if fd < 0 {
+		return fmt.Errorf("%w: %v frame id %d: file descriptor %d", ErrBadFrame, h.Type, h.ID, fd)
+	}
+	n, _, err := c.WriteMsgUnix(frame, unix.UnixRights(fd), nil)
+	if err != nil {
+		return err
+	}
+	if n < len(frame) {
+		_, err = c.Write(frame[n:])
+	}
+	return err
+}
+
+const math32 = 1<<32 - 1
