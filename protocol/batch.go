@@ -69,11 +69,11 @@ const (
 	TypeFloat64         ColumnType = 7
 	TypeDate32          ColumnType = 8  // days since the epoch, int32
 	TypeTimestampMicros ColumnType = 9  // microseconds since the epoch, UTC, int64
-	TypeDecimal32       ColumnType = 10 // unscaled int32, Precision <= 9
-	TypeDecimal64       ColumnType = 11 // unscaled int64, Precision <= 18
-	TypeDecimal128      ColumnType = 12 // unscaled int128 (low 64 bits first), Precision <= 38
-	TypeString          ColumnType = 13 // int32 offsets (rows+1) into UTF-8 data
-	TypeBinary          ColumnType = 14 // int32 offsets (rows+1) into bytes
+	TypeDecimal64       ColumnType = 10 // unscaled int64, Precision <= 18
+	TypeString          ColumnType = 11 // int32 offsets (rows+1) into UTF-8 data
+	TypeBinary          ColumnType = 12 // int32 offsets (rows+1) into bytes
+	TypeDecimal32       ColumnType = 13 // unscaled int32, Precision <= 9
+	TypeDecimal128      ColumnType = 14 // unscaled int128 (low 64 bits first), Precision <= 38
 	// 15 (list) and 16 (struct) are reserved for nested columns.
 )
 
@@ -91,11 +91,11 @@ var columnTypes = [...]struct {
 	TypeFloat64:         {"float64", 8, 0},
 	TypeDate32:          {"date32", 4, 0},
 	TypeTimestampMicros: {"timestamp_us", 8, 0},
-	TypeDecimal32:       {"decimal32", 4, 9},
 	TypeDecimal64:       {"decimal64", 8, 18},
-	TypeDecimal128:      {"decimal128", 16, 38},
 	TypeString:          {"string", 0, 0},
 	TypeBinary:          {"binary", 0, 0},
+	TypeDecimal32:       {"decimal32", 4, 9},
+	TypeDecimal128:      {"decimal128", 16, 38},
 }
 
 // Known reports whether t is a column type of this protocol version.
@@ -264,8 +264,8 @@ func (c *Column) validate(i int, rows, payloadLen int64) error {
 		if c.Precision < 1 || c.Precision > ct.maxPrecision {
 			return invalid("Batch", f("Precision"), "%d out of range [1, %d] for %v", c.Precision, ct.maxPrecision, c.Type)
 		}
-		if c.Scale > c.Precision || c.Scale < -ct.maxPrecision {
-			return invalid("Batch", f("Scale"), "%d out of range [%d, %d]", c.Scale, -ct.maxPrecision, c.Precision)
+		if c.Scale < 0 || c.Scale > c.Precision {
+			return invalid("Batch", f("Scale"), "%d out of range [0, %d]", c.Scale, c.Precision)
 		}
 	}
 	if err := checkText("Batch", f("Name"), c.Name, MaxColumnNameLen); err != nil {

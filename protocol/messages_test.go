@@ -163,6 +163,7 @@ func TestValidateRefuses(t *testing.T) {
 		{columnar(4, Column{Type: TypeInt32, Precision: 3, Data: Buffer{0, 16}}, 16), "Columns[0].Precision", false},
 		{columnar(4, Column{Type: TypeDecimal32, Precision: 10, Data: Buffer{0, 16}}, 16), "Columns[0].Precision", false},
 		{columnar(4, Column{Type: TypeDecimal32, Precision: 5, Scale: 6, Data: Buffer{0, 16}}, 16), "Columns[0].Scale", false},
+		{columnar(4, Column{Type: TypeDecimal64, Precision: 5, Scale: -1, Data: Buffer{0, 32}}, 32), "Columns[0].Scale", false},
 		{columnar(1<<62, Column{Type: TypeInt64, Data: Buffer{0, 16}}, 16), "Columns[0].Data", false},
 		{&Batch{Handle: 1, Kind: KindColumnar, Plane: PlaneInline, Columnar: ColumnarLayout{Rows: 0, PartitionRows: []int64{0, 0}}}, "Columns", false},
 		{&Batch{Handle: 1, Kind: KindColumnar, Plane: PlaneInline, Inline: make([]byte, 16), Columnar: ColumnarLayout{Rows: 4,
