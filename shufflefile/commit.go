@@ -1,0 +1,481 @@
+package shufflefile
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/vfs"
+)
+
+// Commit commits one attempt's map output: a finished data temp file plus
+// the partition lengths (and checksums) that describe it. Fill the fields
+// and call Do once. See the package documentation for the recipe and the
+// crash argument.
+type Commit struct {
+	FS     vfs.FS
+	Layout Layout
+	ID     ID
+	// DataTemp is the path of the finished, closed data temp file, on the
+	// same file system as the data file's directory; best a
+	// TempName(Path(Layout, DataName(ID))). Do renames it into place or
+	// removes it, on every path that returns (except when FS is nil or
+	// DataTemp names a committed file).
+	DataTemp string
+	// Lengths are the partitions' on-disk lengths; they sum to the data
+	// temp file's length.
+	Lengths []int64
+	// Checksums are the partitions' checksums under Algorithm, one per
+	// partition; nil when Algorithm is checksum.None.
+	Checksums []uint32
+	Algorithm checksum.Algorithm
+	// Sync fsyncs the data, checksum and index temp files before they are
+	// renamed, and the directories after the renames.
+	Sync bool
+	// FileMode, when non-zero, is the exact mode of the committed files
+	// (chmod, so the umask does not narrow it; e.g. 0640 to let the
+	// shuffle service's group read them). Zero creates files 0644 less
+	// the umask. A directory Do creates (Spark's hashed sub-directories)
+	// gets the mode plus x wherever it has r (0640 gives 0750), exactly
+	// when FileMode is set; parents it creates get that mode less the
+	// umask.
+	FileMode fs.FileMode
+}
+
+// Do commits the map output, atomically, and returns the partition lengths
+// and checksums now committed.
+//
+// If a committed output of the same ID already exists (its index agrees
+// with its data file), the first commit wins, as in Spark: Do removes this
+// attempt's data temp file and returns the committed lengths and, unless
+// Algorithm is checksum.None, the committed checksums, with existing true.
+// When the committed output has no usable checksum file for Algorithm, Do
+// computes the checksums from the committed data and writes that file. A
+// committed output with another number of partitions is an error
+// (ErrInvalidCommit), and it stays as it is.
+//
+// Otherwise Do checks that the data temp file's length is the sum of
+// Lengths (else ErrInvalidCommit, nothing committed), writes the checksum
+// and index temp files, renames checksum, then data, then index, and
+// syncs the directories.
+//
+// On error nothing of this attempt is left: its temp files are removed,
+// and so are the files it renamed into place, index first; an output
+// committed before is never touched. Commits of the same output in one
+// process run one at a time.
+func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err error) {
+	if c.FS == nil || c.Layout == nil {
+		return nil, nil, false, fmt.Errorf("commit %v: %w: FS and Layout must be set", c.ID, ErrInvalidCommit)
+	}
+	a := &attempt{c: c}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("commit %v: %w", c.ID, err)
+			if uerr := a.undo(); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("commit %v: clean up: %w", c.ID, uerr))
+			}
+		}
+	}()
+	alg := c.Algorithm
+	dataPath := Path(c.Layout, DataName(c.ID))
+	indexPath := Path(c.Layout, IndexName(c.ID))
+	var ckPath string
+	if alg != checksum.None {
+		ckPath = Path(c.Layout, ChecksumName(c.ID, alg))
+	}
+	switch filepath.Clean(c.DataTemp) {
+	case ".":
+		return nil, nil, false, fmt.Errorf("%w: DataTemp is empty", ErrInvalidCommit)
+	case dataPath, indexPath, ckPath:
+		return nil, nil, false, fmt.Errorf("%w: DataTemp %s is a committed file's path", ErrInvalidCommit, c.DataTemp)
+	}
+	a.temps = append(a.temps, c.DataTemp)
+	if err := c.ID.Validate(); err != nil {
+		return nil, nil, false, err
+	}
+	index, err := c.validate()
+	if err != nil {
+		return nil, nil, false, err
+	}
+
+	unlock := lockOutput(indexPath)
+	defer unlock()
+
+	// The data temp file must be whole before anything else happens.
+	df, err := c.FS.Open(c.DataTemp)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	fi, err := df.Stat()
+	if err != nil {
+		df.Close()
+		return nil, nil, false, err
+	}
+	if total := offsetAt(index, len(c.Lengths)); fi.Size() != total {
+		df.Close()
+		return nil, nil, false, fmt.Errorf("%w: data temp %s holds %d bytes, partition lengths sum to %d",
+			ErrInvalidCommit, c.DataTemp, fi.Size(), total)
+	}
+
+	// The first commit wins.
+	offsets, staleIndex, err := committedOffsets(c.FS, dataPath, indexPath)
+	if err != nil {
+		df.Close()
+		return nil, nil, false, err
+	}
+	if offsets != nil {
+		if err := df.Close(); err != nil {
+			return nil, nil, false, err
+		}
+		lengths, checksums, err := a.useCommitted(offsets, dataPath, ckPath)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return lengths, checksums, true, nil
+	}
+
+	if c.Sync {
+		if err := df.Sync(); err != nil {
+			df.Close()
+			return nil, nil, false, err
+		}
+	}
+	if err := df.Close(); err != nil {
+		return nil, nil, false, err
+	}
+	if c.FileMode != 0 {
+		if err := c.FS.Chmod(c.DataTemp, c.FileMode); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if staleIndex {
+		// An index that marks nothing committed could come to agree with
+		// the new data file once it is renamed, and mark the wrong
+		// partitions committed: it goes first, durably.
+		if err := c.FS.Remove(indexPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, false, err
+		}
+		if c.Sync {
+			if err := a.syncDirs(indexPath); err != nil {
+				return nil, nil, false, err
+			}
+		}
+	}
+	if err := a.makeDirs(dataPath, indexPath, ckPath); err != nil {
+		return nil, nil, false, err
+	}
+	var ckTemp string
+	if alg != checksum.None {
+		if ckTemp, err = a.writeTemp(ckPath, AppendChecksums(nil, c.Checksums)); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	indexTemp, err := a.writeTemp(indexPath, index)
+	if err != nil {
+		return nil, nil, false, err
+	}
+
+	// Checksum, then data, then the index: the index is the commit mark.
+	if alg != checksum.None {
+		if err := a.rename(ckTemp, ckPath); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if err := a.rename(c.DataTemp, dataPath); err != nil {
+		return nil, nil, false, err
+	}
+	if c.Sync {
+		// The data and checksum names must be durable before the index
+		// name is, or a crash could keep an index whose data is gone.
+		if err := a.syncDirs(dataPath, ckPath); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if err := a.rename(indexTemp, indexPath); err != nil {
+		return nil, nil, false, err
+	}
+	if c.Sync {
+		// A failure here undoes the commit: its durability is unknown.
+		if err := a.syncDirs(indexPath); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	return slices.Clone(c.Lengths), slices.Clone(c.Checksums), false, nil
+}
+
+// validate checks the fields against each other and returns the index
+// file's bytes.
+func (c *Commit) validate() ([]byte, error) {
+	n := len(c.Lengths)
+	switch {
+	case c.Algorithm > checksum.CRC32C:
+		return nil, fmt.Errorf("%w: unknown checksum algorithm %v", ErrInvalidCommit, c.Algorithm)
+	case c.Algorithm == checksum.None && len(c.Checksums) != 0:
+		return nil, fmt.Errorf("%w: %d checksums with algorithm none", ErrInvalidCommit, len(c.Checksums))
+	case c.Algorithm != checksum.None && len(c.Checksums) != n:
+		return nil, fmt.Errorf("%w: %d checksums for %d partitions", ErrInvalidCommit, len(c.Checksums), n)
+	}
+	return AppendIndex(make([]byte, 0, 8*(n+1)), c.Lengths)
+}
+
+// offsetAt returns offset i of an encoded index.
+func offsetAt(index []byte, i int) int64 {
+	return int64(binary.BigEndian.Uint64(index[8*i:]))
+}
+
+// committedOffsets returns the offsets of the committed output whose index
+// and data files are at the given paths, or nil when none is committed:
+// no index, no data file, a malformed index, or an index whose last offset
+// is not the data file's length. staleIndex reports an index file that
+// exists but marks nothing committed. Other errors (I/O) are returned:
+// they say nothing about what is committed.
+func committedOffsets(fsys vfs.FS, dataPath, indexPath string) (offsets []int64, staleIndex bool, err error) {
+	offsets, err = readIndex(fsys, indexPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, false, nil
+	case errors.Is(err, ErrCorrupt):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	fi, err := fsys.Stat(dataPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	case fi.Size() != offsets[len(offsets)-1]:
+		return nil, true, nil
+	}
+	return offsets, false, nil
+}
+
+// attempt is the state of one Do: what to remove if it fails.
+type attempt struct {
+	c *Commit
+	// temps are temp files this attempt owns (some may be renamed away).
+	temps []string
+	// placed are the final paths this attempt renamed into place, in order.
+	placed []string
+}
+
+// useCommitted gives up this attempt for the committed output with the
+// given offsets: it returns the committed lengths and checksums and
+// removes the data temp file.
+func (a *attempt) useCommitted(offsets []int64, dataPath, ckPath string) ([]int64, []uint32, error) {
+	c := a.c
+	if n := len(offsets) - 1; n != len(c.Lengths) {
+		return nil, nil, fmt.Errorf("%w: committed with %d partitions, this attempt has %d",
+			ErrInvalidCommit, n, len(c.Lengths))
+	}
+	var sums []uint32
+	if c.Algorithm != checksum.None {
+		var err error
+		if sums, err = a.committedChecksums(offsets, dataPath, ckPath); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := c.FS.Remove(c.DataTemp); err != nil {
+		return nil, nil, err
+	}
+	return lengthsOf(offsets), sums, nil
+}
+
+// committedChecksums reads the committed checksum file or, when it is
+// missing or unusable, computes the checksums from the committed data
+// and writes the file.
+func (a *attempt) committedChecksums(offsets []int64, dataPath, ckPath string) ([]uint32, error) {
+	c := a.c
+	n := len(offsets) - 1
+	b, err := readSmallFile(c.FS, ckPath, 8*int64(n))
+	switch {
+	case err == nil && len(b) == 8*n:
+		if sums, err := ParseChecksums(b); err == nil {
+			return sums, nil
+		}
+	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrCorrupt):
+	default:
+		return nil, err
+	}
+	df, err := c.FS.Open(dataPath)
+	if err != nil {
+		return nil, err
+	}
+	sums, err := checksumData(df, dataPath, offsets, c.Algorithm)
+	if cerr := df.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := a.makeDirs(ckPath); err != nil {
+		return nil, err
+	}
+	tmp, err := a.writeTemp(ckPath, AppendChecksums(nil, sums))
+	if err != nil {
+		return nil, err
+	}
+	// Not recorded in placed: the file agrees with the committed data,
+	// so a later failure keeps it.
+	if err := c.FS.Rename(tmp, ckPath); err != nil {
+		return nil, err
+	}
+	if c.Sync {
+		if err := c.FS.SyncDir(filepath.Dir(ckPath)); err != nil {
+			return nil, err
+		}
+	}
+	return sums, nil
+}
+
+// perm returns the mode to create files with.
+func (c *Commit) perm() fs.FileMode {
+	if c.FileMode != 0 {
+		return c.FileMode
+	}
+	return 0o644
+}
+
+// writeTemp writes b to a new temp file beside final (synced when c.Sync)
+// and returns its path.
+func (a *attempt) writeTemp(final string, b []byte) (string, error) {
+	c := a.c
+	tmp := TempName(final)
+	f, err := c.FS.Create(tmp, c.perm())
+	if err != nil {
+		return "", err
+	}
+	a.temps = append(a.temps, tmp)
+	_, err = f.Write(b)
+	if err == nil && c.Sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && c.FileMode != 0 {
+		err = c.FS.Chmod(tmp, c.FileMode)
+	}
+	return tmp, err
+}
+
+// rename renames an owned temp file into place and records it.
+func (a *attempt) rename(tmp, final string) error {
+	if err := a.c.FS.Rename(tmp, final); err != nil {
+		return err
+	}
+	a.placed = append(a.placed, final)
+	return nil
+}
+
+// makeDirs creates the missing directories of the given paths ("" skipped),
+// with c's directory mode, exact when FileMode is set.
+func (a *attempt) makeDirs(paths ...string) error {
+	c := a.c
+	perm := c.perm()
+	perm |= (perm & 0o444) >> 2
+	var done []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		d := filepath.Dir(p)
+		if slices.Contains(done, d) {
+			continue
+		}
+		done = append(done, d)
+		_, err := c.FS.Stat(d)
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		if err := c.FS.MkdirAll(d, perm); err != nil {
+			return err
+		}
+		if c.FileMode != 0 {
+			if err := c.FS.Chmod(d, perm); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// syncDirs syncs the directories of the given paths ("" skipped), each once.
+func (a *attempt) syncDirs(paths ...string) error {
+	var done []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		d := filepath.Dir(p)
+		if slices.Contains(done, d) {
+			continue
+		}
+		if err := a.c.FS.SyncDir(d); err != nil {
+			return err
+		}
+		done = append(done, d)
+	}
+	return nil
+}
+
+// undo removes what the attempt placed, index first (placed in reverse),
+// then its temp files. Files already gone are fine.
+func (a *attempt) undo() error {
+	var errs []error
+	remove := func(name string) {
+		if err := a.c.FS.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	for i := len(a.placed) - 1; i >= 0; i-- {
+		remove(a.placed[i])
+	}
+	for _, t := range a.temps {
+		remove(t)
+	}
+	return errors.Join(errs...)
+}
+
+// outputLocks serializes, within the process, the commits and removals of
+// one map output, keyed by its index path. Entries live while in use.
+var outputLocks = struct {
+	sync.Mutex
+	m map[string]*outputLock
+}{m: make(map[string]*outputLock)}
+
+type outputLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockOutput locks the output whose index is at indexPath and returns the
+// unlock function.
+func lockOutput(indexPath string) (unlock func()) {
+	outputLocks.Lock()
+	l := outputLocks.m[indexPath]
+	if l == nil {
+		l = &outputLock{}
+		outputLocks.m[indexPath] = l
+	}
+	l.refs++
+	outputLocks.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		outputLocks.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(outputLocks.m, indexPath)
+		}
+		outputLocks.Unlock()
+	}
+}

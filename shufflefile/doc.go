@@ -1,0 +1,104 @@
+// Package shufflefile reads and writes Spark's on-disk shuffle layout: the
+// data, index and checksum files of a map output, their names and
+// directories, and the atomic commit that makes a map output visible.
+//
+// Main invariant: a map output is committed exactly when its index file
+// exists and agrees with its data file (a whole number of offsets, the
+// first 0, never decreasing, the last equal to the data file's length). A
+// committed output is complete and consistent (index ↔ data ↔ checksum);
+// a crash at any point leaves either no committed output or a complete
+// one, plus at most temp files that Sweep removes.
+//
+// # Names and directories
+//
+// A map output (shuffle s, map m) has the files
+//
+//	shuffle_{s}_{m}_0.data              the partitions' bytes, back to back
+//	shuffle_{s}_{m}_0.index             where each partition starts and ends
+//	shuffle_{s}_{m}_0.checksum.{ALG}    one checksum per partition (optional)
+//
+// A Layout places each file: Flat keeps them in one directory; SparkHashed
+// spreads them over the executor's local directories and their hex-named
+// sub-directories exactly as Spark's DiskBlockManager does, so that Spark's
+// external shuffle service finds them. Temp files are named
+// "<final name>.<16 hex digits>.shuffled-tmp", in the final file's
+// directory.
+//
+// # Index file
+//
+// numPartitions+1 big-endian int64 offsets into the data file; partition p
+// is bytes [offset[p], offset[p+1]). The first offset is 0, the last is the
+// data file's length; an empty partition repeats the offset.
+//
+//	byte  0        8        16                8n      8n+8
+//	      +--------+--------+-----+-----------+--------+
+//	      |   0    |  off1  | ... | off(n-1)  | length |   n = numPartitions
+//	      +--------+--------+-----+-----------+--------+
+//	      int64 BE  int64 BE        int64 BE    int64 BE
+//
+// Example: partitions of 3, 0 and 5 bytes give the 32-byte index
+//
+//	00000000 00000000  00000000 00000003  00000000 00000003  00000000 00000008
+//
+// # Checksum file
+//
+// numPartitions big-endian int64 values, each the 32-bit checksum (ADLER32,
+// CRC32 or CRC32C, as the name's suffix says) of that partition's on-disk
+// (compressed) bytes, in the low half; the high half is zero. An empty
+// partition's checksum is that of no bytes: 1 for ADLER32, 0 for the CRCs.
+//
+//	byte  0                 8                       8n
+//	      +--------+--------+--------+-----+--------+
+//	      |0000000 | sum0   |0000000 | ... | sum n-1|
+//	      +--------+--------+--------+-----+--------+
+//	      one int64 BE per partition, high 32 bits 0
+//
+// # Commit
+//
+// Commit.Do, with Sync set:
+//
+//  1. check the data temp file holds sum(lengths) bytes; fsync it;
+//  2. if an output of the same id is committed, keep it, remove the data
+//     temp file, return its lengths (the first commit wins);
+//  3. remove an index file that marks nothing committed (it could come to
+//     agree with the new data file), and fsync its directory; write and
+//     fsync the checksum temp and index temp files;
+//  4. rename the checksum temp, then the data temp, into place;
+//  5. fsync the data and checksum directories;
+//  6. rename the index temp into place: the commit point;
+//  7. fsync the index directory.
+//
+// Renames are the only atomic steps, and each file's contents are durable
+// before its name is (steps 1 and 3), so a name never points at a torn
+// file. Step 5 orders the directories: the index name cannot become durable
+// before the data name it describes, even when SparkHashed puts them in
+// different directories.
+//
+// A crash before step 6 leaves no index: nothing is committed, and the
+// renamed data and checksum files are leftovers that the next attempt of
+// the same output replaces (or Remove removes); temp files are left for
+// Sweep. A crash
+// after step 6 leaves a complete output. A failure of step 7 is returned,
+// and Do removes the index (first), data and checksum files: the caller is
+// told "not committed" and nothing of the attempt remains; should the
+// machine then crash before those removals reach the disk, what reappears
+// is the complete output, whose files were all synced. On any error Do
+// removes every temp file and every file it renamed into place; it never
+// removes an output committed before it began.
+//
+// Without Sync the order of the steps still holds against a crash of the
+// process (the kernel keeps every rename it acknowledged), but not against
+// a crash of the machine.
+//
+// # Concurrency
+//
+// Within a process, Do and Remove of one output (keyed by its index path)
+// run one at a time, so the check of step 2 and the renames act as one
+// step, and a second attempt finds the first one's output. Across
+// processes nothing serializes them: two processes committing one output
+// at once could interleave their data and index renames, and a reader
+// could pair one attempt's index with the other's data. That is outside
+// the contract: one daemon owns a node's shuffle directories, and Spark
+// gives every task attempt its own map id, so two processes never commit
+// the same output. The crash argument above holds regardless.
+package shufflefile
