@@ -85,7 +85,7 @@ var typeNames = [...]string{
 	Binary:          "binary",
 }
 
-var typeWidths = [...]int{
+var typeWidths = [maxType + 1]int{
 	Bool: 1, Int8: 1, Int16: 2, Int32: 4, Int64: 8, Float32: 4, Float64: 8,
 	Date32: 4, TimestampMicros: 8, Decimal64: 8,
 }
