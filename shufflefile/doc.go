@@ -30,11 +30,11 @@
 // is bytes [offset[p], offset[p+1]). The first offset is 0, the last is the
 // data file's length; an empty partition repeats the offset.
 //
-//	byte  0        8        16                8n      8n+8
-//	      +--------+--------+-----+-----------+--------+
-//	      |   0    |  off1  | ... | off(n-1)  | length |   n = numPartitions
-//	      +--------+--------+-----+-----------+--------+
-//	      int64 BE  int64 BE        int64 BE    int64 BE
+//	byte 0          8          16               8(n-1)     8n         8n+8
+//	     +----------+----------+------ ... -----+----------+----------+
+//	     |    0     |  off 1   |                | off n-1  |  off n   |
+//	     +----------+----------+------ ... -----+----------+----------+
+//	     each an int64, big-endian; n = numPartitions; off n = data length
 //
 // Example: partitions of 3, 0 and 5 bytes give the 32-byte index
 //
@@ -47,11 +47,11 @@
 // (compressed) bytes, in the low half; the high half is zero. An empty
 // partition's checksum is that of no bytes: 1 for ADLER32, 0 for the CRCs.
 //
-//	byte  0                 8                       8n
-//	      +--------+--------+--------+-----+--------+
-//	      |0000000 | sum0   |0000000 | ... | sum n-1|
-//	      +--------+--------+--------+-----+--------+
-//	      one int64 BE per partition, high 32 bits 0
+//	byte 0     4       8     12      16               8(n-1)  8n-4    8n
+//	     +-----+-------+-----+-------+------ ... -----+-------+-------+
+//	     |  0  | sum 0 |  0  | sum 1 |                |   0   |sum n-1|
+//	     +-----+-------+-----+-------+------ ... -----+-------+-------+
+//	     each an int64, big-endian: high 32 bits 0, low 32 bits the sum
 //
 // # Commit
 //
