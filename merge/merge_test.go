@@ -1,0 +1,186 @@
+package merge
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/vfs"
+)
+
+// makeRuns writes k run files of n partitions with random segments and
+// returns them with the expected merged partitions.
+func makeRuns(t testing.TB, dir string, k, n, maxSeg int, alg checksum.Algorithm, seed uint64) ([]Run, [][]byte) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	want := make([][]byte, n)
+	runs := make([]Run, k)
+	for r := range runs {
+		var buf bytes.Buffer
+		run := Run{Lengths: make([]int64, n)}
+		if alg != checksum.None {
+			run.Checksums = make([]uint32, n)
+		}
+		for p := range n {
+			seg := make([]byte, rng.IntN(maxSeg+1))
+			if rng.IntN(3) == 0 {
+				seg = seg[:0]
+			}
+			for i := range seg {
+				seg[i] = byte(rng.Uint32())
+			}
+			buf.Write(seg)
+			want[p] = append(want[p], seg...)
+			run.Lengths[p] = int64(len(seg))
+			if alg != checksum.None {
+				run.Checksums[p] = alg.Update(alg.Empty(), seg)
+			}
+		}
+		path := filepath.Join(dir, fmt.Sprintf("run%d", r))
+		if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := vfs.Default.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		run.File = f
+		runs[r] = run
+	}
+	return runs, want
+}
+
+func TestMerge(t *testing.T) {
+	for _, alg := range []checksum.Algorithm{checksum.None, checksum.Adler32, checksum.CRC32, checksum.CRC32C} {
+		for _, k := range []int{1, 2, 5} {
+			for _, n := range []int{1, 7, 300} {
+				t.Run(fmt.Sprintf("alg=%v/runs=%d/partitions=%d", alg, k, n), func(t *testing.T) {
+					dir := t.TempDir()
+					runs, want := makeRuns(t, dir, k, n, 500, alg, uint64(k*n))
+					dst, err := vfs.Default.Create(filepath.Join(dir, "data"), 0o600)
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, err := Merge(dst, runs, n, alg)
+					if err != nil {
+						t.Fatalf("Merge: %v", err)
+					}
+					dst.Close()
+					data, err := os.ReadFile(filepath.Join(dir, "data"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if int64(len(data)) != res.Bytes {
+						t.Fatalf("data file has %d bytes, Result.Bytes = %d", len(data), res.Bytes)
+					}
+					off := int64(0)
+					for p := range n {
+						got := data[off : off+res.Lengths[p]]
+						off += res.Lengths[p]
+						if !bytes.Equal(got, want[p]) {
+							t.Fatalf("partition %d: merged %d bytes, want %d", p, len(got), len(want[p]))
+						}
+						if alg != checksum.None {
+							if sum := alg.Update(alg.Empty(), want[p]); res.Checksums[p] != sum {
+								t.Errorf("partition %d: checksum %#x, want %#x", p, res.Checksums[p], sum)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestMergeBadRuns(t *testing.T) {
+	dir := t.TempDir()
+	runs, _ := makeRuns(t, dir, 2, 4, 10, checksum.Adler32, 1)
+	dst, err := vfs.Default.Create(filepath.Join(dir, "data"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if _, err := Merge(dst, runs, 5, checksum.Adler32); err == nil {
+		t.Error("Merge with 5 partitions over runs of 4: no error")
+	}
+	runs[1].Checksums = nil
+	if _, err := Merge(dst, runs, 4, checksum.Adler32); err == nil {
+		t.Error("Merge with a run missing checksums: no error")
+	}
+	runs[1].Lengths[2] = 1 << 40 // past the end of the run file
+	if _, err := Merge(dst, runs, 4, checksum.None); err == nil {
+		t.Error("Merge of a segment past the end of its run: no error")
+	}
+}
+
+// BenchmarkMerge compares the two ways to get merged checksums: combining
+// the per-segment checksums while the kernel copies the bytes (what Merge
+// does), and reading every segment through user memory to checksum it while
+// copying.
+func BenchmarkMerge(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		for _, how := range []string{"combine", "recompute"} {
+			b.Run(fmt.Sprintf("checksums=%s/partitions=%d", how, n), func(b *testing.B) {
+				dir := b.TempDir()
+				runs, _ := makeRuns(b, dir, 4, n, 64<<10, checksum.CRC32C, 5)
+				var total int64
+				for _, r := range runs {
+					for _, l := range r.Lengths {
+						total += l
+					}
+				}
+				b.SetBytes(total)
+				b.ReportAllocs()
+				buf := make([]byte, 64<<10)
+				for i := 0; b.Loop(); i++ {
+					path := filepath.Join(dir, fmt.Sprint("data", i))
+					dst, err := vfs.Default.Create(path, 0o600)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if how == "combine" {
+						if _, err := Merge(dst, runs, n, checksum.CRC32C); err != nil {
+							b.Fatal(err)
+						}
+					} else {
+						recompute(b, dst, runs, n, buf)
+					}
+					dst.Close()
+					os.Remove(path)
+				}
+			})
+		}
+	}
+}
+
+func recompute(b *testing.B, dst vfs.File, runs []Run, n int, buf []byte) {
+	offs := make([]int64, len(runs))
+	alg := checksum.CRC32C
+	for p := range n {
+		sum := alg.Empty()
+		for r := range runs {
+			sr := io.NewSectionReader(runs[r].File, offs[r], runs[r].Lengths[p])
+			offs[r] += runs[r].Lengths[p]
+			for {
+				m, err := sr.Read(buf)
+				sum = alg.Update(sum, buf[:m])
+				if _, werr := dst.Write(buf[:m]); werr != nil {
+					b.Fatal(werr)
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		_ = sum
+	}
+}

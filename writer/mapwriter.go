@@ -1,0 +1,544 @@
+package writer
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/merge"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+)
+
+type state uint8
+
+const (
+	open state = iota
+	committed
+	aborted
+)
+
+// MapWriter writes one map output. Write, WriteBatch and Commit must not be
+// called concurrently with each other; Abort may be called at any time from
+// any goroutine (a client disconnecting, a shutdown), and wins over a Commit
+// that has not yet reached the commit step.
+type MapWriter struct {
+	e        *Engine
+	spec     Spec
+	enc      *codec.Pool
+	dataPath string
+
+	ctx     context.Context // cancelled by Abort and by the first failure
+	cancel  context.CancelFunc
+	aborted atomic.Bool
+	failure atomic.Pointer[error] // first failure of a stream
+
+	mu      sync.Mutex // serializes Write, WriteBatch, Commit and Abort
+	state   state
+	last    int // partition id of the last record
+	cur     *stream
+	streams []*stream // every stream, cur last
+	records int64
+	bytesIn int64
+}
+
+// Result is what a committed map output holds.
+type Result struct {
+	// Lengths and Checksums are per partition, as committed. When Existing is
+	// set, another attempt of the same map output committed first, and these
+	// are its figures (Spark's first-commit-wins).
+	Lengths   []int64
+	Checksums []uint32 // nil when the algorithm is None
+	Existing  bool
+
+	Runs       int   // runs the records formed (Stream mode)
+	Records    int64 // records encoded
+	BytesIn    int64 // uncompressed bytes written
+	BytesOut   int64 // bytes on disk: the data file's length
+	MergeBytes int64 // bytes copied by the merge of several runs
+}
+
+func newMapWriter(e *Engine, spec Spec) *MapWriter {
+	w := &MapWriter{e: e, spec: spec, enc: e.encoders[spec.Codec], last: -1}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	return w
+}
+
+func (w *MapWriter) init() error {
+	if w.spec.Mode == Ceiling {
+		return nil
+	}
+	w.dataPath = shufflefile.Path(w.spec.Layout, shufflefile.DataName(w.spec.ID))
+	if err := w.e.opts.fs.MkdirAll(filepath.Dir(w.dataPath), 0o750); err != nil {
+		return fmt.Errorf("writer: map output %s: %w", w.name(), err)
+	}
+	return nil
+}
+
+func (w *MapWriter) name() string {
+	return fmt.Sprintf("%d/%d", w.spec.ID.Shuffle, w.spec.ID.Map)
+}
+
+// NumPartitions returns the map output's number of partitions.
+func (w *MapWriter) NumPartitions() int { return w.spec.NumPartitions }
+
+// fail records the first failure of a stream and stops further writes.
+func (w *MapWriter) fail(err error) {
+	if w.failure.CompareAndSwap(nil, &err) {
+		w.cancel()
+	}
+}
+
+// usable reports why the map output takes no more calls, if it doesn't.
+func (w *MapWriter) usable() error {
+	switch w.state {
+	case committed:
+		return fmt.Errorf("map output %s: %w", w.name(), ErrCommitted)
+	case aborted:
+		return fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
+	}
+	if w.aborted.Load() {
+		return fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
+	}
+	if p := w.failure.Load(); p != nil {
+		return fmt.Errorf("writer: map output %s: %w", w.name(), *p)
+	}
+	return nil
+}
+
+// join returns a context cancelled with ctx or with the map output.
+func (w *MapWriter) join(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(w.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// checkPartition validates a partition id and starts a new run when it goes
+// backwards.
+func (w *MapWriter) checkPartition(p int) error {
+	if p < 0 || p >= w.spec.NumPartitions {
+		return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
+	}
+	if w.cur == nil || (p < w.last && w.spec.Mode == Stream) {
+		if err := w.startRun(); err != nil {
+			return err
+		}
+	}
+	w.last = p
+	return nil
+}
+
+// startRun closes the current run's queue, if any, and starts a new stream.
+func (w *MapWriter) startRun() error {
+	var s sink
+	switch w.spec.Mode {
+	case Stream:
+		rf, err := newRunFile(w.e.opts.fs, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
+		if err != nil {
+			err = fmt.Errorf("writer: map output %s: run %d: %w", w.name(), len(w.streams), err)
+			w.fail(err)
+			return err
+		}
+		s = rf
+	case Legacy:
+		s = newPartitionFiles(w.e.opts.fs, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
+	case Ceiling:
+		s = &discard{newSegments(w.spec.NumPartitions, w.spec.Checksum)}
+	}
+	if w.cur != nil {
+		close(w.cur.q)
+	}
+	w.cur = w.startStream(s)
+	w.streams = append(w.streams, w.cur)
+	return nil
+}
+
+// WriteBatch adds a columnar batch: each partition's slice is serialized (see
+// package partition) into one record, or several when it is larger than the
+// engine's record size. The batch must have the map output's number of
+// partitions and is validated first; an invalid batch is an ErrInvalid error
+// and nothing of it is written. The batch's buffers must stay unchanged
+// until onDone (may be nil) is called, once no record refers to them any
+// more; onDone is called exactly once, also when WriteBatch fails, and may
+// be called before WriteBatch returns.
+func (w *MapWriter) WriteBatch(ctx context.Context, b *partition.Batch, onDone func()) error {
+	ref := &batchRef{pending: 1, done: onDone}
+	defer ref.release()
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("%w: map output %s: batch: %w", ErrInvalid, w.name(), err)
+	}
+	if n := b.NumPartitions(); n != w.spec.NumPartitions {
+		return fmt.Errorf("%w: map output %s: batch has %d partitions, want %d", ErrInvalid, w.name(), n, w.spec.NumPartitions)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		return err
+	}
+	ctx, stop := w.join(ctx)
+	defer stop()
+	for p := range w.spec.NumPartitions {
+		start, end := b.PartitionRows(p)
+		if start == end {
+			continue
+		}
+		if err := w.checkPartition(p); err != nil {
+			return err
+		}
+		var bounds []int
+		if partition.BlockSize(b, start, end) <= w.e.opts.recordSize {
+			bounds = []int{start, end}
+		} else {
+			bounds = partition.SplitRows(b, start, end, w.e.opts.recordSize)
+		}
+		for i := 1; i < len(bounds); i++ {
+			lo, hi := bounds[i-1], bounds[i]
+			r := &record{w: w, partition: p, cols: b, rowStart: lo, rowEnd: hi, batch: ref, done: make(chan struct{})}
+			r.quota = int64(partition.BlockSize(b, lo, hi))
+			if err := w.enqueue(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Write adds an opaque record: partition p's bytes, already serialized by
+// the client. Bytes larger than the engine's record size are split into
+// several records (codec streams concatenate, so the partition decodes to
+// the same bytes). Write returns once every record is admitted; data must
+// stay unchanged until the map output is committed or aborted. Empty data
+// is a no-op: empty partitions occupy no bytes.
+func (w *MapWriter) Write(ctx context.Context, p int, data []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		if p < 0 || p >= w.spec.NumPartitions {
+			return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
+		}
+		return nil
+	}
+	if err := w.checkPartition(p); err != nil {
+		return err
+	}
+	ctx, stop := w.join(ctx)
+	defer stop()
+	size := w.e.opts.recordSize
+	for len(data) > 0 {
+		n := min(len(data), size)
+		r := &record{w: w, partition: p, quota: int64(n), data: data[:n], done: make(chan struct{})}
+		if err := w.enqueue(ctx, r); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// enqueue admits a record, queues it on the current stream and hands it to
+// the workers. On failure the record holds no quota and is not queued, or is
+// queued and already finished with an error.
+func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
+	if r.batch != nil {
+		r.batch.add()
+	}
+	if err := w.e.lim.Acquire(ctx, r.quota); err != nil {
+		r.quota = 0
+		r.finish()
+		return w.wrapCtx(err)
+	}
+	select {
+	case w.cur.q <- r:
+	case <-ctx.Done():
+		w.e.lim.Release(r.quota)
+		r.quota = 0
+		r.finish()
+		return w.wrapCtx(ctx.Err())
+	}
+	w.records++
+	w.bytesIn += r.quota
+	if err := w.e.submit(ctx, r); err != nil {
+		r.err = err
+		r.finish() // the stream releases the quota
+		return w.wrapCtx(err)
+	}
+	return nil
+}
+
+// wrapCtx explains a context error: the caller's, or the map output's own
+// abort or failure.
+func (w *MapWriter) wrapCtx(err error) error {
+	if w.aborted.Load() {
+		return fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
+	}
+	if p := w.failure.Load(); p != nil {
+		return fmt.Errorf("writer: map output %s: %w", w.name(), *p)
+	}
+	return fmt.Errorf("writer: map output %s: %w", w.name(), err)
+}
+
+// wait closes the open stream and waits for every stream to finish; it
+// returns the first stream error.
+func (w *MapWriter) wait(ctx context.Context) error {
+	if w.cur != nil {
+		close(w.cur.q)
+		w.cur = nil
+	}
+	var first error
+	for _, s := range w.streams {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if s.err != nil && first == nil {
+			first = s.err
+		}
+	}
+	return first
+}
+
+// Commit finishes the map output: it waits for every record to be written,
+// merges the runs if there are several, and commits the data, index and
+// checksum files atomically. On any error the map output is aborted: nothing
+// is committed and no file of it remains.
+func (w *MapWriter) Commit(ctx context.Context) (Result, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		if w.state == open {
+			w.abortLocked()
+		}
+		return Result{}, err
+	}
+	res, err := w.commitLocked(ctx)
+	if err != nil {
+		w.abortLocked()
+		return Result{}, err
+	}
+	// The runs (or partition files) were merged into the data file.
+	for _, s := range w.streams {
+		s.sink.remove()
+	}
+	w.streams = nil
+	w.state = committed
+	w.cancel()
+	w.e.done()
+	return res, nil
+}
+
+func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
+	if err := w.wait(ctx); err != nil {
+		return Result{}, w.wrapCtx(err)
+	}
+	if w.aborted.Load() {
+		return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
+	}
+	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
+	if w.spec.Mode == Ceiling {
+		var seg segments
+		if len(w.streams) > 0 {
+			seg = w.streams[0].sink.(*discard).segments
+		} else {
+			seg = newSegments(w.spec.NumPartitions, w.spec.Checksum)
+		}
+		res.Lengths, res.Checksums = seg.lengths, seg.checksums
+		for _, n := range seg.lengths {
+			res.BytesOut += n
+		}
+		return res, nil
+	}
+	dataTemp, seg, mergeBytes, err := w.assemble(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
+	}
+	res.MergeBytes = mergeBytes
+	c := shufflefile.Commit{
+		FS:        w.e.opts.fs,
+		Layout:    w.spec.Layout,
+		ID:        w.spec.ID,
+		DataTemp:  dataTemp,
+		Lengths:   seg.lengths,
+		Checksums: seg.checksums,
+		Algorithm: w.spec.Checksum,
+		Sync:      w.e.opts.sync,
+		FileMode:  w.e.opts.fileMode,
+	}
+	lengths, sums, existing, err := c.Do()
+	if err != nil {
+		return Result{}, fmt.Errorf("writer: map output %s: commit: %w", w.name(), err)
+	}
+	res.Lengths, res.Checksums, res.Existing = lengths, sums, existing
+	for _, n := range lengths {
+		res.BytesOut += n
+	}
+	return res, nil
+}
+
+// assemble produces the finished data temp file: the single run file as it
+// is, or a merge of several runs (Stream), or the concatenation of the
+// partition files (Legacy). Run and partition files are removed once merged;
+// on error, assemble removes what it made and abortLocked removes the rest.
+func (w *MapWriter) assemble(ctx context.Context) (string, segments, int64, error) {
+	fsys := w.e.opts.fs
+	switch {
+	case len(w.streams) == 0:
+		// No record at all: an empty data file.
+		path := shufflefile.TempName(w.dataPath)
+		f, err := fsys.Create(path, 0o600)
+		if err != nil {
+			return "", segments{}, 0, err
+		}
+		if err := f.Close(); err != nil {
+			_ = fsys.Remove(path)
+			return "", segments{}, 0, err
+		}
+		return path, newSegments(w.spec.NumPartitions, w.spec.Checksum), 0, nil
+	case w.spec.Mode == Stream && len(w.streams) == 1:
+		rf := w.streams[0].sink.(*runFile)
+		w.streams = nil // the run file is now the data temp file; Commit owns it
+		return rf.path, rf.segments, 0, nil
+	case w.spec.Mode == Stream:
+		return w.mergeRuns(ctx)
+	default:
+		return w.concatPartitions(ctx)
+	}
+}
+
+func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, copied int64, err error) {
+	fsys := w.e.opts.fs
+	runs := make([]merge.Run, 0, len(w.streams))
+	defer func() {
+		for _, r := range runs {
+			if cerr := r.File.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+		if err != nil && path != "" {
+			_ = fsys.Remove(path)
+			path = ""
+		}
+	}()
+	for _, s := range w.streams {
+		rf := s.sink.(*runFile)
+		f, err := fsys.Open(rf.path)
+		if err != nil {
+			return "", segments{}, 0, err
+		}
+		runs = append(runs, merge.Run{File: f, Lengths: rf.lengths, Checksums: rf.checksums})
+	}
+	if err := ctx.Err(); err != nil {
+		return "", segments{}, 0, err
+	}
+	path = shufflefile.TempName(w.dataPath)
+	dst, err := fsys.Create(path, 0o600)
+	if err != nil {
+		return "", segments{}, 0, err
+	}
+	res, err := merge.Merge(dst, runs, w.spec.NumPartitions, w.spec.Checksum)
+	if cerr := dst.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return path, segments{}, 0, err
+	}
+	return path, segments{alg: w.spec.Checksum, lengths: res.Lengths, checksums: res.Checksums}, res.Bytes, nil
+}
+
+// concatPartitions is the Legacy commit: partition files copied one after
+// the other into the data file.
+func (w *MapWriter) concatPartitions(ctx context.Context) (string, segments, int64, error) {
+	fsys := w.e.opts.fs
+	pf := w.streams[0].sink.(*partitionFiles)
+	path := shufflefile.TempName(w.dataPath)
+	dst, err := fsys.Create(path, 0o600)
+	if err != nil {
+		return "", segments{}, 0, err
+	}
+	var copied int64
+	err = func() error {
+		for p, src := range pf.paths {
+			if src == "" {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			f, err := fsys.Open(src)
+			if err != nil {
+				return err
+			}
+			_, err = vfs.CopyRange(dst, f, 0, pf.lengths[p])
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			copied += pf.lengths[p]
+		}
+		return nil
+	}()
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = fsys.Remove(path)
+		return "", segments{}, 0, err
+	}
+	return path, pf.segments, copied, nil
+}
+
+// Abort discards the map output: every record still in flight is dropped and
+// its quota released, and every file it made is removed. Aborting twice is a
+// no-op; aborting a committed map output returns ErrCommitted and changes
+// nothing.
+func (w *MapWriter) Abort() error {
+	w.aborted.Store(true)
+	w.cancel()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch w.state {
+	case committed:
+		return fmt.Errorf("map output %s: %w", w.name(), ErrCommitted)
+	case aborted:
+		return nil
+	}
+	w.abortLocked()
+	return nil
+}
+
+// abortLocked waits for every stream (workers never block, so this ends) and
+// removes the files of every run.
+func (w *MapWriter) abortLocked() {
+	w.aborted.Store(true)
+	w.cancel()
+	_ = w.wait(context.Background())
+	for _, s := range w.streams {
+		s.sink.remove()
+	}
+	w.streams = nil
+	w.state = aborted
+	w.e.done()
+}
+
+// Stats of an open map output, for progress reports.
+type Stats struct {
+	Runs    int
+	Records int64
+	BytesIn int64
+}
+
+// Stats returns the map output's figures so far.
+func (w *MapWriter) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Stats{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
+}

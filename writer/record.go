@@ -1,0 +1,139 @@
+package writer
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/shuffled/shuffled/partition"
+)
+
+// A record is one unit of encoding work: one partition's slice of one batch,
+// at most the engine's record size. It holds limiter quota from admission
+// until its stream has written (or dropped) its encoded bytes.
+type record struct {
+	w         *MapWriter
+	partition int
+	quota     int64
+
+	// Exactly one of data and cols is set: opaque bytes are compressed as
+	// they are; rows [rowStart, rowEnd) of cols are serialized into the
+	// encoder as one block.
+	data             []byte
+	cols             *partition.Batch
+	rowStart, rowEnd int
+	batch            *batchRef // released once the payload is no longer referenced
+
+	// Results, published by closing done.
+	out  []byte
+	sum  uint32
+	err  error
+	done chan struct{}
+}
+
+// encode runs on a worker: serialize + compress into one codec stream and
+// checksum the encoded bytes.
+func (r *record) encode() {
+	w := r.w
+	if w.aborted.Load() {
+		r.err = ErrAborted
+	} else {
+		enc := w.enc.Get()
+		buf := getBuffer(int(r.quota))
+		if r.cols != nil {
+			enc.Reset(buf)
+			_, r.err = partition.WriteSlice(enc, r.cols, r.rowStart, r.rowEnd)
+			r.out = enc.Finish()
+		} else {
+			r.out = enc.Encode(buf, r.data)
+		}
+		w.enc.Put(enc)
+		if r.err == nil && w.spec.Checksum != 0 {
+			alg := w.spec.Checksum
+			r.sum = alg.Update(alg.Empty(), r.out)
+		}
+	}
+	r.finish()
+}
+
+// finish drops the payload and publishes the result.
+func (r *record) finish() {
+	r.data, r.cols = nil, nil
+	if r.batch != nil {
+		r.batch.release()
+		r.batch = nil
+	}
+	close(r.done)
+}
+
+// batchRef calls done once every record of a batch has let go of the batch's
+// bytes, so a caller can unmap or reuse them.
+type batchRef struct {
+	mu      sync.Mutex
+	pending int
+	done    func()
+}
+
+func (b *batchRef) add() {
+	b.mu.Lock()
+	b.pending++
+	b.mu.Unlock()
+}
+
+func (b *batchRef) release() {
+	b.mu.Lock()
+	b.pending--
+	last := b.pending == 0
+	b.mu.Unlock()
+	if last && b.done != nil {
+		b.done()
+	}
+}
+
+// Encoded-record buffers come from size-classed pools (powers of four from
+// 4 KiB to 64 MiB), so a small record never pins a large buffer and the
+// memory held stays close to what the limiter admitted.
+const (
+	minBufferShift = 12
+	maxBufferShift = 26
+)
+
+var bufferPools [(maxBufferShift-minBufferShift)/2 + 1]sync.Pool
+
+func bufferClass(n int) int {
+	if n <= 1<<minBufferShift {
+		return 0
+	}
+	shift := bits.Len(uint(n - 1)) // smallest power of two >= n
+	c := (shift - minBufferShift + 1) / 2
+	if c >= len(bufferPools) {
+		return -1
+	}
+	return c
+}
+
+// getBuffer returns an empty buffer with room for the encoding of n input
+// bytes plus codec framing.
+func getBuffer(n int) []byte {
+	want := n + n/16 + 256
+	c := bufferClass(want)
+	if c < 0 {
+		return make([]byte, 0, want)
+	}
+	if p, ok := bufferPools[c].Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 1<<(minBufferShift+2*c))
+}
+
+// putBuffer returns a buffer to the pool of the largest class it can serve.
+func putBuffer(b []byte) {
+	if cap(b) < 1<<minBufferShift {
+		return
+	}
+	c := (bits.Len(uint(cap(b))) - 1 - minBufferShift) / 2
+	if c >= len(bufferPools) {
+		return
+	}
+	b = b[:0]
+	bufferPools[c].Put(&b)
+}

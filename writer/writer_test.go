@@ -1,0 +1,525 @@
+package writer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+)
+
+var allCodecs = []codec.Kind{codec.None, codec.LZ4, codec.Zstd, codec.Snappy}
+
+// op is one Write call of a test workload.
+type op struct {
+	p    int
+	data []byte
+}
+
+// payload returns n deterministic, somewhat compressible bytes.
+func payload(rng *rand.Rand, n int) []byte {
+	words := []string{"lineitem", "quantity", "0.04", "DELIVER IN PERSON", "TRUCK", "furiously", "1995-03-15", "|", "ironic"}
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(words[rng.IntN(len(words))])
+		b.WriteByte(byte('a' + rng.IntN(26)))
+	}
+	return []byte(b.String()[:n])
+}
+
+// expect concatenates each partition's bytes in arrival order.
+func expect(ops []op, numPartitions int) [][]byte {
+	want := make([][]byte, numPartitions)
+	for _, o := range ops {
+		want[o.p] = append(want[o.p], o.data...)
+	}
+	return want
+}
+
+// runsOf counts the runs a sequence of writes forms (empty writes don't count).
+func runsOf(ops []op) int {
+	runs, last := 0, -1
+	for _, o := range ops {
+		if len(o.data) == 0 {
+			continue
+		}
+		if runs == 0 || o.p < last {
+			runs++
+		}
+		last = o.p
+	}
+	return runs
+}
+
+func newEngine(t testing.TB, opts ...Option) *Engine {
+	t.Helper()
+	e, err := New(opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return e
+}
+
+func writeAll(t testing.TB, e *Engine, spec Spec, ops []op) (Result, error) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := e.Open(ctx, spec)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, o := range ops {
+		if err := w.Write(ctx, o.p, o.data); err != nil {
+			_ = w.Abort()
+			return Result{}, err
+		}
+	}
+	return w.Commit(ctx)
+}
+
+// readBack opens the committed map output, verifies it and decodes every
+// partition.
+func readBack(t testing.TB, fsys vfs.FS, spec Spec) [][]byte {
+	t.Helper()
+	mo, err := shufflefile.Open(fsys, spec.Layout, spec.ID, spec.Checksum)
+	if err != nil {
+		t.Fatalf("shufflefile.Open: %v", err)
+	}
+	defer mo.Close()
+	if err := mo.Verify(); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if mo.NumPartitions() != spec.NumPartitions {
+		t.Fatalf("NumPartitions() = %d, want %d", mo.NumPartitions(), spec.NumPartitions)
+	}
+	got := make([][]byte, spec.NumPartitions)
+	for p := range got {
+		raw, err := mo.ReadPartition(p)
+		if err != nil {
+			t.Fatalf("ReadPartition(%d): %v", p, err)
+		}
+		if len(raw) == 0 {
+			continue
+		}
+		got[p], err = codec.Decode(spec.Codec, nil, raw)
+		if err != nil {
+			t.Fatalf("partition %d: Decode: %v", p, err)
+		}
+	}
+	return got
+}
+
+func checkPartitions(t testing.TB, got, want [][]byte) {
+	t.Helper()
+	for p := range want {
+		if !bytes.Equal(got[p], want[p]) {
+			t.Fatalf("partition %d: decoded %d bytes, want %d (first difference at %d)", p, len(got[p]), len(want[p]), firstDiff(got[p], want[p]))
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// noTemps fails if any temp file remains under dir.
+func noTemps(t testing.TB, dir string) {
+	t.Helper()
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, shufflefile.TempSuffix) {
+			t.Errorf("temp file left behind: %s", path)
+		}
+		return nil
+	})
+}
+
+// checkQuiet checks that the engine holds no quota.
+func checkQuiet(t testing.TB, e *Engine) {
+	t.Helper()
+	if s := e.Limiter().Stats(); s.InFlight != 0 {
+		t.Errorf("limiter holds %d bytes after the map output ended, want 0", s.InFlight)
+	}
+}
+
+// workload builds writes over numPartitions: some partitions empty, some
+// repeated, in runs ascending partition sequences.
+func workload(rng *rand.Rand, numPartitions, runs, maxLen int) []op {
+	var ops []op
+	for r := 0; r < runs; r++ {
+		p := 0
+		for p < numPartitions {
+			if rng.IntN(4) != 0 { // a quarter of the partitions stay empty in this run
+				for k := 1 + rng.IntN(2); k > 0; k-- { // repeated ids
+					ops = append(ops, op{p, payload(rng, rng.IntN(maxLen+1))})
+				}
+			}
+			p += 1 + rng.IntN(max(1, numPartitions/50))
+		}
+	}
+	return ops
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, numPartitions := range []int{1, 200, 10000} {
+		for _, runs := range []int{1, 4} {
+			for _, k := range allCodecs {
+				name := fmt.Sprintf("codec=%v/runs=%d/partitions=%d", k, runs, numPartitions)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					rng := rand.New(rand.NewPCG(uint64(numPartitions), uint64(runs)))
+					maxLen := 4000
+					if numPartitions == 10000 {
+						maxLen = 100
+					}
+					ops := workload(rng, numPartitions, runs, maxLen)
+					if numPartitions == 1 {
+						ops = ops[:0]
+						for range runs {
+							ops = append(ops, op{0, payload(rng, 3000)})
+						}
+					}
+					dir := t.TempDir()
+					e := newEngine(t, WithLimit(64<<10), WithWorkers(3), WithRecordSize(4<<10))
+					spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: int64(numPartitions)}, NumPartitions: numPartitions,
+						Codec: k, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
+					res, err := writeAll(t, e, spec, ops)
+					if err != nil {
+						t.Fatalf("write: %v", err)
+					}
+					if wantRuns := runsOf(ops); res.Runs != wantRuns {
+						t.Errorf("Runs = %d, want %d", res.Runs, wantRuns)
+					}
+					checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, numPartitions))
+					noTemps(t, dir)
+					checkQuiet(t, e)
+				})
+			}
+		}
+	}
+}
+
+// TestRoundTripProperty writes random partition sequences (ids in any
+// order, including backwards within what would be a run) with every
+// checksum algorithm and compares what decodes.
+func TestRoundTripProperty(t *testing.T) {
+	algs := []checksum.Algorithm{checksum.None, checksum.Adler32, checksum.CRC32, checksum.CRC32C}
+	for seed := range uint64(24) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		numPartitions := 1 + rng.IntN(64)
+		ops := make([]op, rng.IntN(200))
+		for i := range ops {
+			ops[i] = op{rng.IntN(numPartitions), payload(rng, rng.IntN(3000))}
+		}
+		k := allCodecs[rng.IntN(len(allCodecs))]
+		alg := algs[rng.IntN(len(algs))]
+		dir := t.TempDir()
+		e := newEngine(t, WithLimit(int64(1+rng.IntN(32<<10))), WithWorkers(1+rng.IntN(4)), WithRecordSize(1<<10+rng.IntN(4<<10)))
+		spec := Spec{ID: shufflefile.ID{Shuffle: 7, Map: int64(seed)}, NumPartitions: numPartitions, Codec: k, Checksum: alg, Layout: shufflefile.Flat(dir)}
+		res, err := writeAll(t, e, spec, ops)
+		if err != nil {
+			t.Fatalf("seed %d: write: %v", seed, err)
+		}
+		if wantRuns := runsOf(ops); res.Runs != wantRuns {
+			t.Errorf("seed %d: Runs = %d, want %d", seed, res.Runs, wantRuns)
+		}
+		want := expect(ops, numPartitions)
+		checkPartitions(t, readBack(t, vfs.Default, spec), want)
+		var in int64
+		for _, w := range want {
+			in += int64(len(w))
+		}
+		if res.BytesIn != in {
+			t.Errorf("seed %d: BytesIn = %d, want %d", seed, res.BytesIn, in)
+		}
+		noTemps(t, dir)
+		checkQuiet(t, e)
+	}
+}
+
+// TestOversizeRecord writes one record larger than the whole limit: it is
+// admitted alone, and the peak exceeds the limit only by that record.
+func TestOversizeRecord(t *testing.T) {
+	const limit = 8 << 10
+	e := newEngine(t, WithLimit(limit), WithRecordSize(64<<10), WithWorkers(2))
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	ops := []op{{0, payload(rng, 100)}, {1, payload(rng, 40<<10)}, {2, payload(rng, 100)}, {1, payload(rng, 3000)}}
+	spec := Spec{ID: shufflefile.ID{Shuffle: 2, Map: 3}, NumPartitions: 3, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
+	if _, err := writeAll(t, e, spec, ops); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, 3))
+	s := e.Limiter().Stats()
+	if s.Oversize != 1 {
+		t.Errorf("Oversize = %d, want 1", s.Oversize)
+	}
+	if s.Peak != 40<<10 {
+		t.Errorf("Peak = %d, want %d (the oversize record alone)", s.Peak, 40<<10)
+	}
+	checkQuiet(t, e)
+}
+
+// TestModesAgree checks that Legacy writes the same data file as Stream for
+// one run, and that Ceiling reports the same lengths without writing.
+func TestModesAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ops := workload(rng, 300, 1, 5000)
+	e := newEngine(t, WithLimit(1<<20))
+	var lengths [3][]int64
+	var data [2][]byte
+	for _, mode := range []Mode{Stream, Legacy, Ceiling} {
+		dir := t.TempDir()
+		spec := Spec{ID: shufflefile.ID{Shuffle: 3, Map: 1}, NumPartitions: 300, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir), Mode: mode}
+		res, err := writeAll(t, e, spec, ops)
+		if err != nil {
+			t.Fatalf("mode %v: %v", mode, err)
+		}
+		lengths[mode] = res.Lengths
+		if mode == Ceiling {
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("mode ceiling wrote %d files, want 0", len(ents))
+			}
+			continue
+		}
+		data[mode], err = os.ReadFile(filepath.Join(dir, shufflefile.DataName(spec.ID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, 300))
+		noTemps(t, dir)
+	}
+	if !bytes.Equal(data[Stream], data[Legacy]) {
+		t.Errorf("legacy data file differs from stream's (%d vs %d bytes)", len(data[Legacy]), len(data[Stream]))
+	}
+	for p := range lengths[Stream] {
+		if lengths[Stream][p] != lengths[Legacy][p] || lengths[Stream][p] != lengths[Ceiling][p] {
+			t.Fatalf("partition %d: lengths stream/legacy/ceiling = %d/%d/%d, want equal", p, lengths[Stream][p], lengths[Legacy][p], lengths[Ceiling][p])
+		}
+	}
+	checkQuiet(t, e)
+}
+
+func TestFirstCommitWins(t *testing.T) {
+	e := newEngine(t)
+	dir := t.TempDir()
+	spec := Spec{ID: shufflefile.ID{Shuffle: 4, Map: 4}, NumPartitions: 2, Codec: codec.Zstd, Checksum: checksum.CRC32C, Layout: shufflefile.Flat(dir)}
+	first, err := writeAll(t, e, spec, []op{{0, []byte("first attempt")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := writeAll(t, e, spec, []op{{1, []byte("second attempt, longer")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.Existing {
+		t.Errorf("second commit: Existing = false, want true")
+	}
+	if fmt.Sprint(second.Lengths) != fmt.Sprint(first.Lengths) {
+		t.Errorf("second commit: Lengths = %v, want the first's %v", second.Lengths, first.Lengths)
+	}
+	checkPartitions(t, readBack(t, vfs.Default, spec), [][]byte{[]byte("first attempt"), nil})
+	noTemps(t, dir)
+}
+
+func TestEmptyMapOutput(t *testing.T) {
+	e := newEngine(t)
+	dir := t.TempDir()
+	spec := Spec{ID: shufflefile.ID{Shuffle: 5, Map: 0}, NumPartitions: 5, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
+	res, err := writeAll(t, e, spec, []op{{3, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range 5 {
+		if res.Lengths[p] != 0 || res.Checksums[p] != 1 {
+			t.Errorf("partition %d: length %d checksum %d, want 0 and 1 (Adler32 of nothing)", p, res.Lengths[p], res.Checksums[p])
+		}
+	}
+	checkPartitions(t, readBack(t, vfs.Default, spec), make([][]byte, 5))
+}
+
+func TestSparkHashedLayout(t *testing.T) {
+	e := newEngine(t)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	spec := Spec{ID: shufflefile.ID{Shuffle: 6, Map: 9}, NumPartitions: 3, Codec: codec.Snappy, Checksum: checksum.Adler32,
+		Layout: shufflefile.SparkHashed{LocalDirs: dirs, SubDirs: 64}}
+	ops := []op{{2, []byte("x")}, {0, []byte("y")}}
+	if _, err := writeAll(t, e, spec, ops); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{shufflefile.DataName(spec.ID), shufflefile.IndexName(spec.ID)} {
+		if _, err := os.Stat(shufflefile.Path(spec.Layout, name)); err != nil {
+			t.Errorf("%s not where the layout puts it: %v", name, err)
+		}
+	}
+	checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, 3))
+	noTemps(t, dirs[0])
+	noTemps(t, dirs[1])
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEngine(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	good := Spec{ID: shufflefile.ID{Shuffle: 1, Map: 1}, NumPartitions: 4, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
+	bad := []struct {
+		name   string
+		mutate func(*Spec)
+		want   string
+	}{
+		{"negative shuffle", func(s *Spec) { s.ID.Shuffle = -1 }, "shuffle id -1"},
+		{"negative map", func(s *Spec) { s.ID.Map = -7 }, "map id -7"},
+		{"zero partitions", func(s *Spec) { s.NumPartitions = 0 }, "partitions 0"},
+		{"too many partitions", func(s *Spec) { s.NumPartitions = MaxPartitions + 1 }, fmt.Sprint(MaxPartitions + 1)},
+		{"unknown codec", func(s *Spec) { s.Codec = 9 }, "codec"},
+		{"unknown checksum", func(s *Spec) { s.Checksum = 9 }, "checksum"},
+		{"no layout", func(s *Spec) { s.Layout = nil }, "layout"},
+	}
+	for _, tc := range bad {
+		spec := good
+		tc.mutate(&spec)
+		_, err := e.Open(ctx, spec)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Open error = %v, want ErrInvalid naming %q", tc.name, err, tc.want)
+		}
+	}
+
+	w, err := e.Open(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{-1, 4, 1 << 30} {
+		err := w.Write(ctx, p, []byte("x"))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("partition %d", p)) {
+			t.Errorf("Write(%d) error = %v, want ErrInvalid naming partition %d", p, err, p)
+		}
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	if err := w.Write(ctx, 0, []byte("x")); !errors.Is(err, ErrAborted) {
+		t.Errorf("Write after Abort = %v, want ErrAborted", err)
+	}
+	if _, err := w.Commit(ctx); !errors.Is(err, ErrAborted) {
+		t.Errorf("Commit after Abort = %v, want ErrAborted", err)
+	}
+	if err := w.Abort(); err != nil {
+		t.Errorf("second Abort = %v, want nil", err)
+	}
+
+	w, err = e.Open(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, 1, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, 0, []byte("x")); !errors.Is(err, ErrCommitted) {
+		t.Errorf("Write after Commit = %v, want ErrCommitted", err)
+	}
+	if err := w.Abort(); !errors.Is(err, ErrCommitted) {
+		t.Errorf("Abort after Commit = %v, want ErrCommitted", err)
+	}
+	noTemps(t, dir)
+	checkQuiet(t, e)
+}
+
+// TestAbortRemovesEverything aborts map outputs with several runs in flight.
+func TestAbortRemovesEverything(t *testing.T) {
+	for _, mode := range []Mode{Stream, Legacy} {
+		e := newEngine(t, WithLimit(16<<10), WithRecordSize(2<<10))
+		dir := t.TempDir()
+		ctx := context.Background()
+		spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: 8}, NumPartitions: 50, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir), Mode: mode}
+		w, err := e.Open(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(8, 8))
+		for _, o := range workload(rng, 50, 3, 5000) {
+			if err := w.Write(ctx, o.p, o.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Abort(); err != nil {
+			t.Fatal(err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("mode %v: %d files left after Abort, want 0", mode, len(ents))
+		}
+		checkQuiet(t, e)
+	}
+}
+
+// TestAbortUnblocksWrite aborts from another goroutine while Write waits for
+// quota held by another map output.
+func TestAbortUnblocksWrite(t *testing.T) {
+	e := newEngine(t, WithLimit(4<<10), WithRecordSize(4<<10))
+	ctx := context.Background()
+	if err := e.Limiter().Acquire(ctx, 4<<10); err != nil { // someone else holds everything
+		t.Fatal(err)
+	}
+	spec := Spec{ID: shufflefile.ID{Shuffle: 9, Map: 9}, NumPartitions: 2, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())}
+	w, err := e.Open(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- w.Write(ctx, 0, make([]byte, 1000)) }()
+	for e.Limiter().Stats().Waiting == 0 {
+		runtime.Gosched()
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrAborted) {
+		t.Errorf("blocked Write returned %v, want ErrAborted", err)
+	}
+	e.Limiter().Release(4 << 10)
+	checkQuiet(t, e)
+}
+
+// TestCancelWrite cancels the caller's context while Write waits for quota.
+func TestCancelWrite(t *testing.T) {
+	e := newEngine(t, WithLimit(4<<10), WithRecordSize(4<<10))
+	if err := e.Limiter().Acquire(context.Background(), 4<<10); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{ID: shufflefile.ID{Shuffle: 9, Map: 10}, NumPartitions: 2, Codec: codec.Zstd, Layout: shufflefile.Flat(t.TempDir())}
+	w, err := e.Open(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := w.Write(ctx, 0, make([]byte, 1000)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Write = %v, want DeadlineExceeded", err)
+	}
+	e.Limiter().Release(4 << 10)
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	checkQuiet(t, e)
+}
