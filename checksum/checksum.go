@@ -11,7 +11,6 @@ package checksum
 import (
 	"fmt"
 	"hash"
-	"hash/adler32"
 	"hash/crc32"
 	"strings"
 )
@@ -67,12 +66,8 @@ func (a Algorithm) String() string {
 // unknown value, which Parse never returns.
 func (a Algorithm) New() hash.Hash32 {
 	switch a {
-	case Adler32:
-		return adler32.New()
-	case CRC32:
-		return crc32.NewIEEE()
-	case CRC32C:
-		return crc32.New(castagnoli)
+	case Adler32, CRC32, CRC32C:
+		return &digest{alg: a, sum: a.Empty()}
 	}
 	panic(fmt.Sprintf("checksum: New on %v", a))
 }
