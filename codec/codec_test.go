@@ -188,7 +188,7 @@ func roundTrip(t *testing.T, k Kind, stream, want []byte) {
 func TestRoundTrip(t *testing.T) {
 	for _, k := range allKinds {
 		bs := blockSizeOf(k)
-		sizes := []int{0, 1, 11, bs - 1, bs, bs + 1, 3*bs + 17, 2 << 20}
+		sizes := []int{0, 1, 11, bs - 1, bs, bs + 1, 3*bs + 17, 1<<20 + 3}
 		for _, n := range sizes {
 			for _, gen := range []struct {
 				name string
@@ -212,6 +212,13 @@ func TestRoundTrip(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+func TestRoundTripLarge(t *testing.T) {
+	data := textData(4<<20, 1)
+	for _, k := range allKinds {
+		roundTrip(t, k, mustEncoder(t, k).Encode(nil, data), data)
 	}
 }
 
