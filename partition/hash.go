@@ -140,6 +140,9 @@ func HashRows(b *Batch, keyCols []int, hashes []int32) {
 // hashColumn folds column c into the running hashes, one loop per type so
 // that the common fixed-width cases run without per-row dispatch.
 func hashColumn(c *Column, hashes []int32) {
+	if len(hashes) == 0 {
+		return // a 0-row String column may have no offsets at all
+	}
 	if c.Validity != nil {
 		for i := range hashes {
 			hashes[i] = c.Hash(i, hashes[i])

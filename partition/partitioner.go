@@ -72,6 +72,10 @@ func (c *Column) scatter(dst []int32, rows int) Column {
 	}
 	if c.Type.VarWidth() {
 		off := make([]int32, rows+1)
+		if rows == 0 {
+			out.Offsets, out.Data = off, []byte{}
+			return out
+		}
 		src := c.Offsets[:rows+1]
 		for i, j := range dst {
 			off[j+1] = src[i+1] - src[i]

@@ -81,3 +81,20 @@ func TestPartitionErrors(t *testing.T) {
 		t.Errorf("Partition(invalid batch) = %v, want ErrInvalidBatch", err)
 	}
 }
+
+// TestPartitionZeroRowsNoOffsets covers a 0-row String column whose offsets
+// are empty, which Validate accepts (cuDF's empty strings column).
+func TestPartitionZeroRowsNoOffsets(t *testing.T) {
+	b := &Batch{Columns: []Column{{Type: String}, {Type: Int64}}}
+	HashRows(b, []int{0, 1}, nil)
+	out, err := Partition(b, []int{0}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Validate(); err != nil || out.Rows != 0 || out.NumPartitions() != 3 {
+		t.Errorf("Partition(0 rows) = %d rows, %d partitions, Validate %v; want 0, 3, nil", out.Rows, out.NumPartitions(), err)
+	}
+	if got := SliceSize(out, 1); got != len(AppendSlice(nil, out, 1)) {
+		t.Errorf("SliceSize = %d, AppendSlice wrote another length", got)
+	}
+}

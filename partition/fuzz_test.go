@@ -1,0 +1,211 @@
+package partition
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// FuzzDecodeBlocks feeds arbitrary bytes to the decoders. They must never
+// panic; whatever decodes must validate, re-encode to exactly the input (the
+// encoding is canonical), and decode the same through the stream Decoder.
+// Seeds: a few blocks below, more in testdata/fuzz/FuzzDecodeBlocks.
+func FuzzDecodeBlocks(f *testing.F) {
+	r := rand.New(rand.NewPCG(1, 1))
+	b := randomBatch(r, 20, true, 5)
+	f.Add(AppendBlock(nil, b, 3, 11))
+	f.Add(AppendBlock(AppendBlock(nil, b, 0, 0), b, 9, 20))
+	f.Add(AppendBlock(nil, validBatch(), 0, 3))
+	f.Add(AppendBlock(nil, &Batch{Rows: 4}, 0, 4))
+	f.Add([]byte("SHFC\x01\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		batches, err := DecodeBlocks(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptBlock) && !errors.Is(err, ErrBlockVersion) {
+				t.Fatalf("DecodeBlocks error %v wraps neither ErrCorruptBlock nor ErrBlockVersion", err)
+			}
+		}
+		var again []byte
+		for i, b := range batches {
+			if err := b.Validate(); err != nil {
+				t.Fatalf("block %d decodes to an invalid batch: %v", i, err)
+			}
+			again = AppendBlock(again, b, 0, b.Rows)
+		}
+		if !bytes.Equal(again, data[:len(again)]) {
+			t.Fatalf("decoded blocks re-encode to other bytes")
+		}
+		if err == nil && len(again) != len(data) {
+			t.Fatalf("decoded blocks re-encode to %d bytes, input is %d", len(again), len(data))
+		}
+		d := NewDecoder(bytes.NewReader(data), 0)
+		for i := 0; ; i++ {
+			b, derr := d.Next()
+			if derr == io.EOF || (derr != nil && err != nil && i == len(batches)) {
+				if i != len(batches) {
+					t.Fatalf("Decoder read %d blocks, DecodeBlocks %d", i, len(batches))
+				}
+				break
+			}
+			if derr != nil || i >= len(batches) {
+				t.Fatalf("Decoder block %d: %v (DecodeBlocks: %d blocks, %v)", i, derr, len(batches), err)
+			}
+			if err := sameRows(batches[i], 0, batches[i].Rows, b); err != nil {
+				t.Fatalf("Decoder block %d: %v", i, err)
+			}
+		}
+	})
+}
+
+// byteSource hands out fuzz input as small numbers, zeros once exhausted.
+type byteSource struct{ p []byte }
+
+func (s *byteSource) u8() int {
+	if len(s.p) == 0 {
+		return 0
+	}
+	v := s.p[0]
+	s.p = s.p[1:]
+	return int(v)
+}
+
+func (s *byteSource) u16() int { return s.u8() | s.u8()<<8 }
+
+func (s *byteSource) bytes(n int) []byte {
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = byte(s.u8())
+	}
+	return out
+}
+
+// batchFromBytes builds an arbitrary batch from data: well-formed by
+// construction, except where the bits of a "mistake" byte ask for one field
+// or another to be drawn without regard to the rules, so that the fuzzer
+// reaches both valid batches and near misses.
+func batchFromBytes(data []byte) *Batch {
+	s := &byteSource{p: data}
+	rows := s.u16() % 300
+	mistakes := s.u8() & s.u8() // few bits set
+	b := &Batch{Rows: rows}
+	if mistakes&1 != 0 {
+		b.Rows = rows - 2
+	}
+	if np := s.u8() % 6; np > 0 {
+		b.PartitionOffsets = make([]int32, np+1)
+		for p := 1; p < np; p++ {
+			prev := int(b.PartitionOffsets[p-1])
+			b.PartitionOffsets[p] = int32(prev + s.u8()%(rows-prev+1))
+		}
+		b.PartitionOffsets[np] = int32(rows)
+		if mistakes&2 != 0 {
+			b.PartitionOffsets[s.u8()%(np+1)] += int32(int8(s.u8()))
+		}
+	}
+	for range s.u8() % 6 {
+		mode, colMistakes := s.u8(), s.u8()&s.u8()&s.u8()
+		c := Column{Type: Type(s.u8()%12 + 1)}
+		if colMistakes&1 != 0 {
+			c.Type = Type(s.u8() % 14)
+		}
+		if mode&1 != 0 {
+			c.Name = string(s.bytes(s.u8() % 8))
+		}
+		if c.Type == Decimal64 {
+			c.Precision = int8(1 + s.u8()%18)
+			c.Scale = int8(s.u8() % (int(c.Precision) + 1))
+		}
+		if colMistakes&2 != 0 {
+			c.Precision, c.Scale = int8(s.u8()), int8(s.u8())
+		}
+		if mode&2 != 0 {
+			n := (rows+7)/8 + s.u8()%3
+			if colMistakes&4 != 0 {
+				n = s.u8() % 40
+			}
+			c.Validity = s.bytes(n)
+		}
+		dataLen := rows*c.Type.Width() + s.u8()%3
+		if c.Type.VarWidth() || colMistakes&8 != 0 {
+			n := rows + 1
+			if colMistakes&16 != 0 {
+				n = s.u8() % (rows + 3)
+			}
+			c.Offsets = make([]int32, n)
+			for i := 1; i < n; i++ {
+				c.Offsets[i] = c.Offsets[i-1] + int32(s.u8()%6)
+				if colMistakes&32 != 0 {
+					c.Offsets[i] += int32(int8(s.u8())) / 8
+				}
+			}
+			if n > 0 {
+				dataLen = int(c.Offsets[n-1]) + s.u8()%3
+			}
+		}
+		if colMistakes&64 != 0 {
+			dataLen = s.u16() % 2500
+		}
+		c.Data = s.bytes(max(dataLen, 0))
+		b.Columns = append(b.Columns, c)
+	}
+	return b
+}
+
+// FuzzValidate builds arbitrary batches and checks the package's main
+// invariant: whatever Validate accepts, every other function handles
+// without panicking, and its blocks round-trip.
+func FuzzValidate(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{10, 0, 2, 5, 1, 11, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{3, 0, 3, 2, 1, 4, 3, 5, 6, 1, 0, 'a', 'b', 'c', 4, 11, 9, 0, 1, 1, 1, 7, 0})
+	f.Add([]byte{200, 0, 0, 2, 7, 10, 15, 2, 40, 1, 255, 255, 255, 3, 0, 0, 9, 0, 1, 2, 3, 4, 5, 6})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := batchFromBytes(data)
+		if err := b.Validate(); err != nil {
+			if !errors.Is(err, ErrInvalidBatch) {
+				t.Fatalf("Validate error %v does not wrap ErrInvalidBatch", err)
+			}
+			return
+		}
+		hashes := make([]int32, b.Rows)
+		keys := make([]int, len(b.Columns))
+		for i := range keys {
+			keys[i] = i
+		}
+		HashRows(b, keys, hashes)
+		for ci := range b.Columns {
+			for i := range b.Rows {
+				b.Columns[ci].AppendText(nil, i)
+				b.Columns[ci].Hash(i, 1)
+			}
+		}
+		for p := range b.NumPartitions() {
+			start, end := b.PartitionRows(p)
+			blk := AppendSlice(nil, b, p)
+			if len(blk) != SliceSize(b, p) {
+				t.Fatalf("partition %d: AppendSlice wrote %d bytes, SliceSize = %d", p, len(blk), SliceSize(b, p))
+			}
+			got, _, err := DecodeBlock(blk)
+			if err != nil {
+				t.Fatalf("partition %d: DecodeBlock(AppendSlice) = %v", p, err)
+			}
+			if err := sameRows(b, start, end, got); err != nil {
+				t.Fatalf("partition %d: %v", p, err)
+			}
+			var w bytes.Buffer
+			if _, err := WriteSlice(&w, b, start, end); err != nil || !bytes.Equal(w.Bytes(), blk) {
+				t.Fatalf("partition %d: WriteSlice = %v, or bytes differ from AppendSlice", p, err)
+			}
+		}
+		n := max(b.NumPartitions(), 1)
+		out, err := Partition(b, keys, n)
+		if err != nil {
+			t.Fatalf("Partition of a valid batch = %v", err)
+		}
+		if err := out.Validate(); err != nil {
+			t.Fatalf("Partition output invalid: %v", err)
+		}
+	})
+}
