@@ -123,3 +123,34 @@ func TestWriteBatchInvalid(t *testing.T) {
 		t.Errorf("onDone ran %d times for two refused batches, want 2", got)
 	}
 }
+
+func TestWriteOpaque(t *testing.T) {
+	e := newEngine(t, WithRecordSize(1<<10))
+	dir := t.TempDir()
+	ctx := context.Background()
+	spec := Spec{ID: shufflefile.ID{Shuffle: 2, Map: 1}, NumPartitions: 3, Codec: codec.Snappy, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
+	w, err := e.Open(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("0123456789"), 500)
+	var done atomic.Int32
+	for _, bad := range [][]int64{{0, 10}, {1, 2, 3, len64(data)}, {0, 20, 10, len64(data)}, {0, 1, 2, 3}} {
+		if err := w.WriteOpaque(ctx, data, bad, func() { done.Add(1) }); !errors.Is(err, ErrInvalid) {
+			t.Errorf("WriteOpaque(offsets %v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	offsets := []int64{0, 3000, 3000, len64(data)}
+	if err := w.WriteOpaque(ctx, data, offsets, func() { done.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := done.Load(); got != 5 {
+		t.Errorf("onDone ran %d times, want 5", got)
+	}
+	checkPartitions(t, readBack(t, vfs.Default, spec), [][]byte{data[:3000], nil, data[3000:]})
+}
+
+func len64(b []byte) int64 { return int64(len(b)) }

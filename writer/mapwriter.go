@@ -211,29 +211,80 @@ func (w *MapWriter) WriteBatch(ctx context.Context, b *partition.Batch, onDone f
 // the client. Bytes larger than the engine's record size are split into
 // several records (codec streams concatenate, so the partition decodes to
 // the same bytes). Write returns once every record is admitted; data must
-// stay unchanged until the map output is committed or aborted. Empty data
-// is a no-op: empty partitions occupy no bytes.
+// stay unchanged until Commit or Abort returns (WriteOpaque says exactly
+// when). Empty data is a no-op: empty partitions occupy no bytes.
 func (w *MapWriter) Write(ctx context.Context, p int, data []byte) error {
+	if p < 0 || p >= w.spec.NumPartitions {
+		return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.usable(); err != nil {
 		return err
 	}
-	if len(data) == 0 {
-		if p < 0 || p >= w.spec.NumPartitions {
-			return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
+	ctx, stop := w.join(ctx)
+	defer stop()
+	return w.writeOpaque(ctx, p, data, nil)
+}
+
+// WriteOpaque adds an opaque batch: partition p is data[offsets[p]:
+// offsets[p+1]], for the map output's numPartitions+1 offsets (the first 0,
+// non-decreasing, the last len(data)). Invalid offsets are an ErrInvalid
+// error and nothing is written. data must stay unchanged until onDone (may
+// be nil) is called, once no record refers to it any more; onDone is called
+// exactly once, also when WriteOpaque fails.
+func (w *MapWriter) WriteOpaque(ctx context.Context, data []byte, offsets []int64, onDone func()) error {
+	ref := &batchRef{pending: 1, done: onDone}
+	defer ref.release()
+	if err := checkOffsets(offsets, w.spec.NumPartitions, int64(len(data))); err != nil {
+		return fmt.Errorf("%w: map output %s: %w", ErrInvalid, w.name(), err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		return err
+	}
+	ctx, stop := w.join(ctx)
+	defer stop()
+	for p := range w.spec.NumPartitions {
+		if err := w.writeOpaque(ctx, p, data[offsets[p]:offsets[p+1]], ref); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+func checkOffsets(offsets []int64, numPartitions int, size int64) error {
+	if len(offsets) != numPartitions+1 {
+		return fmt.Errorf("%d partition offsets, want %d", len(offsets), numPartitions+1)
+	}
+	if offsets[0] != 0 {
+		return fmt.Errorf("partition offset[0] = %d, want 0", offsets[0])
+	}
+	for p := 1; p < len(offsets); p++ {
+		if offsets[p] < offsets[p-1] {
+			return fmt.Errorf("partition offset[%d] = %d < offset[%d] = %d", p, offsets[p], p-1, offsets[p-1])
+		}
+	}
+	if last := offsets[numPartitions]; last != size {
+		return fmt.Errorf("partition offset[%d] = %d, want the payload length %d", numPartitions, last, size)
+	}
+	return nil
+}
+
+// writeOpaque queues partition p's bytes as records of at most the record
+// size. The caller holds w.mu.
+func (w *MapWriter) writeOpaque(ctx context.Context, p int, data []byte, ref *batchRef) error {
+	if len(data) == 0 {
 		return nil
 	}
 	if err := w.checkPartition(p); err != nil {
 		return err
 	}
-	ctx, stop := w.join(ctx)
-	defer stop()
 	size := w.e.opts.recordSize
 	for len(data) > 0 {
 		n := min(len(data), size)
-		r := &record{w: w, partition: p, quota: int64(n), data: data[:n], done: make(chan struct{})}
+		r := &record{w: w, partition: p, quota: int64(n), data: data[:n], batch: ref, done: make(chan struct{})}
 		if err := w.enqueue(ctx, r); err != nil {
 			return err
 		}
