@@ -357,7 +357,7 @@ func (g *gen) wide() {
 		case partition.Decimal64:
 			d := g.decimal(name, 12, 4)
 			for i := range n {
-				binary.LittleEndian.PutUint64(d[8*i:], uint64(r.intn(100_000_000)))
+				binary.LittleEndian.PutUint64(d[8*i:], uint64(r.intn(100_000)*100))
 			}
 		default:
 			d := g.fixed(name, t)
