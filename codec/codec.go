@@ -279,3 +279,26 @@ func truncatedf(format string, args ...any) error {
 func grow(b []byte, n int) []byte {
 	return slices.Grow(b, n)[:len(b)+n]
 }
+
+// readPayload reads n bytes from r into buf, reusing its capacity. It grows
+// buf only as bytes arrive, so that a length declared by a hostile header
+// costs memory only for bytes that really follow. If r ends first, it
+// returns the bytes read and io.EOF (none) or io.ErrUnexpectedEOF.
+func readPayload(r io.Reader, buf []byte, n int) ([]byte, error) {
+	const firstChunk = 64 << 10
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(n-len(buf), max(len(buf), firstChunk)))
+		}
+		m, err := io.ReadFull(r, buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if err == io.EOF && len(buf) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
+	}
+	return buf, nil
+}

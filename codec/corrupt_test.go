@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -62,6 +63,7 @@ func TestCorrupt(t *testing.T) {
 		{"lz4 negative original length", LZ4, mutate(lz4Raw, func(b []byte) { putLE(b, 13, -5) }), "lz4 original length -5"},
 		{"lz4 negative compressed length", LZ4, mutate(lz4Comp, func(b []byte) { putLE(b, 9, -1) }), "lz4 compressed length -1"},
 		{"lz4 absurd compressed length", LZ4, mutate(lz4Comp, func(b []byte) { putLE(b, 9, 0x7FFFFFF0) }), "not below original length"},
+		{"lz4 impossible expansion", LZ4, mutate(lz4Comp, func(b []byte) { putLE(b, 9, 2); putLE(b, 13, 1000) }), "more than 255 times"},
 		{"lz4 raw lengths differ", LZ4, mutate(lz4Raw, func(b []byte) { putLE(b, 9, 10) }), "lz4 raw block"},
 		{"lz4 empty payload", LZ4, mutate(lz4Raw, func(b []byte) { putLE(b, 9, 0) }), "lz4 compressed length 0"},
 		{"lz4 bad checksum", LZ4, mutate(lz4Raw, func(b []byte) { b[17] ^= 1 }), "checksum"},
@@ -79,6 +81,7 @@ func TestCorrupt(t *testing.T) {
 		{"snappy long chunk", Snappy, mutate(snap, func(b []byte) { putBE(b, 16, 1000) }), "13 of 1000 bytes"},
 		{"snappy absurd decoded length", Snappy, append(bytes.Clone(snappyHeader), 0, 0, 0, 6, 0xff, 0xff, 0xff, 0xff, 0x0f, 0), "decoded length"},
 		{"snappy decoded length beyond block limit", Snappy, append(bytes.Clone(snappyHeader), 0, 0, 0, 6, 0x80, 0x80, 0x80, 0x20, 0, 0), "exceeds"},
+		{"snappy impossible expansion", Snappy, append(bytes.Clone(snappyHeader), 0, 0, 0, 4, 0xe8, 0x07, 0, 'x'), "more than 22 times"},
 		{"snappy flipped byte", Snappy, mutate(snap, func(b []byte) { b[21] = 0x38 }), "does not decode"},
 		{"snappy bad second header", Snappy, append(bytes.Clone(snap), mutate(snappyHeader, func(b []byte) { b[7] = 1 })...), "snappy magic"},
 		{"snappy short second header", Snappy, append(bytes.Clone(snap), snappyHeader[:10]...), "snappy header at offset 33: 10 of 16"},
@@ -146,6 +149,53 @@ func TestDecodeErrorKeepsDst(t *testing.T) {
 		got, err := Decode(k, dst, stream[:len(stream)-1])
 		if err == nil || len(got) < len(dst) || string(got[:len(dst)]) != "prefix" {
 			t.Errorf("Decode(%v, truncated) = %d bytes, %v, want an error and dst kept", k, len(got), err)
+		}
+	}
+}
+
+// TestHostileLengthsAllocateLittle feeds headers that declare the largest
+// blocks the formats allow, followed by a few bytes: decoders must fail
+// without allocating for the declared lengths.
+func TestHostileLengthsAllocateLittle(t *testing.T) {
+	lz4Header := func(token byte, compLen, origLen int32) []byte {
+		h := make([]byte, lz4HeaderLen)
+		copy(h, lz4Magic)
+		h[8] = token
+		putLE(h, 9, compLen)
+		putLE(h, 13, origLen)
+		return append(h, "a few bytes"...)
+	}
+	snappyChunk := append(bytes.Clone(snappyHeader), 0x01, 0xf0, 0, 0)
+	snappyChunk = append(snappyChunk, "a few bytes"...)
+	// A zstd frame header declaring 1 GiB of content (8-byte content size,
+	// single segment), then the start of a block.
+	zstdFrame := []byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0, 0, 0, 0x40, 0, 0, 0, 0, 0x04, 0, 0x10, 'x'}
+	tests := []struct {
+		name string
+		kind Kind
+		src  []byte
+	}{
+		{"lz4 raw 32MiB", LZ4, lz4Header(0x1F, MaxBlockSize, MaxBlockSize)},
+		{"lz4 compressed 32MiB", LZ4, lz4Header(0x2F, MaxBlockSize-1, MaxBlockSize)},
+		{"snappy 30MiB chunk", Snappy, snappyChunk},
+		{"zstd 1GiB frame", Zstd, zstdFrame},
+	}
+	const limit = 4 << 20
+	for _, tt := range tests {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, derr := Decode(tt.kind, nil, tt.src)
+		r, err := NewReader(tt.kind, bytes.NewReader(tt.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rerr := readAll(t, r)
+		runtime.ReadMemStats(&after)
+		if derr == nil || rerr == nil {
+			t.Errorf("%s: Decode = %v, reader = %v, want errors", tt.name, derr, rerr)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > limit {
+			t.Errorf("%s: decoding %d bytes allocated %d bytes, want at most %d", tt.name, len(tt.src), n, limit)
 		}
 	}
 }

@@ -18,6 +18,9 @@ const (
 	lz4LevelBase    = 10
 	lz4Seed         = 0x9747b28c
 	lz4ChecksumMask = 0x0FFFFFFF
+	// lz4MaxExpansion bounds how many bytes an LZ4 block decodes to per
+	// byte: a match costs at least 3 bytes plus one per 255 of length.
+	lz4MaxExpansion = 255
 )
 
 var lz4Magic = []byte("LZ4Block")
@@ -185,6 +188,8 @@ func parseLZ4Header(h []byte, off int64) (lz4Block, error) {
 		return lz4Block{}, corruptf("lz4 raw block at offset %d: compressed length %d, original length %d", off, compLen, origLen)
 	case method == lz4MethodLZ4 && compLen >= origLen:
 		return lz4Block{}, corruptf("lz4 compressed block at offset %d: compressed length %d not below original length %d", off, compLen, origLen)
+	case method == lz4MethodLZ4 && int64(origLen) > lz4MaxExpansion*int64(compLen):
+		return lz4Block{}, corruptf("lz4 compressed block at offset %d: original length %d more than %d times compressed length %d", off, origLen, lz4MaxExpansion, compLen)
 	case origLen == 0 && check != 0:
 		return lz4Block{}, corruptf("lz4 end mark at offset %d: checksum 0x%08x, want 0", off, check)
 	}
@@ -192,11 +197,11 @@ func parseLZ4Header(h []byte, off int64) (lz4Block, error) {
 }
 
 // decodeLZ4Block decodes payload into dst, which has the block's original
-// length, and checks the checksum; off is the block's offset.
+// length, and checks the checksum; off is the block's offset. A raw payload
+// may already be dst.
 func decodeLZ4Block(dst, payload []byte, b lz4Block, off int64) error {
-	if b.method == lz4MethodRaw {
-		copy(dst, payload)
-	} else {
+	switch {
+	case b.method == lz4MethodLZ4:
 		n, err := lz4.UncompressBlock(payload, dst)
 		if err != nil {
 			return corruptf("lz4 block at offset %d does not decode: %v", off, err)
@@ -204,6 +209,8 @@ func decodeLZ4Block(dst, payload []byte, b lz4Block, off int64) error {
 		if n != len(dst) {
 			return corruptf("lz4 block at offset %d decodes to %d bytes, header says %d", off, n, len(dst))
 		}
+	case &dst[0] != &payload[0]:
+		copy(dst, payload)
 	}
 	if sum := xxh32(dst, lz4Seed) & lz4ChecksumMask; sum != b.check {
 		return corruptf("lz4 block at offset %d: checksum 0x%08x, header says 0x%08x", off, sum, b.check)
@@ -295,21 +302,30 @@ func (r *lz4Reader) next() error {
 			continue
 		}
 		r.inStream = true
-		if cap(r.comp) < b.compLen {
-			r.comp = make([]byte, b.compLen)
+		// A raw payload is read in place; a compressed one is read whole
+		// before the decoded block is allocated.
+		var payload []byte
+		if b.method == lz4MethodRaw {
+			r.buf, err = readPayload(r.r, r.buf, b.compLen)
+			payload = r.buf
+		} else {
+			r.comp, err = readPayload(r.r, r.comp, b.compLen)
+			payload = r.comp
 		}
-		r.comp = r.comp[:b.compLen]
-		if n, err := io.ReadFull(r.r, r.comp); err != nil {
-			if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-				return truncatedf("lz4 block at offset %d: %d of %d payload bytes", r.off, n, b.compLen)
+		if err != nil {
+			r.buf = r.buf[:0]
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return truncatedf("lz4 block at offset %d: %d of %d payload bytes", r.off, len(payload), b.compLen)
 			}
 			return err
 		}
-		if cap(r.buf) < b.origLen {
-			r.buf = make([]byte, b.origLen)
+		if b.method == lz4MethodLZ4 {
+			if cap(r.buf) < b.origLen {
+				r.buf = make([]byte, b.origLen)
+			}
+			r.buf = r.buf[:b.origLen]
 		}
-		r.buf = r.buf[:b.origLen]
-		if err := decodeLZ4Block(r.buf, r.comp, b, r.off); err != nil {
+		if err := decodeLZ4Block(r.buf, payload, b, r.off); err != nil {
 			r.buf = r.buf[:0]
 			return err
 		}

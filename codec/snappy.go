@@ -17,6 +17,10 @@ const (
 	snappyMagicHead  = 0x82534e41 // the first four magic bytes, read as a big-endian int
 	snappyLenLen     = 4
 	snappyMinVersion = 1
+	// snappyMaxExpansion bounds how many bytes a snappy block decodes to
+	// per byte: a copy of at most 64 bytes costs at least 3 bytes (64/3 <
+	// 22).
+	snappyMaxExpansion = 22
 )
 
 var (
@@ -152,6 +156,9 @@ func snappyDecodedLen(chunk []byte, off int64) (int, error) {
 	if n > MaxBlockSize {
 		return 0, corruptf("snappy chunk at offset %d: decoded length %d exceeds %d", off, n, MaxBlockSize)
 	}
+	if n > snappyMaxExpansion*len(chunk) {
+		return 0, corruptf("snappy chunk at offset %d: decoded length %d more than %d times chunk length %d", off, n, snappyMaxExpansion, len(chunk))
+	}
 	return n, nil
 }
 
@@ -284,13 +291,9 @@ func (r *snappyReader) next() error {
 		if err != nil {
 			return err
 		}
-		if cap(r.comp) < n {
-			r.comp = make([]byte, n)
-		}
-		r.comp = r.comp[:n]
-		if err := r.readFull(r.comp, "chunk"); err != nil {
-			if err == io.EOF {
-				err = truncatedf("snappy chunk at offset %d: 0 of %d bytes", r.off, n)
+		if r.comp, err = readPayload(r.r, r.comp, n); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return truncatedf("snappy chunk at offset %d: %d of %d bytes", r.off, len(r.comp), n)
 			}
 			return err
 		}
