@@ -1,0 +1,632 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/metrics"
+)
+
+// ErrInvalidConfig is wrapped by every error of Validate and ApplyEnv.
+var ErrInvalidConfig = errors.New("server: invalid configuration")
+
+// Config is the configuration of `shuffled serve`. The zero value plus
+// EnsureDefaults is the default configuration.
+//
+// Sources, by precedence: command-line flags, then SHUFFLED_* environment
+// variables (the flag name in upper case with '-' as '_': --limit is
+// SHUFFLED_LIMIT, --allowed-roots is SHUFFLED_ALLOWED_ROOTS), then the
+// defaults. Load applies them in that order; a caller that does it by hand
+// calls ApplyEnv before parsing the flags that BindFlags registered, so the
+// flags overwrite what the environment set.
+type Config struct {
+	// SocketPath is the Unix socket clients connect to (--socket).
+	// Default /run/shuffled/shuffled.sock.
+	SocketPath string
+	// AllowedRoots are the directories under which registered Spark local
+	// dirs may lie, after symbolic links are resolved (--allowed-roots).
+	// Empty, the default: no Spark local dir is accepted, and every
+	// executor writes under Root.
+	AllowedRoots []string
+	// Root is the daemon's own root, where executors that register no local
+	// dirs get <Root>/<app>/<executor>/ (--root). Default /var/lib/shuffled.
+	Root string
+
+	// LimitBytes bounds the bytes held by records in flight, daemon-wide
+	// (--limit). Default 512 MiB: a fixed bound keeps the daemon's footprint
+	// predictable whatever the host's memory or cgroup limit (a fraction of
+	// "memory" misreads containers), and it keeps 64 compressors fed with
+	// two 4 MiB records each; beyond that, memory buys no throughput.
+	LimitBytes int64
+	// PoolSize is the number of goroutines that serialize and compress
+	// records (--pool). Default GOMAXPROCS, which follows the CPU quota.
+	PoolSize int
+
+	// DefaultCodec is used when a map output names none (--codec): none,
+	// lz4, zstd or snappy. Default lz4, as Spark.
+	DefaultCodec string
+	// DefaultChecksum is used when a map output names none (--checksum):
+	// none, ADLER32, CRC32 or CRC32C. Default ADLER32, as Spark.
+	DefaultChecksum string
+	// BlockSize is the codec block size in bytes (--block-size), Spark's
+	// spark.io.compression.{lz4,snappy}.blockSize. Default 32 KiB.
+	BlockSize int
+	// Sync makes a commit fsync the data and index files before renaming
+	// them (--sync). Default off, as Spark: a commit is atomic against a
+	// process crash either way; Sync adds durability against a power loss.
+	Sync bool
+
+	// MetricsAddr serves Prometheus metrics at /metrics on this loopback
+	// host:port (--metrics-addr). Empty, the default, serves none.
+	MetricsAddr string
+	// AllowedUIDs and AllowedGIDs are the peers allowed to connect besides
+	// root and the daemon's own user (--allowed-uids, --allowed-gids;
+	// names or numbers). A peer is allowed by its uid, or by its primary or
+	// any supplementary group. Both empty, the default: only root and the
+	// daemon's own user; a deployment names the executors' user or a group
+	// they share.
+	AllowedUIDs []uint32
+	AllowedGIDs []uint32
+
+	// DrainTimeout is how long SIGTERM lets open map outputs finish before
+	// aborting them (--drain-timeout). Default 30s. The systemd unit's
+	// TimeoutStopSec= must exceed it.
+	DrainTimeout time.Duration
+	// FileMode is the mode of the shuffle files written (--file-mode).
+	// Default 0640: the node's shuffle service reads them through the
+	// group. World-writable modes are refused.
+	FileMode fs.FileMode
+	// SocketMode is the mode of the Unix socket (--socket-mode). Default
+	// 0660; peer credentials are checked on top of it.
+	SocketMode fs.FileMode
+	// MaxFrame is the largest protocol frame accepted, in bytes
+	// (--max-frame). Default 64 MiB; larger batches go through a memfd.
+	MaxFrame int
+	// Retention removes the outputs of an application that has been idle
+	// this long (--retention). Zero, the default, keeps them until the
+	// engine removes them.
+	Retention time.Duration
+
+	// LogLevel is the least level logged (--log-level). Default info.
+	LogLevel slog.Level
+	// LogFormat is text or json (--log-format). Default text.
+	LogFormat string
+	// SubDirs is the number of hashed sub-directories per Spark local dir
+	// (--sub-dirs), Spark's spark.diskStore.subDirectories. Default 64.
+	SubDirs int
+}
+
+// defaultConfig holds the value EnsureDefaults gives each zero field, except
+// PoolSize, which is GOMAXPROCS at the time of the call.
+var defaultConfig = Config{
+	SocketPath:      "/run/shuffled/shuffled.sock",
+	Root:            "/var/lib/shuffled",
+	LimitBytes:      512 << 20,
+	DefaultCodec:    "lz4",
+	DefaultChecksum: "ADLER32",
+	BlockSize:       32 << 10,
+	DrainTimeout:    30 * time.Second,
+	FileMode:        0o640,
+	SocketMode:      0o660,
+	MaxFrame:        64 << 20,
+	LogFormat:       "text",
+	SubDirs:         64,
+}
+
+// Bounds that Validate enforces.
+const (
+	maxSocketPath = 107 // sun_path holds 108 bytes with the NUL
+	minBlockSize  = 64  // lz4-java's LZ4BlockOutputStream bounds
+	maxBlockSize  = 32 << 20
+	minMaxFrame   = 4 << 10 // a handshake or commit response must fit
+	maxMaxFrame   = 1 << 30
+)
+
+// codecNames are the codecs a map output may name.
+var codecNames = []string{"none", "lz4", "zstd", "snappy"}
+
+// EnsureDefaults sets every zero field to its default and spells the codec
+// and checksum names the canonical way (lz4, ADLER32). It returns c.
+func (c *Config) EnsureDefaults() *Config {
+	d := defaultConfig
+	setDefault(&c.SocketPath, d.SocketPath)
+	setDefault(&c.Root, d.Root)
+	setDefault(&c.LimitBytes, d.LimitBytes)
+	setDefault(&c.PoolSize, runtime.GOMAXPROCS(0))
+	setDefault(&c.DefaultCodec, d.DefaultCodec)
+	setDefault(&c.DefaultChecksum, d.DefaultChecksum)
+	setDefault(&c.BlockSize, d.BlockSize)
+	setDefault(&c.DrainTimeout, d.DrainTimeout)
+	setDefault(&c.FileMode, d.FileMode)
+	setDefault(&c.SocketMode, d.SocketMode)
+	setDefault(&c.MaxFrame, d.MaxFrame)
+	setDefault(&c.LogFormat, d.LogFormat)
+	setDefault(&c.SubDirs, d.SubDirs)
+	c.DefaultCodec = canonicalCodec(c.DefaultCodec)
+	c.DefaultChecksum = canonicalChecksum(c.DefaultChecksum)
+	c.LogFormat = strings.ToLower(c.LogFormat)
+	return c
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// canonicalCodec lower-cases a known codec name and leaves anything else
+// for Validate to report.
+func canonicalCodec(s string) string {
+	if lower := strings.ToLower(s); isCodec(lower) {
+		return lower
+	}
+	return s
+}
+
+func isCodec(s string) bool {
+	switch s {
+	case "none", "lz4", "zstd", "snappy":
+		return true
+	}
+	return false
+}
+
+// canonicalChecksum spells a known algorithm as Spark does and leaves
+// anything else for Validate to report.
+func canonicalChecksum(s string) string {
+	if a, err := checksum.Parse(s); err == nil && s != "" {
+		return a.String()
+	}
+	return s
+}
+
+// Validate reports every invalid field, each named by its flag with the
+// offending value, e.g. "--limit: must be > 0, got -5". It checks values
+// only; whether the paths exist is the server's concern at start.
+func (c *Config) Validate() error {
+	var problems []error
+	bad := func(flagName, format string, args ...any) {
+		problems = append(problems, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
+	}
+
+	switch {
+	case !filepath.IsAbs(c.SocketPath):
+		bad("socket", "must be an absolute path, got %q", c.SocketPath)
+	case len(c.SocketPath) > maxSocketPath:
+		bad("socket", "must be at most %d bytes to fit a socket address, got %d bytes: %q",
+			maxSocketPath, len(c.SocketPath), c.SocketPath)
+	}
+	if !filepath.IsAbs(c.Root) {
+		bad("root", "must be an absolute path, got %q", c.Root)
+	}
+	for _, r := range c.AllowedRoots {
+		switch {
+		case !filepath.IsAbs(r):
+			bad("allowed-roots", "must be absolute paths, got %q", r)
+		case filepath.Clean(r) == "/":
+			bad("allowed-roots", "%q would allow every directory; name the parent of the Spark local dirs", r)
+		}
+	}
+
+	if c.LimitBytes <= 0 {
+		bad("limit", "must be > 0, got %d", c.LimitBytes)
+	}
+	if c.PoolSize <= 0 {
+		bad("pool", "must be > 0, got %d", c.PoolSize)
+	}
+	if !isCodec(c.DefaultCodec) {
+		bad("codec", "must be one of %s, got %q", strings.Join(codecNames, ", "), c.DefaultCodec)
+	}
+	if _, err := checksum.Parse(c.DefaultChecksum); err != nil || c.DefaultChecksum == "" {
+		bad("checksum", "must be one of none, ADLER32, CRC32, CRC32C, got %q", c.DefaultChecksum)
+	}
+	if c.BlockSize < minBlockSize || c.BlockSize > maxBlockSize {
+		bad("block-size", "must be between %d and %d bytes (%s), got %d",
+			minBlockSize, maxBlockSize, FormatSize(maxBlockSize), c.BlockSize)
+	}
+	if c.MetricsAddr != "" {
+		if err := metrics.CheckAddr(c.MetricsAddr); err != nil {
+			bad("metrics-addr", "must be a loopback host:port (127.0.0.1:9100, [::1]:9100, localhost:9100), got %q", c.MetricsAddr)
+		}
+	}
+	if c.DrainTimeout <= 0 {
+		bad("drain-timeout", "must be > 0, got %v", c.DrainTimeout)
+	}
+	switch m := c.FileMode; {
+	case m&^fs.ModePerm != 0:
+		bad("file-mode", "must hold permission bits only (at most 0777), got %#o", uint32(m))
+	case m&0o600 != 0o600:
+		bad("file-mode", "must let the owner read and write (0600), got %#o", uint32(m))
+	case m&0o002 != 0:
+		bad("file-mode", "must not be world-writable, got %#o", uint32(m))
+	}
+	switch m := c.SocketMode; {
+	case m&^fs.ModePerm != 0:
+		bad("socket-mode", "must hold permission bits only (at most 0777), got %#o", uint32(m))
+	case m&0o600 != 0o600:
+		bad("socket-mode", "must let the owner read and write (0600), got %#o", uint32(m))
+	}
+	if c.MaxFrame < minMaxFrame || c.MaxFrame > maxMaxFrame {
+		bad("max-frame", "must be between %d (%s) and %d (%s) bytes, got %d",
+			minMaxFrame, FormatSize(minMaxFrame), maxMaxFrame, FormatSize(maxMaxFrame), c.MaxFrame)
+	}
+	if c.Retention < 0 {
+		bad("retention", "must be >= 0 (0 keeps outputs until removed), got %v", c.Retention)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log-format", "must be text or json, got %q", c.LogFormat)
+	}
+	if c.SubDirs <= 0 {
+		bad("sub-dirs", "must be > 0, got %d", c.SubDirs)
+	}
+
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+}
+
+// setting ties one field to its flag name, its environment variable and a
+// flag.Value that parses into the field.
+type setting struct {
+	name  string
+	usage string
+	value flag.Value
+}
+
+func (s setting) env() string {
+	return "SHUFFLED_" + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
+}
+
+// settings lists every field of c with a fresh flag.Value bound to it.
+func (c *Config) settings() []setting {
+	return []setting{
+		{"socket", "Unix socket `path` clients connect to", stringValue(&c.SocketPath, nil)},
+		{"allowed-roots", "comma-separated `dirs` under which registered Spark local dirs may lie (repeatable)", pathListValue(&c.AllowedRoots)},
+		{"root", "the daemon's own root `dir`, for executors that register no local dirs", stringValue(&c.Root, nil)},
+		{"limit", "bytes-in-flight limit of the whole daemon, a `size` such as 512MiB or 1g", sizeValue(&c.LimitBytes)},
+		{"pool", "`goroutines` that serialize and compress records", intValue(&c.PoolSize)},
+		{"codec", "default `codec`: none, lz4, zstd, snappy", stringValue(&c.DefaultCodec, canonicalCodec)},
+		{"checksum", "default checksum `algorithm`: none, ADLER32, CRC32, CRC32C", stringValue(&c.DefaultChecksum, canonicalChecksum)},
+		{"block-size", "codec block `size` (Spark's spark.io.compression.lz4.blockSize)", intSizeValue(&c.BlockSize)},
+		{"sync", "fsync data and index files before a commit", boolValue(&c.Sync)},
+		{"metrics-addr", "serve Prometheus metrics on this loopback `host:port` (off when empty)", stringValue(&c.MetricsAddr, nil)},
+		{"allowed-uids", "comma-separated `users` (names or ids) allowed to connect besides root and the daemon's own", idListValue(&c.AllowedUIDs, lookupUser)},
+		{"allowed-gids", "comma-separated `groups` (names or ids) whose members may connect", idListValue(&c.AllowedGIDs, lookupGroup)},
+		{"drain-timeout", "`duration` SIGTERM lets open map outputs finish before aborting the rest", durationValue(&c.DrainTimeout)},
+		{"file-mode", "octal `mode` of the shuffle files written", modeValue(&c.FileMode)},
+		{"socket-mode", "octal `mode` of the Unix socket", modeValue(&c.SocketMode)},
+		{"max-frame", "largest protocol frame `size` accepted", intSizeValue(&c.MaxFrame)},
+		{"retention", "remove outputs of applications idle for this `duration` (0 keeps them until removed)", durationValue(&c.Retention)},
+		{"log-level", "least `level` logged: debug, info, warn, error", levelValue(&c.LogLevel)},
+		{"log-format", "log `format`: text or json", stringValue(&c.LogFormat, strings.ToLower)},
+		{"sub-dirs", "`count` of hashed sub-directories per Spark local dir (spark.diskStore.subDirectories)", intValue(&c.SubDirs)},
+	}
+}
+
+// BindFlags registers a flag for every field on fs, with the field's current
+// value as the flag's default.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	for _, s := range c.settings() {
+		fs.Var(s.value, s.name, s.usage+" (env "+s.env()+")")
+	}
+}
+
+// ApplyEnv sets the fields whose SHUFFLED_* variable lookup finds (pass
+// os.LookupEnv). It reports every variable it cannot parse; fields of the
+// others are still set.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	var problems []error
+	for _, s := range c.settings() {
+		v, ok := lookup(s.env())
+		if !ok {
+			continue
+		}
+		if err := s.value.Set(v); err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", s.env(), err))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+}
+
+// Load fills c from its three sources in order of precedence (flags in
+// args, then the environment through lookup, then defaults) and validates
+// the result. The flags are registered on fs, whose error handling decides
+// what a bad flag or -help does.
+func (c *Config) Load(fs *flag.FlagSet, args []string, lookup func(string) (string, bool)) error {
+	c.EnsureDefaults() // so that -help shows the defaults
+	if err := c.ApplyEnv(lookup); err != nil {
+		return err
+	}
+	c.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c.EnsureDefaults() // a variable or flag set to zero means the default
+	return c.Validate()
+}
+
+// ParseSize parses a byte size: a non-negative integer with an optional
+// unit, case-insensitive: B; K, KB, KiB; M, MB, MiB; G, GB, GiB; T, TB,
+// TiB. Every unit is a power of 1024, as in Spark's and the JVM's size
+// settings, so "1g" is 1073741824 bytes. Space between number and unit is
+// allowed ("512 MiB").
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	end := 0
+	for end < len(t) && t[end] >= '0' && t[end] <= '9' {
+		end++
+	}
+	if end == 0 {
+		return 0, fmt.Errorf("invalid size %q: want a non-negative integer with an optional unit (B, KiB, MiB, GiB, TiB, or k, m, g, t)", s)
+	}
+	var shift uint
+	switch strings.ToLower(strings.TrimSpace(t[end:])) {
+	case "", "b":
+		shift = 0
+	case "k", "kb", "kib":
+		shift = 10
+	case "m", "mb", "mib":
+		shift = 20
+	case "g", "gb", "gib":
+		shift = 30
+	case "t", "tb", "tib":
+		shift = 40
+	default:
+		return 0, fmt.Errorf("invalid size %q: unknown unit %q (want B, KiB, MiB, GiB, TiB, or k, m, g, t)", s, strings.TrimSpace(t[end:]))
+	}
+	n, err := strconv.ParseInt(t[:end], 10, 64)
+	if err != nil || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("invalid size %q: more than %d bytes", s, int64(math.MaxInt64))
+	}
+	return n << shift, nil
+}
+
+// FormatSize writes n with the largest binary unit that divides it exactly
+// ("512MiB", "32KiB", "1000"), in a form ParseSize reads back.
+func FormatSize(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// funcValue is a flag.Value built from closures over a Config field.
+type funcValue struct {
+	set    func(string) error
+	get    func() string
+	isBool bool
+}
+
+func (v *funcValue) Set(s string) error { return v.set(s) }
+func (v *funcValue) IsBoolFlag() bool   { return v.isBool }
+
+func (v *funcValue) String() string {
+	if v == nil || v.get == nil { // the flag package probes a zero Value
+		return ""
+	}
+	return v.get()
+}
+
+func stringValue(p *string, canonical func(string) string) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			if canonical != nil {
+				s = canonical(s)
+			}
+			*p = s
+			return nil
+		},
+		get: func() string { return *p },
+	}
+}
+
+func boolValue(p *bool) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return fmt.Errorf("invalid boolean %q", s)
+			}
+			*p = b
+			return nil
+		},
+		get:    func() string { return strconv.FormatBool(*p) },
+		isBool: true,
+	}
+}
+
+func intValue(p *int) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("invalid integer %q", s)
+			}
+			*p = n
+			return nil
+		},
+		get: func() string { return strconv.Itoa(*p) },
+	}
+}
+
+func sizeValue(p *int64) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			n, err := ParseSize(s)
+			if err != nil {
+				return err
+			}
+			*p = n
+			return nil
+		},
+		get: func() string { return FormatSize(*p) },
+	}
+}
+
+func intSizeValue(p *int) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			n, err := ParseSize(s)
+			if err != nil {
+				return err
+			}
+			if n > math.MaxInt {
+				return fmt.Errorf("invalid size %q: more than %d bytes", s, math.MaxInt)
+			}
+			*p = int(n)
+			return nil
+		},
+		get: func() string { return FormatSize(int64(*p)) },
+	}
+}
+
+func durationValue(p *time.Duration) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("invalid duration %q (e.g. 30s, 2m, 1h30m)", s)
+			}
+			*p = d
+			return nil
+		},
+		get: func() string { return p.String() },
+	}
+}
+
+func modeValue(p *fs.FileMode) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			t := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0o"), "0O")
+			n, err := strconv.ParseUint(t, 8, 32)
+			if err != nil {
+				return fmt.Errorf("invalid octal mode %q (e.g. 0640)", s)
+			}
+			*p = fs.FileMode(n)
+			return nil
+		},
+		get: func() string { return fmt.Sprintf("%#o", uint32(*p)) },
+	}
+}
+
+func levelValue(p *slog.Level) *funcValue {
+	return &funcValue{
+		set: func(s string) error {
+			if err := p.UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
+				return fmt.Errorf("invalid log level %q (want debug, info, warn or error)", s)
+			}
+			return nil
+		},
+		get: func() string { return strings.ToLower(p.String()) },
+	}
+}
+
+// pathListValue parses comma-separated paths. The first Set replaces the
+// list (so a flag replaces what the environment set) and later ones append
+// (so the flag can be repeated).
+func pathListValue(p *[]string) *funcValue {
+	replaced := false
+	return &funcValue{
+		set: func(s string) error {
+			if !replaced {
+				*p, replaced = nil, true
+			}
+			for item := range strings.SplitSeq(s, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					*p = append(*p, filepath.Clean(item))
+				}
+			}
+			return nil
+		},
+		get: func() string { return strings.Join(*p, ",") },
+	}
+}
+
+// idListValue parses comma-separated ids or names that lookup resolves,
+// replacing then appending like pathListValue.
+func idListValue(p *[]uint32, lookup func(name string) (string, error)) *funcValue {
+	replaced := false
+	return &funcValue{
+		set: func(s string) error {
+			var ids []uint32
+			for item := range strings.SplitSeq(s, ",") {
+				if item = strings.TrimSpace(item); item == "" {
+					continue
+				}
+				id, err := parseID(item, lookup)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			if !replaced {
+				*p, replaced = nil, true
+			}
+			*p = append(*p, ids...)
+			return nil
+		},
+		get: func() string {
+			parts := make([]string, len(*p))
+			for i, id := range *p {
+				parts[i] = strconv.FormatUint(uint64(id), 10)
+			}
+			return strings.Join(parts, ",")
+		},
+	}
+}
+
+func parseID(item string, lookup func(string) (string, error)) (uint32, error) {
+	text := item
+	if item[0] < '0' || item[0] > '9' {
+		resolved, err := lookup(item)
+		if err != nil {
+			return 0, err
+		}
+		text = resolved
+	}
+	n, err := strconv.ParseUint(text, 10, 32)
+	if err != nil || n == math.MaxUint32 { // (uid_t)-1 is "no id"
+		return 0, fmt.Errorf("invalid id %q", item)
+	}
+	return uint32(n), nil
+}
+
+func lookupUser(name string) (string, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return "", fmt.Errorf("unknown user %q", name)
+	}
+	return u.Uid, nil
+}
+
+func lookupGroup(name string) (string, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return "", fmt.Errorf("unknown group %q", name)
+	}
+	return g.Gid, nil
+}
