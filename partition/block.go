@@ -29,9 +29,9 @@ import (
 // reads.
 const BlockVersion = 1
 
-// MaxBlockSize is the largest block, in bytes: its length is a uint32. A
-// longer row range is split with SplitRows.
-const MaxBlockSize = math.MaxUint32 &^ 7
+// MaxBlockSize is the largest block, in bytes: its length is a uint32 (and
+// an int on 32-bit platforms). A longer row range is split with SplitRows.
+const MaxBlockSize = min(math.MaxUint32, math.MaxInt) &^ 7
 
 const (
 	headerSize     = 16
@@ -274,9 +274,10 @@ var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); retu
 // same bytes AppendBlock produces, without building the block in memory:
 // data sections go to w straight from b's buffers, and only the header,
 // shifted validity and rebased offsets pass through a small pooled
-// buffer. It returns the bytes written. b must be valid; a row range
-// outside b or a block larger than MaxBlockSize is an ErrInvalidArgument
-// or ErrBlockTooLarge error, and nothing is written.
+// buffer. It returns the bytes written; after a write error w may hold
+// part of the block. b must be valid; a row range outside b or a block
+// larger than MaxBlockSize is an ErrInvalidArgument or ErrBlockTooLarge
+// error, and nothing is written.
 func WriteSlice(w io.Writer, b *Batch, rowStart, rowEnd int) (int64, error) {
 	if rowStart < 0 || rowStart > rowEnd || rowEnd > b.Rows {
 		return 0, fmt.Errorf("%w: row range [%d,%d) outside [0,%d)", ErrInvalidArgument, rowStart, rowEnd, b.Rows)

@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -335,5 +336,22 @@ func TestDecoderLimits(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 		t.Errorf("Decoder over a truncated huge block allocated %d bytes", n)
+	}
+}
+
+// TestBlockGolden pins the example of docs/format.md byte for byte.
+func TestBlockGolden(t *testing.T) {
+	b := &Batch{Rows: 4, Columns: []Column{
+		{Name: "id", Type: Int32, Data: le32(7, 8, 9, 10), Validity: []byte{0b1101}},
+		{Name: "s", Type: String, Offsets: []int32{0, 2, 2, 5, 6}, Data: []byte("abcdef")},
+	}}
+	want := "5348464301010200" + "0300000058000000" +
+		"040100000c000000" + "0b00000004000000" +
+		"0200010069647300" + "0600000000000000" +
+		"0800000009000000" + "0a00000000000000" +
+		"0000000000000000" + "0300000004000000" +
+		"6364656600000000"
+	if got := hex.EncodeToString(AppendBlock(nil, b, 1, 4)); got != want {
+		t.Errorf("AppendBlock(rows 1-3) =\n%s, want\n%s", got, want)
 	}
 }

@@ -210,7 +210,6 @@ type Decoder struct {
 	max    int
 	off    int64
 	blocks int
-	buf    bytes.Buffer
 }
 
 // NewDecoder returns a Decoder reading blocks from r that refuses blocks
@@ -245,13 +244,13 @@ func (d *Decoder) Next() (*Batch, error) {
 	}
 	// A fresh buffer per block: the batch aliases it. Copying through a
 	// bytes.Buffer grows it only as bytes arrive.
-	d.buf = bytes.Buffer{}
-	d.buf.Write(hdr[:])
-	m, err := io.CopyN(&d.buf, d.r, int64(size-headerSize))
+	var buf bytes.Buffer
+	buf.Write(hdr[:])
+	m, err := io.CopyN(&buf, d.r, int64(size-headerSize))
 	if err != nil {
 		return nil, d.wrap(d.truncated(err, headerSize+int(m), size))
 	}
-	b, _, err := DecodeBlock(d.buf.Bytes())
+	b, _, err := DecodeBlock(buf.Bytes())
 	if err != nil {
 		return nil, d.wrap(err)
 	}

@@ -16,7 +16,8 @@ var ErrInvalidArgument = errors.New("partition: invalid argument")
 // row r goes to partition Pmod(hash, numPartitions) where hash is Spark's
 // hash of r's key columns (HashRows), rows keep their relative order within
 // a partition, and the result's PartitionOffsets delimit the partitions.
-// b's own PartitionOffsets are ignored. With no key columns every row
+// b must be valid; its own PartitionOffsets, if any, are otherwise ignored.
+// With no key columns every row
 // hashes to the seed, as Spark's hash() of nothing does.
 func Partition(b *Batch, keyCols []int, numPartitions int) (*Batch, error) {
 	if err := b.Validate(); err != nil {

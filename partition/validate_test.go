@@ -20,6 +20,10 @@ func validBatch() *Batch {
 	}
 }
 
+// tooManyRows is MaxRows+1 as a variable, which converts to int on 32-bit
+// platforms too (wrapping to a negative count, also invalid).
+var tooManyRows int64 = MaxRows + 1
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -38,7 +42,7 @@ func TestValidate(t *testing.T) {
 			b.Columns[2].Offsets = append(b.Columns[2].Offsets, 2)
 		}, ""},
 		{"negative rows", func(b *Batch) { b.Rows = -1 }, "rows = -1"},
-		{"too many rows", func(b *Batch) { b.Rows = MaxRows + 1 }, "rows = 2147483648"},
+		{"too many rows", func(b *Batch) { b.Rows = int(tooManyRows) }, "want 0 to 2147483647"},
 		{"one partition offset", func(b *Batch) { b.PartitionOffsets = []int32{0} }, "partition offsets: length 1"},
 		{"first partition offset", func(b *Batch) { b.PartitionOffsets = []int32{1, 1, 3} }, "partition offsets[0] = 1, want 0"},
 		{"partition offsets decrease", func(b *Batch) { b.PartitionOffsets = []int32{0, 2, 1, 3} }, "partition offsets[2] = 1, less than offsets[1] = 2"},

@@ -384,7 +384,7 @@ func (g *gen) fillFixed(t partition.Type, d []byte, c int) {
 		case partition.Date32:
 			binary.LittleEndian.PutUint32(d[4*i:], uint32(startDate+r.intn(endDate-startDate)))
 		case partition.Int64, partition.TimestampMicros:
-			binary.LittleEndian.PutUint64(d[8*i:], uint64(1_600_000_000_000_000+r.intn(span)))
+			binary.LittleEndian.PutUint64(d[8*i:], 1_600_000_000_000_000+uint64(r.intn(span)))
 		case partition.Float32:
 			binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(float32(r.intn(1000))/4))
 		case partition.Float64:
