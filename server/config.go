@@ -129,7 +129,7 @@ const (
 	maxSocketPath = 107 // sun_path holds 108 bytes with the NUL
 	minBlockSize  = 64  // lz4-java's LZ4BlockOutputStream bounds
 	maxBlockSize  = 32 << 20
-	minMaxFrame   = 4 << 10 // a handshake or commit response must fit
+	minMaxFrame   = 64 << 10 // the protocol's floor for ServerHello.max_frame
 	maxMaxFrame   = 1 << 30
 )
 

@@ -97,7 +97,7 @@ func TestValidate(t *testing.T) {
 		{func(c *server.Config) { c.FileMode = 0o644 }, ""},
 		{func(c *server.Config) { c.SocketMode = 0o060 }, "--socket-mode: must let the owner read and write (0600), got 060"},
 		{func(c *server.Config) { c.SocketMode = 0o666 }, ""},
-		{func(c *server.Config) { c.MaxFrame = 100 }, "--max-frame: must be between 4096 (4KiB) and 1073741824 (1GiB) bytes, got 100"},
+		{func(c *server.Config) { c.MaxFrame = 100 }, "--max-frame: must be between 65536 (64KiB) and 1073741824 (1GiB) bytes, got 100"},
 		{func(c *server.Config) { c.Retention = -time.Hour }, "--retention: must be >= 0 (0 keeps outputs until removed), got -1h0m0s"},
 		{func(c *server.Config) { c.Retention = 24 * time.Hour }, ""},
 		{func(c *server.Config) { c.LogFormat = "xml" }, `--log-format: must be text or json, got "xml"`},

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/writer"
+)
+
+// Error classes of the server itself, mapped to wire codes by codeOf.
+var (
+	errPermission   = errors.New("permission denied")
+	errNotFound     = errors.New("not found")
+	errPrecondition = errors.New("failed precondition")
+	errUnavailable  = errors.New("daemon is draining")
+	errExhausted    = errors.New("resource exhausted")
+	errUnsupported  = errors.New("unsupported")
+	errInvalid      = errors.New("invalid argument")
+)
+
+// codeOf maps an error onto the stable wire code, once, at the boundary.
+func codeOf(err error) protocol.Code {
+	var pe *protocol.Error
+	switch {
+	case err == nil:
+		return protocol.CodeOK
+	case errors.As(err, &pe):
+		return pe.Code
+	case errors.Is(err, errUnavailable):
+		return protocol.CodeUnavailable
+	case errors.Is(err, writer.ErrAborted), errors.Is(err, context.Canceled):
+		return protocol.CodeAborted
+	case errors.Is(err, errPermission):
+		return protocol.CodePermissionDenied
+	case errors.Is(err, errNotFound):
+		return protocol.CodeNotFound
+	case errors.Is(err, errPrecondition):
+		return protocol.CodeFailedPrecondition
+	case errors.Is(err, errExhausted), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return protocol.CodeResourceExhausted
+	case errors.Is(err, errUnsupported), errors.Is(err, protocol.ErrUnsupported):
+		return protocol.CodeUnsupported
+	case errors.Is(err, errInvalid), errors.Is(err, protocol.ErrMalformed),
+		errors.Is(err, writer.ErrInvalid), errors.Is(err, partition.ErrInvalidBatch),
+		errors.Is(err, partition.ErrInvalidArgument), errors.Is(err, shufflefile.ErrInvalidID):
+		return protocol.CodeInvalidArgument
+	}
+	return protocol.CodeInternal
+}

@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/metrics"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+	"github.com/shuffled/shuffled/writer"
+)
+
+// Version is the daemon's version, reported in ServerHello and by
+// `shuffled version`.
+var Version = "0.1.0"
+
+// Server is the daemon. Create it with New, hand it listeners with Serve,
+// and stop it with Shutdown.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	fs       vfs.FS
+	eng      *writer.Engine
+	codec    codec.Kind
+	checksum checksum.Algorithm
+	root     string   // the daemon's own root, resolved
+	roots    []string // allowed roots for Spark local dirs, resolved
+
+	sessions sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		listeners map[net.Listener]struct{}
+		sessions  map[*session]struct{}
+		apps      map[string]*application
+		swept     map[string]bool // local dirs swept of temp files
+		open      int             // map outputs open, all sessions
+		idle      chan struct{}   // closed when open reaches 0 while draining
+		draining  bool
+	}
+}
+
+// application is what the daemon knows of one application id.
+type application struct {
+	uid      uint32    // the peer uid that registered it first; it owns the outputs
+	sessions int       // connections registered for it now
+	lastSeen time.Time // when its last connection ended
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithMetrics sets the metrics the server updates (default: its own).
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics = m } }
+
+// WithFS sets the file system of every shuffle file (default the OS's).
+func WithFS(fsys vfs.FS) Option { return func(s *Server) { s.fs = fsys } }
+
+// New validates cfg, sweeps temp files a crash left under the daemon's root
+// and starts the writer engine. Nothing is primed: the first map output
+// pays for whatever it allocates.
+func New(cfg Config, opts ...Option) (*Server, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: slog.Default(), fs: vfs.Default}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.metrics == nil {
+		s.metrics = metrics.New()
+	}
+	var err error
+	if s.codec, err = codec.Parse(cfg.DefaultCodec); err != nil {
+		return nil, fmt.Errorf("server: --codec: %w", err)
+	}
+	if s.checksum, err = checksum.Parse(cfg.DefaultChecksum); err != nil {
+		return nil, fmt.Errorf("server: --checksum: %w", err)
+	}
+	if err := s.fs.MkdirAll(cfg.Root, 0o750); err != nil {
+		return nil, fmt.Errorf("server: --root %s: %w", cfg.Root, err)
+	}
+	if s.root, err = filepath.EvalSymlinks(cfg.Root); err != nil {
+		return nil, fmt.Errorf("server: --root %s: %w", cfg.Root, err)
+	}
+	for _, r := range cfg.AllowedRoots {
+		resolved, err := filepath.EvalSymlinks(r)
+		if err != nil {
+			return nil, fmt.Errorf("server: --allowed-root %s: %w", r, err)
+		}
+		s.roots = append(s.roots, resolved)
+	}
+	if n, err := s.sweepRoot(); err != nil {
+		return nil, fmt.Errorf("server: sweep %s: %w", s.root, err)
+	} else if n > 0 {
+		s.log.Info("removed temp files left by an earlier run", "root", s.root, "files", n)
+	}
+	s.eng, err = writer.New(
+		writer.WithFS(s.fs),
+		writer.WithLimit(cfg.LimitBytes),
+		writer.WithWorkers(cfg.PoolSize),
+		writer.WithBlockSize(cfg.BlockSize),
+		writer.WithSync(cfg.Sync),
+		writer.WithFileMode(cfg.FileMode),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	lim := s.eng.Limiter()
+	s.metrics.LimiterLimitBytes.Set(float64(lim.Limit()))
+	s.metrics.WatchLimiter(func() (int64, int64) {
+		st := lim.Stats()
+		return st.InFlight, st.Peak
+	})
+	s.mu.listeners = make(map[net.Listener]struct{})
+	s.mu.sessions = make(map[*session]struct{})
+	s.mu.apps = make(map[string]*application)
+	s.mu.swept = make(map[string]bool)
+	return s, nil
+}
+
+// sweepRoot removes temp files under <root>/<app>/<executor>/.
+func (s *Server) sweepRoot() (int, error) {
+	apps, err := s.fs.ReadDir(s.root)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, app := range apps {
+		if !app.IsDir() {
+			continue
+		}
+		execs, err := s.fs.ReadDir(filepath.Join(s.root, app.Name()))
+		if err != nil {
+			return total, err
+		}
+		for _, ex := range execs {
+			if !ex.IsDir() {
+				continue
+			}
+			n, err := shufflefile.Sweep(s.fs, filepath.Join(s.root, app.Name(), ex.Name()))
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+// Engine returns the writer engine (its limiter's figures, for reports).
+func (s *Server) Engine() *writer.Engine { return s.eng }
+
+// Metrics returns the metrics the server updates.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Serve accepts connections on ln until ln is closed or Shutdown is called;
+// then it returns nil. It may be called for several listeners.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.draining {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.mu.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.listeners, ln)
+		s.mu.Unlock()
+	}()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if s.isDraining() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				s.log.Warn("accept", "err", err)
+				time.Sleep(50 * time.Millisecond) // out of descriptors: back off rather than spin
+				continue
+			}
+			return fmt.Errorf("server: accept: %w", err)
+		}
+		uc, ok := conn.(*net.UnixConn)
+		if !ok {
+			conn.Close()
+			continue
+		}
+		sess := s.newSession(uc)
+		if sess == nil {
+			continue
+		}
+		go sess.serve()
+	}
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.draining
+}
+
+// outputOpened counts a map output as open; it refuses while draining.
+func (s *Server) outputOpened() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.draining {
+		return fmt.Errorf("%w: no new map outputs", errUnavailable)
+	}
+	s.mu.open++
+	s.metrics.OpenMapOutputs.Set(float64(s.mu.open))
+	return nil
+}
+
+// outputEnded counts a map output as committed or aborted.
+func (s *Server) outputEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.open--
+	s.metrics.OpenMapOutputs.Set(float64(s.mu.open))
+	if s.mu.open == 0 && s.mu.idle != nil {
+		close(s.mu.idle)
+		s.mu.idle = nil
+	}
+}
+
+// Shutdown drains the daemon: it stops accepting connections and new map
+// outputs, lets open map outputs finish until ctx ends, then closes every
+// connection (aborting what is still open), waits for the sessions, and
+// stops the engine. It returns how many map outputs the deadline aborted
+// as an error, or nil.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.draining = true
+	for ln := range s.mu.listeners {
+		ln.Close()
+	}
+	var idle chan struct{}
+	if s.mu.open > 0 {
+		if s.mu.idle == nil {
+			s.mu.idle = make(chan struct{})
+		}
+		idle = s.mu.idle
+	}
+	s.mu.Unlock()
+
+	var aborted int
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			s.mu.Lock()
+			aborted = s.mu.open
+			s.mu.Unlock()
+		}
+	}
+	s.mu.Lock()
+	for sess := range s.mu.sessions {
+		sess.close()
+	}
+	s.mu.Unlock()
+	s.sessions.Wait()
+	if err := s.eng.Close(); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if aborted > 0 {
+		return fmt.Errorf("server: drain deadline passed: aborted %d open map outputs", aborted)
+	}
+	return nil
+}
+
+// peakRSS returns the process's peak resident set in bytes (0 if unknown).
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // kilobytes on Linux
+}

@@ -1,0 +1,578 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/internal/unixsock"
+	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/writer"
+	"golang.org/x/sys/unix"
+)
+
+// Protocol versions this daemon speaks.
+const (
+	minVersion = 1
+	maxVersion = 1
+)
+
+// maxOutputsPerSession bounds the map outputs one connection holds open.
+const maxOutputsPerSession = 4096
+
+// writeTimeout bounds how long a response may wait for a client that does
+// not read; past it the connection is closed.
+const writeTimeout = time.Minute
+
+// session is one client connection. Its reader goroutine reads and applies
+// requests in order; Commit runs on a goroutine of its own so a long commit
+// holds back neither other map outputs nor Ping.
+type session struct {
+	s    *Server
+	conn *net.UnixConn
+	cred unixsock.Cred
+	log  *slog.Logger
+
+	ctx    context.Context // cancelled when the session ends
+	cancel context.CancelFunc
+
+	wmu  sync.Mutex // serializes writes to conn
+	wbuf []byte
+
+	// Owned by the reader goroutine.
+	hello   bool
+	reg     *registration
+	outputs map[uint64]*output
+	handle  uint64
+
+	commits sync.WaitGroup
+}
+
+// registration is where a session's map outputs go.
+type registration struct {
+	app, executor string
+	layout        shufflefile.Layout
+	dirs          []string
+}
+
+// output is one open map output of a session.
+type output struct {
+	w       *writer.MapWriter
+	kind    protocol.PayloadKind
+	id      shufflefile.ID
+	failed  error // a batch failed: the map output is aborted
+	started time.Time
+	ended   sync.Once // counts the output as ended, once
+}
+
+// end counts the map output as no longer open, committed or aborted; only
+// the first call counts.
+func (o *output) end(s *Server, aborted bool) {
+	o.ended.Do(func() {
+		if aborted {
+			s.metrics.Aborts.Inc()
+		}
+		s.outputEnded()
+	})
+}
+
+// newSession checks the peer and registers the session; nil means refused.
+func (s *Server) newSession(conn *net.UnixConn) *session {
+	cred, err := unixsock.PeerCred(conn)
+	if err != nil {
+		s.log.Warn("refusing connection: peer credentials", "err", err)
+		conn.Close()
+		return nil
+	}
+	log := s.log.With("pid", cred.PID, "uid", cred.UID)
+	if !s.peerAllowed(cred) {
+		log.Warn("refusing connection: uid/gid not allowed", "gid", cred.GID)
+		s.metrics.Errors.WithLabelValues(protocol.CodePermissionDenied.String()).Inc()
+		msg := protocol.Errorf(protocol.CodePermissionDenied, "peer uid %d gid %d is not allowed to use this daemon", cred.UID, cred.GID)
+		conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = protocol.WriteFrame(conn, 0, msg)
+		conn.Close()
+		return nil
+	}
+	sess := &session{s: s, conn: conn, cred: cred, log: log, outputs: make(map[uint64]*output)}
+	sess.ctx, sess.cancel = context.WithCancel(context.Background())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.draining {
+		conn.Close()
+		return nil
+	}
+	s.mu.sessions[sess] = struct{}{}
+	s.sessions.Add(1)
+	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
+	return sess
+}
+
+// peerAllowed: the daemon's own uid and root always; others when listed.
+func (s *Server) peerAllowed(c unixsock.Cred) bool {
+	if c.UID == 0 || c.UID == uint32(os.Getuid()) {
+		return true
+	}
+	return unixsock.Allowed(c, s.cfg.AllowedUIDs, s.cfg.AllowedGIDs)
+}
+
+// close ends the session from outside (shutdown): the reader goroutine
+// sees the closed connection and cleans up.
+func (sess *session) close() {
+	sess.cancel()
+	sess.conn.Close()
+}
+
+func (sess *session) serve() {
+	s := sess.s
+	rd := protocol.NewReader(sess.conn, uint32(s.cfg.MaxFrame))
+	defer func() {
+		rd.Close()
+		sess.cancel()
+		for h, o := range sess.outputs {
+			sess.abort(o, "connection closed")
+			delete(sess.outputs, h)
+		}
+		sess.commits.Wait()
+		sess.conn.Close()
+		s.sessionEnded(sess)
+	}()
+	for {
+		f, err := rd.ReadFrame(nil)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && sess.ctx.Err() == nil {
+				sess.log.Warn("closing connection: framing error", "err", err)
+				sess.reply(0, fmt.Errorf("%w: %v", errInvalid, err))
+			}
+			return
+		}
+		if f.Type.IsResponse() {
+			if f.FD >= 0 {
+				unix.Close(f.FD)
+			}
+			sess.reply(f.ID, fmt.Errorf("%w: %v is a response type, not a request", errInvalid, f.Type))
+			continue
+		}
+		m, err := protocol.DecodeFrame(&f)
+		if err != nil {
+			sess.reply(f.ID, err)
+			if !sess.hello {
+				return
+			}
+			continue
+		}
+		if !sess.handle1(f.ID, m, f.FD) {
+			return
+		}
+	}
+}
+
+// handle1 applies one request; false ends the session.
+func (sess *session) handle1(id uint32, m protocol.Message, fd int) bool {
+	if !sess.hello {
+		h, ok := m.(*protocol.Hello)
+		if !ok {
+			sess.reply(id, protocol.Errorf(protocol.CodeFailedPrecondition, "first frame is %v, want Hello", m.Type()))
+			return false
+		}
+		v, err := protocol.Negotiate(h, minVersion, maxVersion)
+		if err != nil {
+			sess.reply(id, err)
+			return false
+		}
+		sess.hello = true
+		sess.log = sess.log.With("client", h.Client)
+		sess.send(id, &protocol.ServerHello{
+			Version:   v,
+			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
+			MaxInline: uint32(sess.s.cfg.MaxFrame),
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar,
+			Server:    "shuffled " + Version,
+		})
+		return true
+	}
+	switch m := m.(type) {
+	case *protocol.Hello:
+		sess.reply(id, protocol.Errorf(protocol.CodeFailedPrecondition, "Hello was already answered"))
+	case *protocol.RegisterExecutor:
+		sess.reply(id, sess.register(id, m))
+	case *protocol.OpenMapOutput:
+		sess.reply(id, sess.open(id, m))
+	case *protocol.Batch:
+		sess.reply(id, sess.batch(id, m, fd))
+	case *protocol.Commit:
+		if err := sess.commit(id, m); err != nil {
+			sess.reply(id, err)
+		}
+	case *protocol.Abort:
+		o, err := sess.take(m.Handle)
+		if err == nil {
+			sess.abort(o, "client abort")
+			sess.send(id, &protocol.Aborted{})
+		} else {
+			sess.reply(id, err)
+		}
+	case *protocol.Ping:
+		sess.send(id, &protocol.Pong{})
+	case *protocol.Stats:
+		sess.send(id, sess.s.stats())
+	default:
+		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errUnsupported, m.Type()))
+	}
+	return true
+}
+
+// reply sends err as an Error response, or nothing when err is nil (the
+// handler sent its own response).
+func (sess *session) reply(id uint32, err error) {
+	if err == nil {
+		return
+	}
+	code := codeOf(err)
+	sess.s.metrics.Errors.WithLabelValues(code.String()).Inc()
+	msg := err.Error()
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		msg = pe.Message
+	}
+	if len(msg) > 65535 {
+		msg = msg[:65535]
+	}
+	if code == protocol.CodeInternal {
+		sess.log.Error("request failed", "id", id, "err", err)
+	} else {
+		sess.log.Debug("request refused", "id", id, "code", code, "err", err)
+	}
+	sess.send(id, &protocol.Error{Code: code, Message: msg})
+}
+
+// send writes one response frame; a client that does not read within
+// writeTimeout loses its connection.
+func (sess *session) send(id uint32, m protocol.Message) {
+	sess.wmu.Lock()
+	defer sess.wmu.Unlock()
+	var err error
+	sess.wbuf, err = protocol.AppendFrame(sess.wbuf[:0], id, m)
+	if err != nil {
+		sess.log.Error("encoding response", "type", m.Type(), "err", err)
+		sess.wbuf, _ = protocol.AppendFrame(sess.wbuf[:0], id, protocol.Errorf(protocol.CodeInternal, "response %v does not encode: %v", m.Type(), err))
+	}
+	sess.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := sess.conn.Write(sess.wbuf); err != nil {
+		sess.close()
+	}
+	if cap(sess.wbuf) > 1<<20 {
+		sess.wbuf = nil
+	}
+}
+
+func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
+	if sess.reg != nil {
+		return protocol.Errorf(protocol.CodeAlreadyExists, "connection already registered as %s/%s", sess.reg.app, sess.reg.executor)
+	}
+	reg, err := sess.s.register(sess.cred.UID, m)
+	if err != nil {
+		return err
+	}
+	sess.reg = reg
+	sess.log = sess.log.With("app", reg.app, "executor", reg.executor)
+	sess.log.Info("executor registered", "dirs", reg.dirs)
+	sess.send(id, &protocol.Registered{Dirs: reg.dirs})
+	return nil
+}
+
+func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
+	s := sess.s
+	if sess.reg == nil {
+		return fmt.Errorf("%w: OpenMapOutput before RegisterExecutor", errPrecondition)
+	}
+	if len(sess.outputs) >= maxOutputsPerSession {
+		return fmt.Errorf("%w: %d map outputs already open on this connection", errExhausted, len(sess.outputs))
+	}
+	k := s.codec
+	if m.Codec != "" {
+		var err error
+		if k, err = codec.Parse(m.Codec); err != nil {
+			return fmt.Errorf("%w: OpenMapOutput.codec: %v", errUnsupported, err)
+		}
+	}
+	alg := s.checksum
+	if m.Checksum != "" {
+		var err error
+		if alg, err = checksum.Parse(m.Checksum); err != nil {
+			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errUnsupported, err)
+		}
+	}
+	if err := s.outputOpened(); err != nil {
+		return err
+	}
+	spec := writer.Spec{
+		ID:            shufflefile.ID{Shuffle: m.ShuffleID, Map: m.MapID},
+		NumPartitions: int(m.NumPartitions),
+		Codec:         k,
+		Checksum:      alg,
+		Layout:        sess.reg.layout,
+	}
+	w, err := s.eng.Open(sess.ctx, spec)
+	if err != nil {
+		s.outputEnded()
+		return err
+	}
+	sess.handle++
+	sess.outputs[sess.handle] = &output{w: w, kind: m.Kind, id: spec.ID, started: time.Now()}
+	sess.send(id, &protocol.Opened{Handle: sess.handle})
+	return nil
+}
+
+// batch applies one Batch. Any failure aborts the map output; later
+// requests on its handle get Aborted.
+func (sess *session) batch(id uint32, m *protocol.Batch, fd int) error {
+	o, ok := sess.outputs[m.Handle]
+	if !ok {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("%w: handle %d is not an open map output of this connection", errNotFound, m.Handle)
+	}
+	if o.failed != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("%w: map output %d/%d: %v", writer.ErrAborted, o.id.Shuffle, o.id.Map, o.failed)
+	}
+	err := sess.applyBatch(o, m, fd)
+	if err != nil {
+		o.failed = err
+		sess.abort(o, "batch failed")
+		return err
+	}
+	sess.send(id, &protocol.BatchAccepted{})
+	return nil
+}
+
+func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
+	if m.Kind != o.kind {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errPrecondition, m.Kind, o.kind)
+	}
+	var payload []byte
+	release := func() {}
+	switch m.Plane {
+	case protocol.PlaneInline:
+		payload = m.Inline
+	case protocol.PlaneMemfd:
+		data, unmap, err := mapMemfd(fd, m.Region.Offset, m.Region.Length)
+		if err != nil {
+			return err
+		}
+		payload, release = data, unmap
+	default:
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("%w: data plane %v is not supported by this build", errUnsupported, m.Plane)
+	}
+	bytesIn := int64(len(payload))
+	var err error
+	switch m.Kind {
+	case protocol.KindOpaque:
+		err = o.w.WriteOpaque(sess.ctx, payload, m.Opaque.PartitionOffsets, release)
+	case protocol.KindColumnar:
+		b, cerr := columnarBatch(&m.Columnar, payload)
+		if cerr != nil {
+			release()
+			return cerr
+		}
+		err = o.w.WriteBatch(sess.ctx, b, release)
+	default:
+		release()
+		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+	}
+	if err == nil {
+		sess.s.metrics.BytesIn.Add(float64(bytesIn))
+	}
+	return err
+}
+
+// take removes a handle from the session, for Commit and Abort.
+func (sess *session) take(handle uint64) (*output, error) {
+	o, ok := sess.outputs[handle]
+	if !ok {
+		return nil, fmt.Errorf("%w: handle %d is not an open map output of this connection", errNotFound, handle)
+	}
+	delete(sess.outputs, handle)
+	return o, nil
+}
+
+func (sess *session) abort(o *output, why string) {
+	_ = o.w.Abort() // only a committed output refuses, and it is not in sess.outputs
+	sess.log.Debug("map output aborted", "shuffle", o.id.Shuffle, "map", o.id.Map, "why", why)
+	o.end(sess.s, true)
+}
+
+func (sess *session) commit(id uint32, m *protocol.Commit) error {
+	o, err := sess.take(m.Handle)
+	if err != nil {
+		return err
+	}
+	if o.failed != nil {
+		return fmt.Errorf("%w: map output %d/%d: %v", writer.ErrAborted, o.id.Shuffle, o.id.Map, o.failed)
+	}
+	sess.commits.Add(1)
+	go func() {
+		defer sess.commits.Done()
+		s := sess.s
+		start := time.Now()
+		res, err := o.w.Commit(sess.ctx)
+		if err != nil {
+			sess.reply(id, err)
+		} else {
+			elapsed := time.Since(start)
+			s.metrics.Commits.Inc()
+			s.metrics.CommitSeconds.Observe(elapsed.Seconds())
+			s.metrics.RunsPerMapOutput.Observe(float64(res.Runs))
+			s.metrics.BytesOut.Add(float64(res.BytesOut))
+			s.metrics.MergeBytes.Add(float64(res.MergeBytes))
+			s.metrics.Records.Add(float64(res.Records))
+			cr := &protocol.CommitResult{Lengths: res.Lengths, Existing: res.Existing, Runs: int32(res.Runs)}
+			if res.Existing {
+				cr.Runs = 0
+			}
+			if res.Checksums != nil {
+				cr.Checksums = make([]int64, len(res.Checksums))
+				for i, c := range res.Checksums {
+					cr.Checksums[i] = int64(c)
+				}
+			}
+			sess.send(id, cr)
+			sess.log.Debug("map output committed", "shuffle", o.id.Shuffle, "map", o.id.Map, "runs", res.Runs, "bytes", res.BytesOut, "existing", res.Existing, "latency", elapsed)
+		}
+		o.end(s, err != nil)
+	}()
+	return nil
+}
+
+func (s *Server) sessionEnded(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mu.sessions, sess)
+	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
+	if sess.reg != nil {
+		if app := s.mu.apps[sess.reg.app]; app != nil {
+			app.sessions--
+			app.lastSeen = time.Now()
+		}
+	}
+	s.sessions.Done()
+}
+
+// register resolves where an executor's map outputs go and records the
+// application's owner.
+func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registration, error) {
+	if err := protocol.ValidateName("RegisterExecutor.app_id", m.AppID); err != nil {
+		return nil, err
+	}
+	if err := protocol.ValidateName("RegisterExecutor.executor_id", m.ExecutorID); err != nil {
+		return nil, err
+	}
+	reg := &registration{app: m.AppID, executor: m.ExecutorID}
+	if len(m.LocalDirs) == 0 {
+		dir := filepath.Join(s.root, m.AppID, m.ExecutorID)
+		if err := s.fs.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("executor dir %s: %w", dir, err)
+		}
+		reg.layout, reg.dirs = shufflefile.Flat(dir), []string{dir}
+	} else {
+		for i, d := range m.LocalDirs {
+			resolved, err := s.allowedDir(d)
+			if err != nil {
+				return nil, fmt.Errorf("RegisterExecutor.local_dirs[%d]: %w", i, err)
+			}
+			reg.dirs = append(reg.dirs, resolved)
+		}
+		l := shufflefile.SparkHashed{LocalDirs: reg.dirs, SubDirs: int(m.SubDirs)}
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: RegisterExecutor: %v", errInvalid, err)
+		}
+		reg.layout = l
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	app := s.mu.apps[m.AppID]
+	if app != nil && app.uid != uid {
+		return nil, fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, m.AppID, app.uid, uid)
+	}
+	if app == nil {
+		app = &application{uid: uid}
+		s.mu.apps[m.AppID] = app
+	}
+	app.sessions++
+	// The first registration of a local dir in this process sweeps the
+	// temp files a crash left there; nothing of this process writes there
+	// before it.
+	for _, d := range reg.dirs {
+		if len(m.LocalDirs) > 0 && !s.mu.swept[d] {
+			s.mu.swept[d] = true
+			if n, err := shufflefile.Sweep(s.fs, d); err != nil {
+				s.log.Warn("sweeping local dir", "dir", d, "err", err)
+			} else if n > 0 {
+				s.log.Info("removed temp files left by an earlier run", "dir", d, "files", n)
+			}
+		}
+	}
+	return reg, nil
+}
+
+// allowedDir resolves a client-named local dir and checks that it is a
+// directory under one of the allowed roots, after symlinks.
+func (s *Server) allowedDir(dir string) (string, error) {
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+	}
+	fi, err := s.fs.Stat(resolved)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
+	}
+	for _, root := range s.roots {
+		if resolved == root || strings.HasPrefix(resolved, root+string(filepath.Separator)) {
+			return resolved, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errPermission, dir, resolved, s.roots)
+}
+
+// stats answers Stats.
+func (s *Server) stats() *protocol.StatsResult {
+	ls := s.eng.Limiter().Stats()
+	s.mu.Lock()
+	open, conns := s.mu.open, len(s.mu.sessions)
+	s.mu.Unlock()
+	return &protocol.StatsResult{Stats: []protocol.Stat{
+		{Name: "bytes_in_flight", Value: ls.InFlight},
+		{Name: "bytes_in_flight_limit", Value: ls.Limit},
+		{Name: "peak_bytes_in_flight", Value: ls.Peak},
+		{Name: "limiter_waits", Value: ls.Waits},
+		{Name: "limiter_wait_ns", Value: int64(ls.WaitTime)},
+		{Name: "open_map_outputs", Value: int64(open)},
+		{Name: "connections", Value: int64(conns)},
+		{Name: "peak_rss_bytes", Value: peakRSS()},
+	}}
+}
