@@ -1,0 +1,85 @@
+// Package command implements the shuffled sub-commands.
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sort"
+
+	"github.com/shuffled/shuffled/server"
+)
+
+// subcommand runs one sub-command with its arguments.
+type subcommand struct {
+	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	help string
+}
+
+var subcommands = map[string]subcommand{
+	"serve":   {serve, "run the daemon"},
+	"version": {version, "print the version"},
+}
+
+// errUsage marks a mistake on the command line (exit status 2).
+var errUsage = errors.New("usage")
+
+// ExitCode returns the process exit status for an error of Run.
+func ExitCode(err error) int {
+	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+// Run runs the sub-command named by args[0].
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: no sub-command", errUsage)
+		}
+		return nil
+	}
+	sc, ok := subcommands[args[0]]
+	if !ok {
+		usage(stderr)
+		return fmt.Errorf("%w: unknown sub-command %q", errUsage, args[0])
+	}
+	return sc.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: shuffled <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	names := make([]string, 0, len(subcommands))
+	for n := range subcommands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, subcommands[n].help)
+	}
+	fmt.Fprintln(w, "\nRun 'shuffled <command> -h' for the flags of a command.")
+}
+
+func version(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%w: version takes no arguments, got %q", errUsage, args)
+	}
+	fmt.Fprintf(stdout, "shuffled %s", server.Version)
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		fmt.Fprintf(stdout, " (%s", bi.GoVersion)
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				fmt.Fprintf(stdout, ", %s", s.Value[:12])
+			}
+		}
+		fmt.Fprint(stdout, ")")
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}

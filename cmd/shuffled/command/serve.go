@@ -1,0 +1,119 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shuffled/shuffled/internal/sdnotify"
+	"github.com/shuffled/shuffled/internal/unixsock"
+	"github.com/shuffled/shuffled/metrics"
+	"github.com/shuffled/shuffled/server"
+)
+
+// serve runs the daemon until SIGTERM or SIGINT, then drains it: no new
+// connections or map outputs, open map outputs finish until the drain
+// deadline, the rest are aborted, and it exits 0.
+func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
+	start := time.Now()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	fs := flag.NewFlagSet("shuffled serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg server.Config
+	if err := cfg.Load(fs, args, os.LookupEnv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	log := newLogger(stderr, cfg)
+
+	m := metrics.New()
+	s, err := server.New(cfg, server.WithLogger(log), server.WithMetrics(m))
+	if err != nil {
+		return err
+	}
+	listeners, err := unixsock.Activated()
+	if err != nil {
+		return err
+	}
+	activated := len(listeners) > 0
+	if !activated {
+		ln, err := unixsock.Listen(cfg.SocketPath, cfg.SocketMode)
+		if err != nil {
+			return err
+		}
+		listeners = []*net.UnixListener{ln}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if cfg.MetricsAddr != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := metrics.Serve(ctx, cfg.MetricsAddr, m); err != nil {
+				log.Error("metrics endpoint", "addr", cfg.MetricsAddr, "err", err)
+			}
+		}()
+	}
+	serveErr := make(chan error, len(listeners))
+	for _, ln := range listeners {
+		go func() { serveErr <- s.Serve(ln) }()
+	}
+	if _, err := sdnotify.Ready(); err != nil {
+		log.Warn("sd_notify READY", "err", err)
+	}
+	sdnotify.Status("serving on %s", listeners[0].Addr())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = sdnotify.RunWatchdog(ctx, func() bool { return true })
+	}()
+	log.Info("shuffled ready", "version", server.Version, "socket", listeners[0].Addr().String(),
+		"activated", activated, "limit", server.FormatSize(cfg.LimitBytes), "pool", cfg.PoolSize,
+		"startup", time.Since(start))
+
+	var runErr error
+	select {
+	case sig := <-sigs:
+		log.Info("draining", "signal", sig.String(), "deadline", cfg.DrainTimeout)
+	case runErr = <-serveErr:
+		log.Error("listener failed", "err", runErr)
+	case <-ctx.Done():
+	}
+	sdnotify.Stopping()
+	sdnotify.Status("draining")
+	drainCtx, drainCancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer drainCancel()
+	if err := s.Shutdown(drainCtx); err != nil {
+		log.Warn("drain", "err", err)
+	}
+	if !activated {
+		_ = os.Remove(cfg.SocketPath)
+	}
+	log.Info("shuffled stopped")
+	return runErr
+}
+
+func newLogger(w io.Writer, cfg server.Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
