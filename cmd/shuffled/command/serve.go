@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,10 @@ import (
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/server"
 )
+
+// memoryHeadroom is what the daemon may use beyond --limit before the
+// garbage collector works harder: frames being read, encoders, buffers.
+const memoryHeadroom = 256 << 20
 
 // serve runs the daemon until SIGTERM or SIGINT, then drains it: no new
 // connections or map outputs, open map outputs finish until the drain
@@ -39,6 +44,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	log := newLogger(stderr, cfg)
+	// Records in flight are bounded by --limit; give the garbage collector
+	// a soft bound a little above it, unless the operator set GOMEMLIMIT.
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(cfg.LimitBytes + memoryHeadroom)
+	}
 
 	m := metrics.New()
 	s, err := server.New(cfg, server.WithLogger(log), server.WithMetrics(m))
