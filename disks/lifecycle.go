@@ -1,0 +1,263 @@
+package disks
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/shufflefile"
+)
+
+// ShuffleUsage is what one shuffle of an application holds on the disks.
+type ShuffleUsage struct {
+	Shuffle int32
+	// Outputs counts the committed map outputs (index files).
+	Outputs int
+	// Bytes sums the sizes of the shuffle's files, temp files included.
+	Bytes int64
+}
+
+// AppUsage is what one application holds on the disks.
+type AppUsage struct {
+	App string
+	// Bytes sums the sizes of the application's files on every disk.
+	Bytes int64
+	// ModTime is the newest modification time of the application's
+	// directories and files on every disk: when it last wrote.
+	ModTime time.Time
+}
+
+// executorDirs lists <disk>/<app>/* directories on every disk, going on
+// past errors.
+func (s *Set) executorDirs(app string) (dirs []string, errs []error) {
+	for _, d := range s.disks {
+		appDir := filepath.Join(d.dir, app)
+		ents, err := s.opts.fs.ReadDir(appDir)
+		if err != nil {
+			if !notExist(err) {
+				s.ReportError(d, err)
+				errs = append(errs, err)
+			}
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(appDir, e.Name()))
+			}
+		}
+	}
+	return dirs, errs
+}
+
+// RemoveShuffle removes every file of shuffle of app on every disk and
+// executor: committed map outputs (index first, then data and checksum)
+// and temp files of outputs in flight. It returns the number of map
+// outputs removed (counted by index files) and the bytes freed. Removing
+// what is gone already is no error. Stop the shuffle's writers first: a
+// file committed after the directories are listed stays.
+func (s *Set) RemoveShuffle(app string, shuffle int32) (removedOutputs int, freedBytes int64, err error) {
+	if err := validateApp(app); err != nil {
+		return 0, 0, err
+	}
+	if err := (shufflefile.ID{Shuffle: shuffle}).Validate(); err != nil {
+		return 0, 0, fmt.Errorf("disks: remove shuffle: %w", err)
+	}
+	dirs, errs := s.executorDirs(app)
+	for _, dir := range dirs {
+		n, b, err := RemoveShuffleIn(s.opts.fs, shufflefile.Flat(dir), shuffle)
+		removedOutputs += n
+		freedBytes += b
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removedOutputs, freedBytes, fmt.Errorf("disks: remove shuffle %d of application %q: %w", shuffle, app, err)
+	}
+	return removedOutputs, freedBytes, nil
+}
+
+// RemoveApplication removes the trees <disk>/<app> on every disk, index
+// files of each directory first, and returns the number of map outputs
+// removed (counted by index files) and the bytes freed. Removing an
+// application that is gone already is no error. Stop its writers first.
+func (s *Set) RemoveApplication(app string) (removedOutputs int, freedBytes int64, err error) {
+	if err := validateApp(app); err != nil {
+		return 0, 0, err
+	}
+	var errs []error
+	for _, d := range s.disks {
+		rm := remover{fsys: s.opts.fs}
+		rm.removeTree(filepath.Join(d.dir, app))
+		removedOutputs += rm.outputs
+		freedBytes += rm.freed
+		for _, err := range rm.errs {
+			s.ReportError(d, err)
+		}
+		errs = append(errs, rm.errs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removedOutputs, freedBytes, fmt.Errorf("disks: remove application %q: %w", app, err)
+	}
+	return removedOutputs, freedBytes, nil
+}
+
+// ListShuffles returns the shuffles of app on every disk and executor,
+// ascending by id. An application with nothing on disk has none.
+func (s *Set) ListShuffles(app string) ([]ShuffleUsage, error) {
+	if err := validateApp(app); err != nil {
+		return nil, err
+	}
+	dirs, errs := s.executorDirs(app)
+	byID := map[int32]*ShuffleUsage{}
+	for _, dir := range dirs {
+		files, err := shuffleFiles(s.opts.fs, dir, func(int32) bool { return true })
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, f := range files {
+			u := byID[f.shuffle]
+			if u == nil {
+				u = &ShuffleUsage{Shuffle: f.shuffle}
+				byID[f.shuffle] = u
+			}
+			u.Bytes += f.size
+			if f.index {
+				u.Outputs++
+			}
+		}
+	}
+	out := make([]ShuffleUsage, 0, len(byID))
+	for _, u := range byID {
+		out = append(out, *u)
+	}
+	slices.SortFunc(out, func(a, b ShuffleUsage) int { return cmp.Compare(a.Shuffle, b.Shuffle) })
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("disks: list shuffles of application %q: %w", app, err)
+	}
+	return out, nil
+}
+
+// Applications returns every application with a directory on some disk,
+// sorted by id, with its bytes and newest modification time over all
+// disks. Entries of a disk that are not directories or not valid
+// application ids are not applications. On error it returns what it
+// could read.
+func (s *Set) Applications() ([]AppUsage, error) {
+	byApp := map[string]*AppUsage{}
+	var errs []error
+	for _, d := range s.disks {
+		ents, err := s.opts.fs.ReadDir(d.dir)
+		if err != nil {
+			s.ReportError(d, err)
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || protocol.ValidateName("application id", e.Name()) != nil {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil {
+				if !notExist(err) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			bytes, newest, err := treeUsage(s.opts.fs, filepath.Join(d.dir, e.Name()))
+			if err != nil {
+				errs = append(errs, err)
+			}
+			u := byApp[e.Name()]
+			if u == nil {
+				u = &AppUsage{App: e.Name()}
+				byApp[e.Name()] = u
+			}
+			u.Bytes += bytes
+			for _, t := range []time.Time{info.ModTime(), newest} {
+				if t.After(u.ModTime) {
+					u.ModTime = t
+				}
+			}
+		}
+	}
+	out := make([]AppUsage, 0, len(byApp))
+	for _, u := range byApp {
+		out = append(out, *u)
+	}
+	slices.SortFunc(out, func(a, b AppUsage) int { return cmp.Compare(a.App, b.App) })
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("disks: list applications: %w", err)
+	}
+	return out, nil
+}
+
+// SweepTemps removes the temp files (shufflefile.Sweep) of every executor
+// directory on every disk and returns how many. Run it at startup, before
+// any map output is written.
+func (s *Set) SweepTemps() (removed int, err error) {
+	var errs []error
+	for _, d := range s.disks {
+		apps, err := s.opts.fs.ReadDir(d.dir)
+		if err != nil {
+			s.ReportError(d, err)
+			errs = append(errs, err)
+			continue
+		}
+		for _, a := range apps {
+			if !a.IsDir() {
+				continue
+			}
+			appDir := filepath.Join(d.dir, a.Name())
+			execs, err := s.opts.fs.ReadDir(appDir)
+			if err != nil {
+				if !notExist(err) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			for _, e := range execs {
+				if !e.IsDir() {
+					continue
+				}
+				n, err := shufflefile.Sweep(s.opts.fs, filepath.Join(appDir, e.Name()))
+				removed += n
+				if err != nil && !notExist(err) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("disks: sweep temp files: %w", err)
+	}
+	return removed, nil
+}
+
+// Locate returns the disk that holds a committed index file of the map
+// output id of app's executor, or nil. Use it to read an output back, and
+// before placing a new attempt of an output that may exist, since the
+// first-commit-wins rule of shufflefile.Commit holds within one directory.
+func (s *Set) Locate(app, executor string, id shufflefile.ID) (*Disk, error) {
+	if err := id.Validate(); err != nil {
+		return nil, fmt.Errorf("disks: locate: %w", err)
+	}
+	for _, d := range s.disks {
+		dir, err := d.ExecutorDir(app, executor)
+		if err != nil {
+			return nil, err
+		}
+		_, err = s.opts.fs.Stat(filepath.Join(dir, shufflefile.IndexName(id)))
+		switch {
+		case err == nil:
+			return d, nil
+		case !notExist(err):
+			return nil, fmt.Errorf("disks: locate %v of application %q executor %q: %w", id, app, executor, err)
+		}
+	}
+	return nil, nil
+}

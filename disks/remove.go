@@ -1,0 +1,267 @@
+package disks
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+)
+
+// RemoveShuffleIn removes every file of shuffle in the directories of
+// layout l, which is a shufflefile.Flat or a shufflefile.SparkHashed (an
+// executor's own local dirs, whose hashed sub-directories it scans): the
+// map outputs' data, index and checksum files, and the temp files of
+// outputs in flight. It removes every index file of the shuffle first, so
+// that a reader never finds an index without its data, and counts the
+// outputs removed by their index files. Missing directories and files are
+// fine, so removing twice is harmless; it goes on past errors and returns
+// them all.
+//
+// Files that a commit creates after the directories are listed stay: stop
+// the shuffle's writers first.
+func RemoveShuffleIn(fsys vfs.FS, l shufflefile.Layout, shuffle int32) (outputs int, freed int64, err error) {
+	if err := (shufflefile.ID{Shuffle: shuffle}).Validate(); err != nil {
+		return 0, 0, fmt.Errorf("disks: remove shuffle: %w", err)
+	}
+	dirs, err := layoutDirs(fsys, l)
+	if err != nil {
+		return 0, 0, fmt.Errorf("disks: remove shuffle %d: %w", shuffle, err)
+	}
+	var files []shuffleFile
+	var errs []error
+	for _, dir := range dirs {
+		found, err := shuffleFiles(fsys, dir, func(s int32) bool { return s == shuffle })
+		if err != nil {
+			errs = append(errs, err)
+		}
+		files = append(files, found...)
+	}
+	var rm remover
+	rm.fsys = fsys
+	rm.remove(files, true)
+	rm.remove(files, false)
+	errs = append(errs, rm.errs...)
+	if err := errors.Join(errs...); err != nil {
+		return rm.outputs, rm.freed, fmt.Errorf("disks: remove shuffle %d: %w", shuffle, err)
+	}
+	return rm.outputs, rm.freed, nil
+}
+
+// layoutDirs lists the directories where l puts files.
+func layoutDirs(fsys vfs.FS, l shufflefile.Layout) ([]string, error) {
+	switch l := l.(type) {
+	case shufflefile.Flat:
+		return []string{string(l)}, nil
+	case shufflefile.SparkHashed:
+		return hashedDirs(fsys, l)
+	case *shufflefile.SparkHashed:
+		if l != nil {
+			return hashedDirs(fsys, *l)
+		}
+	}
+	return nil, fmt.Errorf("%w: layout %T is neither shufflefile.Flat nor shufflefile.SparkHashed", ErrInvalidArgument, l)
+}
+
+// hashedDirs lists each local dir and its sub-directories.
+func hashedDirs(fsys vfs.FS, l shufflefile.SparkHashed) ([]string, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	var dirs []string
+	var errs []error
+	for _, local := range l.LocalDirs {
+		ents, err := fsys.ReadDir(local)
+		if err != nil {
+			if !notExist(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		dirs = append(dirs, local)
+		for _, e := range ents {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(local, e.Name()))
+			}
+		}
+	}
+	return dirs, errors.Join(errs...)
+}
+
+// shuffleFile is one file of a shuffle, as listed.
+type shuffleFile struct {
+	path    string
+	shuffle int32
+	size    int64
+	index   bool // a committed index file: it marks one map output
+}
+
+// shuffleFiles lists the shuffle files in dir (not below it) whose shuffle
+// keep accepts. A missing dir holds none.
+func shuffleFiles(fsys vfs.FS, dir string, keep func(int32) bool) ([]shuffleFile, error) {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		if notExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []shuffleFile
+	var errs []error
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		s, ok := shuffleOf(e.Name())
+		if !ok || !keep(s) {
+			continue
+		}
+		f := shuffleFile{
+			path:    filepath.Join(dir, e.Name()),
+			shuffle: s,
+			index:   isIndexName(e.Name()),
+		}
+		fi, err := e.Info()
+		switch {
+		case err == nil:
+			f.size = fi.Size()
+		case notExist(err):
+			continue
+		default:
+			errs = append(errs, err)
+		}
+		out = append(out, f)
+	}
+	return out, errors.Join(errs...)
+}
+
+// shuffleOf returns the shuffle id of a shuffle file name,
+// "shuffle_{s}_..." (committed or temp), and false for other names.
+func shuffleOf(name string) (int32, bool) {
+	rest, ok := strings.CutPrefix(name, "shuffle_")
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "_")
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	s, err := strconv.ParseInt(digits, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(s), true
+}
+
+// isIndexName reports a committed index file's name (not a temp one).
+func isIndexName(name string) bool {
+	return strings.HasSuffix(name, ".index") && strings.HasPrefix(name, "shuffle_")
+}
+
+// remover removes files and counts what it freed.
+type remover struct {
+	fsys    vfs.FS
+	outputs int
+	freed   int64
+	errs    []error
+}
+
+// remove removes the index files among files (indexes true) or the others.
+func (rm *remover) remove(files []shuffleFile, indexes bool) {
+	for _, f := range files {
+		if f.index != indexes {
+			continue
+		}
+		rm.removeFile(f.path, f.size, f.index)
+	}
+}
+
+func (rm *remover) removeFile(path string, size int64, index bool) {
+	err := rm.fsys.Remove(path)
+	switch {
+	case err == nil:
+		rm.freed += size
+		if index {
+			rm.outputs++
+		}
+	case !notExist(err):
+		rm.errs = append(rm.errs, err)
+	}
+}
+
+// removeTree removes dir and everything below it, index files of each
+// directory first, without following symbolic links.
+func (rm *remover) removeTree(dir string) {
+	ents, err := rm.fsys.ReadDir(dir)
+	if err != nil {
+		if !notExist(err) {
+			rm.errs = append(rm.errs, err)
+		}
+		return
+	}
+	var files []shuffleFile
+	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			continue
+		}
+		f := shuffleFile{path: path, index: isIndexName(e.Name())}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			f.size = fi.Size()
+		}
+		files = append(files, f)
+	}
+	rm.remove(files, true)
+	rm.remove(files, false)
+	for _, e := range ents {
+		if e.IsDir() {
+			rm.removeTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	if err := rm.fsys.Remove(dir); err != nil && !notExist(err) {
+		rm.errs = append(rm.errs, err)
+	}
+}
+
+// treeUsage sums the sizes of the regular files below dir and finds the
+// newest modification time of anything below it.
+func treeUsage(fsys vfs.FS, dir string) (bytes int64, newest time.Time, err error) {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		if notExist(err) {
+			return 0, newest, nil
+		}
+		return 0, newest, err
+	}
+	var errs []error
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			if !notExist(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if info.ModTime().After(newest) {
+			newest = info.ModTime()
+		}
+		switch {
+		case e.IsDir():
+			b, n, err := treeUsage(fsys, filepath.Join(dir, e.Name()))
+			bytes += b
+			if n.After(newest) {
+				newest = n
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case info.Mode().IsRegular():
+			bytes += info.Size()
+		}
+	}
+	return bytes, newest, errors.Join(errs...)
+}
