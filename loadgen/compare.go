@@ -1,0 +1,181 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/shuffled/shuffled/writer"
+)
+
+// compareLimit is the bytes-in-flight limit of the compare mode's engine:
+// the daemon's default.
+const compareLimit = 512 << 20
+
+// compareModes are the writer modes the compare mode runs, in the order of
+// its first repetition.
+var compareModes = []writer.Mode{writer.Stream, writer.Legacy, writer.Ceiling}
+
+// ModeResult is what the compare mode measured for one writer mode.
+type ModeResult struct {
+	Mode string `json:"mode"`
+	// ThroughputMBs is the median over the repetitions of serialized
+	// (input) MB per second; RepsMBs are the repetitions, in order.
+	ThroughputMBs float64   `json:"throughput_mb_s"`
+	RepsMBs       []float64 `json:"reps_mb_s"`
+	// The median repetition's figures. OutputBytes is 0 for the ceiling,
+	// which writes nothing.
+	OutputBytes      int64   `json:"output_bytes"`
+	CommitP50Ms      float64 `json:"commit_p50_ms"`
+	CommitP99Ms      float64 `json:"commit_p99_ms"`
+	RunsPerMapOutput float64 `json:"runs_per_map_output"`
+}
+
+// Comparison is what the compare mode measured. Its JSON field names are
+// stable (docs/benchmarks.md).
+type Comparison struct {
+	Workload
+	Tasks           int   `json:"tasks"`
+	Partitions      int   `json:"partitions"`
+	Rows            int64 `json:"rows"`
+	SerializedBytes int64 `json:"serialized_bytes"`
+	// Workers is the engine's encoding pool size; Reps the repetitions of
+	// each mode, interleaved.
+	Workers int          `json:"workers"`
+	Reps    int          `json:"reps"`
+	Modes   []ModeResult `json:"modes"`
+	// StreamOverLegacy and StreamOverCeiling are ratios of the median
+	// throughputs.
+	StreamOverLegacy  float64 `json:"stream_over_legacy"`
+	StreamOverCeiling float64 `json:"stream_over_ceiling"`
+}
+
+// Compare runs cfg's workload in process through one writer engine (pool
+// size GOMAXPROCS, the daemon's default limit) in the stream, legacy and
+// ceiling modes, cfg.Reps times each, the modes' order rotating from one
+// repetition to the next, and reports the median throughputs and their
+// ratios. No daemon and no socket are involved: it measures the writer.
+func Compare(ctx context.Context, cfg Config, progress io.Writer) (*Comparison, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "shuffled-compare-")
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: compare: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	workers := runtime.GOMAXPROCS(0)
+	e, err := writer.New(writer.WithWorkers(workers), writer.WithLimit(compareLimit))
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: compare: %w", err)
+	}
+	defer e.Close()
+	p, err := newPool(ctx, &cfg, poolForm{payload: cfg.Payload, batch: cfg.Payload == PayloadColumnar})
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+
+	runs := make([][]runResult, len(compareModes))
+	for rep := range cfg.Reps {
+		for k := range compareModes {
+			m := (rep + k) % len(compareModes)
+			mode := compareModes[m]
+			dir := filepath.Join(tmp, fmt.Sprintf("%v-%d", mode, rep))
+			if err := os.Mkdir(dir, 0o750); err != nil {
+				return nil, fmt.Errorf("loadgen: compare: %w", err)
+			}
+			runtime.GC() // the previous mode's garbage is not this one's
+			label := fmt.Sprintf("%v %d/%d", mode, rep+1, cfg.Reps)
+			prog := startProgress(progress, label, cfg.Tasks, cfg.Duration)
+			res, err := runTasks(ctx, &cfg, p, &engineTarget{cfg: &cfg, e: e, mode: mode, dir: dir}, prog)
+			prog.finish()
+			if err != nil {
+				return nil, fmt.Errorf("loadgen: compare: %v mode: %w", mode, err)
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, fmt.Errorf("loadgen: compare: %w", err)
+			}
+			runs[m] = append(runs[m], res)
+		}
+	}
+	return newComparison(&cfg, p, workers, runs), nil
+}
+
+func newComparison(cfg *Config, p *pool, workers int, runs [][]runResult) *Comparison {
+	c := &Comparison{Workload: workloadOf(cfg, p), Partitions: cfg.Partitions, Workers: workers, Reps: cfg.Reps}
+	median := map[writer.Mode]float64{}
+	for m, mode := range compareModes {
+		reps := make([]*Report, len(runs[m]))
+		mr := ModeResult{Mode: mode.String()}
+		for i, r := range runs[m] {
+			reps[i] = newReport(cfg, p, r, daemonStats{})
+			mr.RepsMBs = append(mr.RepsMBs, reps[i].ThroughputMBs)
+		}
+		sorted := slices.Clone(reps)
+		slices.SortFunc(sorted, func(a, b *Report) int {
+			switch {
+			case a.ThroughputMBs < b.ThroughputMBs:
+				return -1
+			case a.ThroughputMBs > b.ThroughputMBs:
+				return 1
+			}
+			return 0
+		})
+		med := sorted[(len(sorted)-1)/2]
+		mr.ThroughputMBs = med.ThroughputMBs
+		mr.OutputBytes, mr.CommitP50Ms, mr.CommitP99Ms, mr.RunsPerMapOutput = med.OutputBytes, med.CommitP50Ms, med.CommitP99Ms, med.RunsPerMapOutput
+		median[mode] = mr.ThroughputMBs
+		if m == 0 {
+			c.Tasks, c.Rows, c.SerializedBytes = med.Tasks, med.Rows, med.SerializedBytes
+		}
+		c.Modes = append(c.Modes, mr)
+	}
+	if v := median[writer.Legacy]; v > 0 {
+		c.StreamOverLegacy = round(median[writer.Stream]/v, 3)
+	}
+	if v := median[writer.Ceiling]; v > 0 {
+		c.StreamOverCeiling = round(median[writer.Stream]/v, 3)
+	}
+	return c
+}
+
+// WriteJSON writes c as indented JSON.
+func (c *Comparison) WriteJSON(w io.Writer) error {
+	return writeJSON(w, c)
+}
+
+// WriteTable writes c for people.
+func (c *Comparison) WriteTable(w io.Writer) error {
+	keys := "uniform keys"
+	if c.Skew != "uniform" {
+		keys = c.Skew + " keys"
+	}
+	fmt.Fprintf(w, "compare: %d map tasks × %d batches × %d rows (%s, %s), %d partitions, %s/%s, %s, concurrency %d; in process, %d workers; median of %d\n",
+		c.Tasks, c.BatchesPerTask, c.RowsPerBatch, c.Schema, keys, c.Partitions, c.Codec, c.Checksum,
+		c.Payload, c.Concurrency, c.Workers, c.Reps)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  mode\tMB/s (input)\trepetitions\toutput\tcommit p50\tcommit p99\truns/output\t")
+	for _, m := range c.Modes {
+		reps := make([]string, len(m.RepsMBs))
+		for i, v := range m.RepsMBs {
+			reps[i] = fmt.Sprintf("%.1f", v)
+		}
+		out := size(m.OutputBytes)
+		if m.Mode == writer.Ceiling.String() {
+			out = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%s\t%.1f ms\t%.1f ms\t%.2f\t\n", m.Mode, m.ThroughputMBs, strings.Join(reps, " "), out, m.CommitP50Ms, m.CommitP99Ms, m.RunsPerMapOutput)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "  stream/legacy %.2f×   stream/ceiling %.2f×\n", c.StreamOverLegacy, c.StreamOverCeiling)
+	return err
+}

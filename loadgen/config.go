@@ -1,0 +1,302 @@
+package loadgen
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/partition/synth"
+	"github.com/shuffled/shuffled/protocol"
+)
+
+// ErrUsage is wrapped by every error about a flag's value: the message
+// names the flag, the value, and what to give instead.
+var ErrUsage = errors.New("loadgen: invalid flag")
+
+// usageError is a one-line message about a flag.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == ErrUsage }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Payload kinds and data planes, as the flags spell them.
+const (
+	PayloadColumnar = "columnar"
+	PayloadOpaque   = "opaque"
+	PlaneInline     = "inline"
+	PlaneMemfd      = "memfd"
+)
+
+// Defaults of the workload: about 20 seconds of a 2-core machine through
+// the embedded daemon (see docs/benchmarks.md).
+const (
+	DefaultTasks          = 200
+	DefaultCompareTasks   = 48
+	DefaultConcurrency    = 4
+	DefaultPartitions     = 200
+	DefaultRows           = 100_000
+	DefaultBatchesPerTask = 2
+	DefaultPoolBatches    = 8
+	DefaultReps           = 3
+)
+
+// Config describes one load generator run. The zero value is not valid;
+// start from DefaultConfig.
+type Config struct {
+	// Tasks is the number of map tasks (map outputs). Zero means as many as
+	// Duration allows.
+	Tasks int
+	// Duration, if positive, stops starting tasks once it has passed; tasks
+	// already started finish.
+	Duration time.Duration
+	// Concurrency is the number of tasks in flight, each executor on its own
+	// connection.
+	Concurrency int
+	// Partitions is the number of reducer partitions of every map output.
+	Partitions int
+	// Rows is the number of rows of every batch.
+	Rows int
+	// BatchesPerTask is the number of batches each task writes; more than
+	// one makes the daemon write several runs and merge them.
+	BatchesPerTask int
+	// Schema is one of synth.Schemas.
+	Schema string
+	// Skew is the key column's Zipf exponent; 0 is the schema's uniform
+	// keys.
+	Skew float64
+	// Codec and Checksum name the map outputs' codec and checksum algorithm
+	// as the protocol spells them (lz4, ADLER32).
+	Codec    string
+	Checksum string
+	// Payload is PayloadColumnar (the daemon serializes) or PayloadOpaque
+	// (the load generator serializes each partition, the daemon compresses).
+	Payload string
+	// DataPlane is PlaneInline or PlaneMemfd.
+	DataPlane string
+	// Seed seeds the batch generator: the same seed gives the same bytes.
+	Seed int64
+	// PoolBatches is the number of distinct batches generated up front.
+	PoolBatches int
+
+	// Socket is a running daemon's socket; empty starts an embedded daemon.
+	Socket string
+	// Root is the embedded daemon's root; empty uses a temporary directory.
+	Root string
+	// Keep leaves the committed map outputs in place (under Root, or in
+	// the external daemon) instead of removing them at the end.
+	Keep bool
+
+	// Verify reads every committed map output back and checks it.
+	Verify bool
+	// JSON prints the report as JSON instead of a table.
+	JSON bool
+	// Compare runs the workload in process through the writer's stream,
+	// legacy and ceiling modes, Reps times each, interleaved.
+	Compare bool
+	Reps    int
+}
+
+// DefaultConfig returns the default workload.
+func DefaultConfig() Config {
+	return Config{
+		Tasks:          DefaultTasks,
+		Concurrency:    DefaultConcurrency,
+		Partitions:     DefaultPartitions,
+		Rows:           DefaultRows,
+		BatchesPerTask: DefaultBatchesPerTask,
+		Schema:         "lineitem",
+		Codec:          "lz4",
+		Checksum:       "ADLER32",
+		Payload:        PayloadColumnar,
+		DataPlane:      PlaneMemfd,
+		Seed:           1,
+		PoolBatches:    DefaultPoolBatches,
+		Reps:           DefaultReps,
+	}
+}
+
+// ParseSkew parses the --skew flag: "uniform" (0) or "zipf:S" (S).
+func ParseSkew(s string) (float64, error) {
+	if s == "uniform" {
+		return 0, nil
+	}
+	if exp, ok := strings.CutPrefix(s, "zipf:"); ok {
+		if f, err := strconv.ParseFloat(exp, 64); err == nil && f > 1 && f <= 10 {
+			return f, nil
+		}
+	}
+	return 0, usagef("--skew must be uniform or zipf:S with 1 < S <= 10 (e.g. zipf:1.1), got %q", s)
+}
+
+// SkewString spells c.Skew as the --skew flag does.
+func (c *Config) SkewString() string {
+	if c.Skew == 0 {
+		return "uniform"
+	}
+	return "zipf:" + strconv.FormatFloat(c.Skew, 'g', -1, 64)
+}
+
+// ParseArgs parses the command line into a Config. -h prints the flags to
+// help and returns flag.ErrHelp; any other problem is one line wrapping
+// ErrUsage.
+func ParseArgs(args []string, help io.Writer) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("shuffled-loadgen", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&c.Tasks, "tasks", c.Tasks, "map tasks to run (default with --compare: "+strconv.Itoa(DefaultCompareTasks)+"; with --duration and no --tasks: unbounded)")
+	fs.DurationVar(&c.Duration, "duration", 0, "stop starting tasks after this long (e.g. 30s); 0: run --tasks tasks")
+	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "map tasks in flight, each on its own connection")
+	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "reducer partitions per map output")
+	fs.IntVar(&c.Rows, "rows", c.Rows, "rows per batch")
+	fs.IntVar(&c.BatchesPerTask, "batches-per-task", c.BatchesPerTask, "batches per map task (more than 1: runs and a merge)")
+	fs.StringVar(&c.Schema, "schema", c.Schema, "batch schema: "+strings.Join(synth.Schemas, ", "))
+	skew := fs.String("skew", "uniform", "key skew: uniform or zipf:S (1 < S <= 10)")
+	fs.StringVar(&c.Codec, "codec", c.Codec, "codec: none, lz4, zstd or snappy")
+	fs.StringVar(&c.Checksum, "checksum", c.Checksum, "checksum: none, ADLER32, CRC32 or CRC32C")
+	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes) or opaque (pre-serialized)")
+	fs.StringVar(&c.DataPlane, "data-plane", c.DataPlane, "data plane: inline (through the socket) or memfd")
+	fs.Int64Var(&c.Seed, "seed", c.Seed, "generator seed: the same seed sends the same bytes")
+	fs.IntVar(&c.PoolBatches, "pool-batches", c.PoolBatches, "distinct batches generated up front and reused")
+	fs.StringVar(&c.Socket, "socket", "", "a running daemon's socket; empty: start an embedded daemon")
+	fs.StringVar(&c.Root, "root", "", "the embedded daemon's root; empty: a temporary directory, removed at the end")
+	fs.BoolVar(&c.Keep, "keep", false, "keep the committed map outputs (needs --root, or --socket)")
+	fs.BoolVar(&c.Verify, "verify", false, "read every committed map output back and check rows and contents")
+	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.Compare, "compare", false, "run in process through the stream, legacy and ceiling writers and compare")
+	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions of each mode with --compare (medians are reported)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(help)
+			fmt.Fprintln(help, "Usage: shuffled-loadgen [flags]")
+			fs.PrintDefaults()
+			return c, err
+		}
+		return c, usagef("%v (run shuffled-loadgen -h for the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return c, usagef("unexpected argument %q: every setting is a flag (run shuffled-loadgen -h)", fs.Arg(0))
+	}
+	var err error
+	if c.Skew, err = ParseSkew(*skew); err != nil {
+		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["tasks"] {
+		switch {
+		case c.Duration > 0:
+			c.Tasks = 0
+		case c.Compare:
+			c.Tasks = DefaultCompareTasks
+		}
+	}
+	if c.Root != "" {
+		abs, err := filepath.Abs(c.Root)
+		if err != nil {
+			return c, usagef("--root %q: %v", c.Root, err)
+		}
+		c.Root = abs
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Validate checks every field and returns the first problem as a one-line
+// error wrapping ErrUsage, naming the flag and what to give instead. It
+// also spells Codec and Checksum the canonical way.
+func (c *Config) Validate() error {
+	switch {
+	case c.Tasks < 0 || c.Tasks == 0 && c.Duration <= 0:
+		return usagef("--tasks must be >= 1 (or give --duration), got %d", c.Tasks)
+	case c.Duration < 0:
+		return usagef("--duration must be >= 0, got %v", c.Duration)
+	case c.Concurrency < 1:
+		return usagef("--concurrency must be >= 1, got %d", c.Concurrency)
+	case c.Partitions < 1:
+		return usagef("--partitions must be >= 1, got %d", c.Partitions)
+	case c.Partitions > protocol.MaxPartitions:
+		return usagef("--partitions must be <= %d, got %d", protocol.MaxPartitions, c.Partitions)
+	case c.Rows < 1:
+		return usagef("--rows must be >= 1, got %d", c.Rows)
+	case c.Rows > partition.MaxRows:
+		return usagef("--rows must be <= %d, got %d", partition.MaxRows, c.Rows)
+	case c.BatchesPerTask < 1:
+		return usagef("--batches-per-task must be >= 1, got %d", c.BatchesPerTask)
+	case c.PoolBatches < 1:
+		return usagef("--pool-batches must be >= 1, got %d", c.PoolBatches)
+	case c.Reps < 1:
+		return usagef("--reps must be >= 1, got %d", c.Reps)
+	}
+	if !knownSchema(c.Schema) {
+		return usagef("--schema must be one of %s, got %q", strings.Join(synth.Schemas, ", "), c.Schema)
+	}
+	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 10) {
+		return usagef("--skew must be uniform or zipf:S with 1 < S <= 10, got zipf:%v", c.Skew)
+	}
+	k, err := codec.Parse(c.Codec)
+	if err != nil {
+		return usagef("--codec must be one of none, lz4, zstd, snappy, got %q", c.Codec)
+	}
+	c.Codec = k.String()
+	a, err := checksum.Parse(c.Checksum)
+	if err != nil || c.Checksum == "" {
+		return usagef("--checksum must be one of none, ADLER32, CRC32, CRC32C, got %q", c.Checksum)
+	}
+	c.Checksum = a.String()
+	if c.Payload != PayloadColumnar && c.Payload != PayloadOpaque {
+		return usagef("--payload must be columnar or opaque, got %q", c.Payload)
+	}
+	if c.DataPlane != PlaneInline && c.DataPlane != PlaneMemfd {
+		return usagef("--data-plane must be inline or memfd, got %q", c.DataPlane)
+	}
+	if c.Root != "" && !filepath.IsAbs(c.Root) {
+		return usagef("--root must be an absolute path, got %q", c.Root)
+	}
+	switch {
+	case c.Socket != "" && c.Root != "":
+		return usagef("--root applies to the embedded daemon; with --socket %s the daemon decides where outputs go: drop one of them", c.Socket)
+	case c.Keep && c.Socket == "" && c.Root == "":
+		return usagef("--keep needs --root DIR: the temporary root of the embedded daemon is always removed")
+	case c.Compare && c.Socket != "":
+		return usagef("--compare runs the writer in process; drop --socket %s", c.Socket)
+	case c.Compare && c.Verify:
+		return usagef("--verify checks a daemon run; drop it or --compare")
+	case c.Compare && c.Keep:
+		return usagef("--keep keeps a daemon run's outputs; drop it or --compare")
+	}
+	return nil
+}
+
+func knownSchema(s string) bool {
+	for _, name := range synth.Schemas {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// codecKind and checksumAlg return the parsed forms of a validated Config.
+func (c *Config) codecKind() codec.Kind {
+	k, _ := codec.Parse(c.Codec)
+	return k
+}
+
+func (c *Config) checksumAlg() checksum.Algorithm {
+	a, _ := checksum.Parse(c.Checksum)
+	return a
+}

@@ -1,0 +1,282 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/shuffled/shuffled/client"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/partition/synth"
+	"github.com/shuffled/shuffled/protocol"
+	"golang.org/x/sync/errgroup"
+)
+
+// keyColumns are the columns the generator hashes to partition rows: every
+// synth schema's key is column 0.
+var keyColumns = []int{0}
+
+// payloadAlign is the alignment of every column buffer in a columnar
+// payload, as Arrow recommends.
+const payloadAlign = 64
+
+// poolBatch is one pre-generated, hash-partitioned batch in the form the
+// run sends it.
+type poolBatch struct {
+	index int
+	rows  int
+	// serialized is the length of its partitions' blocks: the uncompressed
+	// bytes the daemon compresses, whichever the payload kind.
+	serialized int64
+
+	// batch is the partitioned batch itself, kept only for the in-process
+	// writer's columnar path; nil otherwise.
+	batch *partition.Batch
+	// The payload is in payload (Go memory) or, for the memfd data plane,
+	// in a sealed memfd; layout (columnar) or offsets (opaque) locate its
+	// parts.
+	payload []byte
+	memfd   *client.Memfd
+	layout  protocol.ColumnarLayout
+	offsets []int64
+}
+
+// poolForm says what a pool keeps of each batch.
+type poolForm struct {
+	payload string // PayloadColumnar or PayloadOpaque
+	memfd   bool   // payload in a sealed memfd instead of Go memory
+	batch   bool   // keep the partitioned batch (in-process columnar writes)
+}
+
+// pool is the run's batches, generated once. Task i sends batch
+// (i+b) mod len(batches) as its batch b.
+type pool struct {
+	cfg     Config
+	batches []*poolBatch
+	bytes   int64 // payload bytes held
+
+	// sources caches batches regenerated for verification.
+	sources []sourceBatch
+}
+
+type sourceBatch struct {
+	once  sync.Once
+	batch *partition.Batch
+	err   error
+}
+
+// poolSize returns how many distinct batches a run of cfg uses.
+func poolSize(cfg *Config) int {
+	n := cfg.PoolBatches
+	if cfg.Tasks > 0 && cfg.Tasks*cfg.BatchesPerTask < n {
+		n = cfg.Tasks * cfg.BatchesPerTask
+	}
+	return n
+}
+
+// newPool generates the batches of cfg, GOMAXPROCS at a time.
+func newPool(ctx context.Context, cfg *Config, form poolForm) (*pool, error) {
+	p := &pool{cfg: *cfg, batches: make([]*poolBatch, poolSize(cfg))}
+	p.sources = make([]sourceBatch, len(p.batches))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for j := range p.batches {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			pb, err := p.build(j, form)
+			if err != nil {
+				return err
+			}
+			p.batches[j] = pb
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		p.close()
+		return nil, err
+	}
+	for _, pb := range p.batches {
+		p.bytes += int64(len(pb.payload))
+		if pb.memfd != nil {
+			p.bytes += int64(pb.memfd.Size())
+		}
+	}
+	return p, nil
+}
+
+// at returns batch b of task i.
+func (p *pool) at(task, b int) *poolBatch {
+	return p.batches[(task+b)%len(p.batches)]
+}
+
+// taskBytes returns the serialized bytes and rows that task i sends.
+func (p *pool) task(task int) (serialized, rows int64) {
+	for b := range p.cfg.BatchesPerTask {
+		pb := p.at(task, b)
+		serialized += pb.serialized
+		rows += int64(pb.rows)
+	}
+	return serialized, rows
+}
+
+// close releases the memfds.
+func (p *pool) close() {
+	for _, pb := range p.batches {
+		if pb != nil && pb.memfd != nil {
+			pb.memfd.Close()
+		}
+	}
+}
+
+// batchSeed derives pool batch j's generator seed from the run's seed.
+func batchSeed(seed int64, j int) int64 {
+	return int64(uint64(seed)*0x9e3779b97f4a7c15 + uint64(j)*0xbf58476d1ce4e5b9)
+}
+
+// generate returns pool batch j, partitioned: a pure function of the
+// configuration.
+func generate(cfg *Config, j int) (*partition.Batch, error) {
+	var opts []synth.Option
+	if cfg.Skew != 0 {
+		opts = append(opts, synth.WithKeySkew(cfg.Skew))
+	}
+	b, err := synth.Generate(cfg.Schema, batchSeed(cfg.Seed, j), cfg.Rows, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: generate batch %d: %w", j, err)
+	}
+	pb, err := partition.Partition(b, keyColumns, cfg.Partitions)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: partition batch %d: %w", j, err)
+	}
+	return pb, nil
+}
+
+// source returns pool batch j as it was generated, regenerating it (once)
+// if the pool did not keep it.
+func (p *pool) source(j int) (*partition.Batch, error) {
+	if b := p.batches[j].batch; b != nil {
+		return b, nil
+	}
+	s := &p.sources[j]
+	s.once.Do(func() { s.batch, s.err = generate(&p.cfg, j) })
+	return s.batch, s.err
+}
+
+func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
+	b, err := generate(&p.cfg, j)
+	if err != nil {
+		return nil, err
+	}
+	pb := &poolBatch{index: j, rows: b.Rows}
+	for q := range p.cfg.Partitions {
+		pb.serialized += int64(partition.SliceSize(b, q))
+	}
+	if form.batch {
+		pb.batch = b
+	}
+	var size int
+	if form.payload == PayloadOpaque {
+		pb.offsets = make([]int64, p.cfg.Partitions+1)
+		for q := range p.cfg.Partitions {
+			pb.offsets[q+1] = pb.offsets[q] + int64(partition.SliceSize(b, q))
+		}
+		size = int(pb.offsets[p.cfg.Partitions])
+	} else {
+		size, pb.layout = columnarLayout(b)
+	}
+	if form.payload == PayloadColumnar && form.batch && !form.memfd {
+		return pb, nil // the in-process writer takes the batch itself
+	}
+	var dst []byte
+	if form.memfd {
+		if pb.memfd, err = client.NewMemfd(size); err != nil {
+			return nil, fmt.Errorf("loadgen: batch %d: %w", j, err)
+		}
+		dst = pb.memfd.Bytes()
+	} else {
+		pb.payload = make([]byte, size)
+		dst = pb.payload
+	}
+	if form.payload == PayloadOpaque {
+		for q := range p.cfg.Partitions {
+			partition.AppendSlice(dst[pb.offsets[q]:pb.offsets[q]], b, q)
+		}
+	} else {
+		fillColumnar(dst, b, &pb.layout)
+	}
+	if pb.memfd != nil {
+		if err := pb.memfd.Seal(); err != nil {
+			pb.memfd.Close()
+			return nil, fmt.Errorf("loadgen: batch %d: %w", j, err)
+		}
+	}
+	return pb, nil
+}
+
+func alignUp(n int64) int64 { return (n + payloadAlign - 1) &^ (payloadAlign - 1) }
+
+// columnarLayout places b's column buffers in one payload, each aligned to
+// payloadAlign, and returns the payload size and the wire layout.
+func columnarLayout(b *partition.Batch) (int, protocol.ColumnarLayout) {
+	l := protocol.ColumnarLayout{
+		Rows:          int64(b.Rows),
+		Columns:       make([]protocol.Column, len(b.Columns)),
+		PartitionRows: make([]int64, len(b.PartitionOffsets)),
+	}
+	for i, off := range b.PartitionOffsets {
+		l.PartitionRows[i] = int64(off)
+	}
+	var pos int64
+	place := func(n int64) protocol.Buffer {
+		if n == 0 {
+			return protocol.Buffer{}
+		}
+		buf := protocol.Buffer{Offset: pos, Length: n}
+		pos = alignUp(pos + n)
+		return buf
+	}
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		wc := &l.Columns[i]
+		wc.Type = protocol.ColumnType(c.Type) // the type ids are the same
+		wc.Precision, wc.Scale = int32(c.Precision), int32(c.Scale)
+		wc.Name = c.Name
+		if c.Validity != nil {
+			wc.Validity = place(int64(b.Rows+7) / 8)
+		}
+		if c.Type.VarWidth() {
+			wc.Offsets = place(4 * int64(b.Rows+1))
+			wc.Data = place(int64(c.Offsets[b.Rows]))
+		} else {
+			wc.Data = place(int64(b.Rows * c.Type.Width()))
+		}
+	}
+	return int(pos), l
+}
+
+// fillColumnar copies b's buffers into dst where l places them.
+func fillColumnar(dst []byte, b *partition.Batch, l *protocol.ColumnarLayout) {
+	for i := range b.Columns {
+		c := &b.Columns[i]
+		wc := &l.Columns[i]
+		at := func(buf protocol.Buffer) []byte { return dst[buf.Offset : buf.Offset+buf.Length] }
+		if wc.Validity.Length > 0 {
+			copy(at(wc.Validity), c.Validity)
+		}
+		if wc.Offsets.Length > 0 {
+			out := at(wc.Offsets)
+			for r, off := range c.Offsets[:b.Rows+1] {
+				putUint32(out[4*r:], uint32(off))
+			}
+		}
+		copy(at(wc.Data), c.Data)
+	}
+}
+
+func putUint32(b []byte, v uint32) {
+	_ = b[3]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}

@@ -1,0 +1,254 @@
+package loadgen
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Workload echoes the configuration a report measured. Its JSON field
+// names are stable (docs/benchmarks.md).
+type Workload struct {
+	Schema         string `json:"schema"`
+	Skew           string `json:"skew"`
+	Codec          string `json:"codec"`
+	Checksum       string `json:"checksum"`
+	Payload        string `json:"payload"`
+	DataPlane      string `json:"data_plane"`
+	Seed           int64  `json:"seed"`
+	Concurrency    int    `json:"concurrency"`
+	BatchesPerTask int    `json:"batches_per_task"`
+	RowsPerBatch   int    `json:"rows_per_batch"`
+	PoolBatches    int    `json:"pool_batches"`
+	// PoolBytes is the payload bytes of the batch pool the load generator
+	// holds (in Go memory, or in sealed memfds with --data-plane memfd).
+	PoolBytes int64 `json:"pool_bytes"`
+}
+
+func workloadOf(cfg *Config, p *pool) Workload {
+	return Workload{
+		Schema: cfg.Schema, Skew: cfg.SkewString(), Codec: cfg.Codec, Checksum: cfg.Checksum,
+		Payload: cfg.Payload, DataPlane: cfg.DataPlane, Seed: cfg.Seed, Concurrency: cfg.Concurrency,
+		BatchesPerTask: cfg.BatchesPerTask, RowsPerBatch: cfg.Rows,
+		PoolBatches: len(p.batches), PoolBytes: p.bytes,
+	}
+}
+
+// Report is what a daemon run measured. Its JSON field names are stable
+// (docs/benchmarks.md); sizes are bytes, rates use MB = 10^6 bytes.
+type Report struct {
+	// Daemon is "embedded" or "external".
+	Daemon string `json:"daemon"`
+	Workload
+
+	Tasks      int   `json:"tasks"`
+	Partitions int   `json:"partitions"`
+	Rows       int64 `json:"rows"`
+	Batches    int64 `json:"batches"`
+	// SerializedBytes is the uncompressed input: the partition blocks the
+	// daemon compresses. OutputBytes is what the committed data files hold.
+	SerializedBytes  int64   `json:"serialized_bytes"`
+	OutputBytes      int64   `json:"output_bytes"`
+	CompressionRatio float64 `json:"compression_ratio"`
+	ElapsedS         float64 `json:"elapsed_s"`
+	// ThroughputMBs is serialized (input) MB per second of wall time.
+	ThroughputMBs float64 `json:"throughput_mb_s"`
+	OutputMBs     float64 `json:"output_mb_s"`
+	TasksPerS     float64 `json:"tasks_per_s"`
+
+	// Commit latency: from the Commit call to its result.
+	CommitP50Ms float64 `json:"commit_p50_ms"`
+	CommitP95Ms float64 `json:"commit_p95_ms"`
+	CommitP99Ms float64 `json:"commit_p99_ms"`
+	CommitMaxMs float64 `json:"commit_max_ms"`
+	// Task latency: from Open to the commit result.
+	TaskP50Ms float64 `json:"task_p50_ms"`
+	TaskP99Ms float64 `json:"task_p99_ms"`
+
+	// Limiter figures; -1 when an external daemon does not report them.
+	PeakBytesInFlight  int64   `json:"peak_bytes_in_flight"`
+	BytesInFlightLimit int64   `json:"bytes_in_flight_limit"`
+	LimiterWaitMs      float64 `json:"limiter_wait_ms"`
+	LimiterWaits       int64   `json:"limiter_waits"`
+	LimiterAcquires    int64   `json:"limiter_acquires"`
+
+	RunsPerMapOutput float64 `json:"runs_per_map_output"`
+	MaxRuns          int     `json:"max_runs_per_map_output"`
+	// ExistingOutputs counts commits that found the map output already
+	// committed (Spark's first-commit-wins); 0 in a clean run.
+	ExistingOutputs int `json:"existing_outputs"`
+
+	// PeakRSSBytes is the daemon's peak resident set. For the embedded
+	// daemon it is getrusage(RUSAGE_SELF) ru_maxrss of this process, load
+	// generator included (PeakRSSSource "loadgen-process"); for an external
+	// daemon its peak_rss_bytes figure ("daemon"), omitted if it has none.
+	PeakRSSBytes  int64  `json:"peak_rss_bytes,omitempty"`
+	PeakRSSSource string `json:"peak_rss_source,omitempty"`
+
+	// Verified is set when the run was verified; VerifiedPartitions counts
+	// the partitions compared.
+	Verified           bool  `json:"verified"`
+	VerifiedMapOutputs int   `json:"verified_map_outputs"`
+	VerifiedPartitions int64 `json:"verified_partitions"`
+
+	// Kept names where the committed outputs were left, with --keep.
+	Kept string `json:"kept,omitempty"`
+}
+
+// daemonStats are the daemon-side figures of a run.
+type daemonStats struct {
+	peak, limit          int64
+	wait                 time.Duration
+	waits, acquires      int64
+	peakRSS              int64
+	rssSource            string
+	hasLimiter, hasWaits bool
+}
+
+func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
+	rep := &Report{
+		Workload:   workloadOf(cfg, p),
+		Tasks:      len(r.tasks),
+		Partitions: cfg.Partitions,
+		ElapsedS:   r.elapsed.Seconds(),
+	}
+	commits := make([]time.Duration, len(r.tasks))
+	elapsed := make([]time.Duration, len(r.tasks))
+	for i, t := range r.tasks {
+		rep.Rows += t.rows
+		rep.SerializedBytes += t.serialized
+		rep.OutputBytes += t.out
+		rep.RunsPerMapOutput += float64(t.runs)
+		rep.MaxRuns = max(rep.MaxRuns, t.runs)
+		if t.existing {
+			rep.ExistingOutputs++
+		}
+		commits[i], elapsed[i] = t.commit, t.elapsed
+	}
+	rep.Batches = int64(len(r.tasks)) * int64(cfg.BatchesPerTask)
+	if rep.Tasks > 0 {
+		rep.RunsPerMapOutput /= float64(rep.Tasks)
+	}
+	if rep.OutputBytes > 0 {
+		rep.CompressionRatio = round(float64(rep.SerializedBytes)/float64(rep.OutputBytes), 3)
+	}
+	if s := rep.ElapsedS; s > 0 {
+		rep.ThroughputMBs = round(float64(rep.SerializedBytes)/s/1e6, 1)
+		rep.OutputMBs = round(float64(rep.OutputBytes)/s/1e6, 1)
+		rep.TasksPerS = round(float64(rep.Tasks)/s, 2)
+	}
+	rep.ElapsedS = round(rep.ElapsedS, 3)
+	rep.CommitP50Ms = ms(percentile(commits, 50))
+	rep.CommitP95Ms = ms(percentile(commits, 95))
+	rep.CommitP99Ms = ms(percentile(commits, 99))
+	rep.CommitMaxMs = ms(percentile(commits, 100))
+	rep.TaskP50Ms = ms(percentile(elapsed, 50))
+	rep.TaskP99Ms = ms(percentile(elapsed, 99))
+
+	rep.PeakBytesInFlight, rep.BytesInFlightLimit = -1, -1
+	rep.LimiterWaitMs, rep.LimiterWaits, rep.LimiterAcquires = -1, -1, -1
+	if ds.hasLimiter {
+		rep.PeakBytesInFlight, rep.BytesInFlightLimit = ds.peak, ds.limit
+	}
+	if ds.hasWaits {
+		rep.LimiterWaitMs, rep.LimiterWaits, rep.LimiterAcquires = ms(ds.wait), ds.waits, ds.acquires
+	}
+	rep.PeakRSSBytes, rep.PeakRSSSource = ds.peakRSS, ds.rssSource
+	return rep
+}
+
+// percentile returns the q-th percentile (nearest rank) of ds, sorting ds.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.SortFunc(ds, cmp.Compare)
+	rank := int(math.Ceil(q / 100 * float64(len(ds))))
+	return ds[min(max(rank, 1), len(ds))-1]
+}
+
+func ms(d time.Duration) float64 { return round(d.Seconds()*1e3, 3) }
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// WriteTable writes r for people.
+func (r *Report) WriteTable(w io.Writer) error {
+	keys := "uniform keys"
+	if r.Skew != "uniform" {
+		keys = r.Skew + " keys"
+	}
+	fmt.Fprintf(w, "%d map tasks × %d batches × %d rows (%s, %s), %d partitions, %s/%s, %s over %s, concurrency %d, %s daemon\n",
+		r.Tasks, r.BatchesPerTask, r.RowsPerBatch, r.Schema, keys, r.Partitions, r.Codec, r.Checksum,
+		r.Payload, r.DataPlane, r.Concurrency, r.Daemon)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{label}, args...)...)
+	}
+	row("input (serialized)", "%s  %.1f MB/s  %d rows", size(r.SerializedBytes), r.ThroughputMBs, r.Rows)
+	row("output (on disk)", "%s  %.1f MB/s  compression ratio %.2f", size(r.OutputBytes), r.OutputMBs, r.CompressionRatio)
+	row("tasks", "%d in %.2f s  %.1f tasks/s  task latency p50 %.1f ms, p99 %.1f ms", r.Tasks, r.ElapsedS, r.TasksPerS, r.TaskP50Ms, r.TaskP99Ms)
+	row("commit latency", "p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms", r.CommitP50Ms, r.CommitP95Ms, r.CommitP99Ms, r.CommitMaxMs)
+	if r.PeakBytesInFlight >= 0 {
+		row("bytes in flight", "peak %s of a %s limit", size(r.PeakBytesInFlight), size(r.BytesInFlightLimit))
+	} else {
+		row("bytes in flight", "not reported by the daemon")
+	}
+	switch {
+	case r.LimiterWaits < 0:
+		row("limiter wait", "not reported by the daemon")
+	case r.LimiterAcquires < 0:
+		row("limiter wait", "%.1f ms in all, %d records waited", r.LimiterWaitMs, r.LimiterWaits)
+	default:
+		row("limiter wait", "%.1f ms in all, %d of %d records waited", r.LimiterWaitMs, r.LimiterWaits, r.LimiterAcquires)
+	}
+	row("runs per map output", "%.2f  max %d", r.RunsPerMapOutput, r.MaxRuns)
+	switch r.PeakRSSSource {
+	case "":
+		row("peak RSS", "not reported by the daemon")
+	case rssSelf:
+		row("peak RSS", "%s  (this process: load generator and embedded daemon)", size(r.PeakRSSBytes))
+	default:
+		row("peak RSS", "%s  (the daemon)", size(r.PeakRSSBytes))
+	}
+	if r.ExistingOutputs > 0 {
+		row("already committed", "%d map outputs: an earlier attempt's files were kept", r.ExistingOutputs)
+	}
+	if r.Verified {
+		row("verify", "ok: %d map outputs, %d partitions: rows and contents match", r.VerifiedMapOutputs, r.VerifiedPartitions)
+	}
+	if r.Kept != "" {
+		row("kept in", "%s", r.Kept)
+	}
+	return tw.Flush()
+}
+
+// size formats a byte count with binary units.
+func size(n int64) string {
+	const unit = 1 << 10
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), -1
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i])
+}

@@ -1,0 +1,163 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/shuffled/shuffled/protocol"
+)
+
+// Peak RSS sources of a Report.
+const (
+	rssSelf   = "loadgen-process"
+	rssDaemon = "daemon"
+)
+
+// Run runs cfg's workload against the daemon at cfg.Socket, or against an
+// embedded daemon when cfg.Socket is empty, and returns its report.
+// progress, if not nil, receives progress reports (a live bar when it is a
+// terminal). With cfg.Verify, a run whose committed outputs differ from what
+// was sent returns its report and an error wrapping ErrMismatch.
+//
+// Outputs are written for a fresh application id and removed at the end,
+// unless cfg.Keep.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	appID := "loadgen-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	socket, root := cfg.Socket, ""
+	var d *embedded
+	if socket == "" {
+		if d, err = startEmbedded(&cfg); err != nil {
+			return nil, err
+		}
+		socket, root = d.socket, d.root
+		defer func() {
+			if !cfg.Keep {
+				err = errors.Join(err, d.removeApp(appID))
+			}
+			err = errors.Join(err, d.stop())
+		}()
+	}
+
+	t, err := dialDaemon(ctx, &cfg, socket, appID)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	if d != nil {
+		for slot := range t.slots {
+			t.slots[slot].dir = t.dirFor(slot, root)
+		}
+	}
+	p, err := newPool(ctx, &cfg, poolForm{payload: cfg.Payload, memfd: cfg.DataPlane == PlaneMemfd})
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	if err := t.checkPool(p); err != nil {
+		return nil, err
+	}
+	debug.FreeOSMemory() // generation garbage is not the daemon's
+
+	prog := startProgress(progress, "run", cfg.Tasks, cfg.Duration)
+	res, err := runTasks(ctx, &cfg, p, t, prog)
+	prog.finish()
+	if err != nil {
+		return nil, err
+	}
+
+	var ds daemonStats
+	if d != nil {
+		ds = embeddedStats(d)
+	} else if ds, err = externalStats(ctx, t); err != nil {
+		return nil, err
+	}
+	rep := newReport(&cfg, p, res, ds)
+	rep.Daemon = "external"
+	if d != nil {
+		rep.Daemon = "embedded"
+	}
+	if cfg.Keep {
+		if d != nil {
+			rep.Kept = filepath.Join(root, appID)
+		} else {
+			rep.Kept = "application " + appID + " of the daemon at " + socket
+		}
+	}
+	if cfg.Verify {
+		st, err := verify(ctx, &cfg, p, res)
+		if err != nil {
+			return rep, err
+		}
+		rep.Verified, rep.VerifiedMapOutputs, rep.VerifiedPartitions = true, st.outputs, st.partitions
+	}
+	if d == nil && !cfg.Keep {
+		if err := removeExternal(ctx, t, appID); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func embeddedStats(d *embedded) daemonStats {
+	ls := d.limiterStats()
+	ds := daemonStats{
+		peak: ls.Peak, limit: ls.Limit, wait: ls.WaitTime, waits: ls.Waits, acquires: ls.Acquires,
+		hasLimiter: true, hasWaits: true,
+	}
+	if rss, ok := selfPeakRSS(); ok {
+		ds.peakRSS, ds.rssSource = rss, rssSelf
+	}
+	return ds
+}
+
+// externalStats reads the daemon's Stats figures that it reports.
+func externalStats(ctx context.Context, t *daemonTarget) (daemonStats, error) {
+	stats, err := t.slots[0].c.Stats(ctx)
+	if err != nil {
+		return daemonStats{}, fmt.Errorf("loadgen: daemon stats: %w", err)
+	}
+	var ds daemonStats
+	seen := map[string]int64{}
+	for _, s := range stats {
+		seen[s.Name] = s.Value
+	}
+	peak, okPeak := seen["peak_bytes_in_flight"]
+	limit, okLimit := seen["bytes_in_flight_limit"]
+	if okPeak && okLimit {
+		ds.peak, ds.limit, ds.hasLimiter = peak, limit, true
+	}
+	waits, okWaits := seen["limiter_waits"]
+	wait, okWait := seen["limiter_wait_ns"]
+	if okWaits && okWait {
+		ds.waits, ds.wait, ds.hasWaits = waits, time.Duration(wait), true
+		ds.acquires = -1
+		if n, ok := seen["limiter_acquires"]; ok {
+			ds.acquires = n
+		}
+	}
+	if rss, ok := seen["peak_rss_bytes"]; ok && rss > 0 {
+		ds.peakRSS, ds.rssSource = rss, rssDaemon
+	}
+	return ds, nil
+}
+
+// removeExternal removes the run's application from an external daemon.
+func removeExternal(ctx context.Context, t *daemonTarget, appID string) error {
+	c := t.slots[0].c
+	if c.ServerHello().Features&protocol.FeatureLifecycle == 0 {
+		return nil // nothing to ask: the outputs stay, as with --keep
+	}
+	if _, err := c.RemoveApplication(ctx, appID); err != nil {
+		return fmt.Errorf("loadgen: remove application %s: %w", appID, err)
+	}
+	return nil
+}

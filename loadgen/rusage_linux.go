@@ -1,0 +1,13 @@
+package loadgen
+
+import "golang.org/x/sys/unix"
+
+// selfPeakRSS returns getrusage(RUSAGE_SELF) ru_maxrss in bytes: the peak
+// resident set of this process (Linux reports KiB).
+func selfPeakRSS() (int64, bool) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return ru.Maxrss << 10, true
+}

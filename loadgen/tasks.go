@@ -1,0 +1,113 @@
+package loadgen
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// taskResult is what one committed map task measured.
+type taskResult struct {
+	task       int
+	elapsed    time.Duration // open to commit result
+	commit     time.Duration // the commit call alone
+	serialized int64
+	rows       int64
+	out        int64 // committed bytes
+	runs       int
+	existing   bool
+	dir        string
+}
+
+// runResult is a whole run's tasks, in task order.
+type runResult struct {
+	tasks   []taskResult
+	elapsed time.Duration
+}
+
+// runTasks runs cfg's tasks against t, cfg.Concurrency at a time, until
+// cfg.Tasks are done or cfg.Duration has passed. The first failure cancels
+// the rest: tasks in flight are aborted, and the error names the task.
+func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progress) (runResult, error) {
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		results  []taskResult
+		deadline time.Time
+	)
+	start := time.Now()
+	if cfg.Duration > 0 {
+		deadline = start.Add(cfg.Duration)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for slot := range cfg.Concurrency {
+		g.Go(func() error {
+			var mine []taskResult
+			defer func() {
+				mu.Lock()
+				results = append(results, mine...)
+				mu.Unlock()
+			}()
+			for {
+				i := int(next.Add(1) - 1)
+				if cfg.Tasks > 0 && i >= cfg.Tasks || !deadline.IsZero() && time.Now().After(deadline) {
+					return nil
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				r, err := runTask(ctx, cfg, p, t, slot, i, prog)
+				if err != nil {
+					return err
+				}
+				mine = append(mine, r)
+				prog.taskDone()
+			}
+		})
+	}
+	err := g.Wait()
+	elapsed := time.Since(start)
+	sortByTask(results)
+	return runResult{tasks: results, elapsed: elapsed}, err
+}
+
+// runTask writes task i's batches and commits its map output.
+func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, prog *progress) (taskResult, error) {
+	start := time.Now()
+	r := taskResult{task: i}
+	r.serialized, r.rows = p.task(i)
+	o, err := t.open(ctx, slot, i)
+	if err != nil {
+		return r, fmt.Errorf("task %d: open map output %d/%d: %w", i, shuffleID, i, err)
+	}
+	for b := range cfg.BatchesPerTask {
+		pb := p.at(i, b)
+		if err := o.write(ctx, pb); err != nil {
+			o.abort()
+			return r, fmt.Errorf("task %d: map output %d/%d: batch %d (pool batch %d): %w", i, shuffleID, i, b, pb.index, err)
+		}
+		prog.addBytes(pb.serialized)
+	}
+	c0 := time.Now()
+	c, err := o.commit(ctx)
+	if err != nil {
+		return r, fmt.Errorf("task %d: commit map output %d/%d: %w", i, shuffleID, i, err)
+	}
+	now := time.Now()
+	r.commit, r.elapsed = now.Sub(c0), now.Sub(start)
+	for _, n := range c.lengths {
+		r.out += n
+	}
+	r.runs, r.existing, r.dir = c.runs, c.existing, c.dir
+	return r, nil
+}
+
+func sortByTask(rs []taskResult) {
+	slices.SortFunc(rs, func(a, b taskResult) int { return cmp.Compare(a.task, b.task) })
+}
