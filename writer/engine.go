@@ -166,6 +166,16 @@ type Spec struct {
 	// Run and temp files live in the directory of the data file.
 	Layout shufflefile.Layout
 	Mode   Mode
+	// Space, when set, admits every byte the map output is about to put on
+	// disk — run files, partition files, the merged data file — before it
+	// is written. An error from Grow (a disk below its low watermark) fails
+	// the map output cleanly: nothing is committed.
+	Space Space
+}
+
+// Space admits bytes before they reach the disk (see disks.Reservation).
+type Space interface {
+	Grow(n int64) error
 }
 
 // MaxPartitions bounds NumPartitions, as Spark bounds a shuffle's reducers

@@ -2,8 +2,10 @@ package writer
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -81,5 +83,63 @@ func TestFaults(t *testing.T) {
 			noTemps(t, dir)
 			checkQuiet(t, e)
 		})
+	}
+}
+
+// quota is a Space of a fixed number of bytes.
+type quota struct {
+	mu   sync.Mutex
+	left int64
+}
+
+var errNoSpace = errors.New("test: no space left in the quota")
+
+func (q *quota) Grow(n int64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n > q.left {
+		return fmt.Errorf("%w: %d bytes wanted, %d left", errNoSpace, n, q.left)
+	}
+	q.left -= n
+	return nil
+}
+
+// TestSpaceRefusal runs map outputs against a space budget that runs out
+// at every point: while runs are written, at the merge, or not at all.
+func TestSpaceRefusal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	ops := workload(rng, 10, 3, 3000)
+	for _, mode := range []Mode{Stream, Legacy} {
+		e := newEngine(t, WithLimit(16<<10), WithRecordSize(2<<10))
+		dir := t.TempDir()
+		spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: 0}, NumPartitions: 10, Codec: codec.Snappy, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir), Mode: mode}
+		spec.Space = &quota{left: 1 << 40}
+		res, err := writeAll(t, e, spec, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out int64
+		for _, n := range res.Lengths {
+			out += n
+		}
+		needed := 2 * out // the runs, then their merged copy
+		for _, budget := range []int64{0, out / 2, out, needed - 1} {
+			spec.ID.Map++
+			spec.Space = &quota{left: budget}
+			_, err := writeAll(t, e, spec, ops)
+			if !errors.Is(err, errNoSpace) {
+				t.Errorf("mode %v, budget %d of %d: error %v, want the space refusal", mode, budget, needed, err)
+			}
+			if _, statErr := os.Stat(shufflefile.Path(spec.Layout, shufflefile.IndexName(spec.ID))); statErr == nil {
+				t.Errorf("mode %v, budget %d: refused map output committed", mode, budget)
+			}
+			noTemps(t, dir)
+			checkQuiet(t, e)
+		}
+		spec.ID.Map++
+		spec.Space = &quota{left: needed}
+		if _, err := writeAll(t, e, spec, ops); err != nil {
+			t.Errorf("mode %v: budget of exactly %d bytes: %v", mode, needed, err)
+		}
 	}
 }

@@ -137,7 +137,7 @@ func (w *MapWriter) startRun() error {
 	var s sink
 	switch w.spec.Mode {
 	case Stream:
-		rf, err := newRunFile(w.e.opts.fs, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
+		rf, err := newRunFile(w.e.opts.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
 		if err != nil {
 			err = fmt.Errorf("writer: map output %s: run %d: %w", w.name(), len(w.streams), err)
 			w.fail(err)
@@ -145,7 +145,7 @@ func (w *MapWriter) startRun() error {
 		}
 		s = rf
 	case Legacy:
-		s = newPartitionFiles(w.e.opts.fs, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
+		s = newPartitionFiles(w.e.opts.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
 	case Ceiling:
 		s = &discard{newSegments(w.spec.NumPartitions, w.spec.Checksum)}
 	}
@@ -488,6 +488,19 @@ func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, c
 	if err := ctx.Err(); err != nil {
 		return "", segments{}, 0, err
 	}
+	if w.spec.Space != nil {
+		// The merged copy holds the runs' bytes a second time until the
+		// runs are removed.
+		var total int64
+		for _, r := range runs {
+			for _, n := range r.Lengths {
+				total += n
+			}
+		}
+		if err := w.spec.Space.Grow(total); err != nil {
+			return "", segments{}, 0, err
+		}
+	}
 	path = shufflefile.TempName(w.dataPath)
 	dst, err := fsys.Create(path, 0o600)
 	if err != nil {
@@ -508,6 +521,15 @@ func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, c
 func (w *MapWriter) concatPartitions(ctx context.Context) (string, segments, int64, error) {
 	fsys := w.e.opts.fs
 	pf := w.streams[0].sink.(*partitionFiles)
+	if w.spec.Space != nil {
+		var total int64
+		for _, n := range pf.lengths {
+			total += n
+		}
+		if err := w.spec.Space.Grow(total); err != nil {
+			return "", segments{}, 0, err
+		}
+	}
 	path := shufflefile.TempName(w.dataPath)
 	dst, err := fsys.Create(path, 0o600)
 	if err != nil {

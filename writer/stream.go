@@ -103,27 +103,33 @@ func (s *segments) add(p int, n int, sum uint32) {
 // runFile is the sink of one run: a partial file in the data file's
 // directory, written sequentially through a buffer.
 type runFile struct {
-	fs   vfs.FS
-	path string
-	f    vfs.File
-	bw   *bufio.Writer
+	fs    vfs.FS
+	space Space // nil: no space accounting
+	path  string
+	f     vfs.File
+	bw    *bufio.Writer
 	segments
 }
 
-func newRunFile(fsys vfs.FS, dataPath string, numPartitions int, alg checksum.Algorithm) (*runFile, error) {
+func newRunFile(fsys vfs.FS, space Space, dataPath string, numPartitions int, alg checksum.Algorithm) (*runFile, error) {
 	path := shufflefile.TempName(dataPath)
 	f, err := fsys.Create(path, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	return &runFile{
-		fs: fsys, path: path, f: f,
+		fs: fsys, space: space, path: path, f: f,
 		bw:       bufio.NewWriterSize(f, runBufferSize),
 		segments: newSegments(numPartitions, alg),
 	}, nil
 }
 
 func (rf *runFile) write(p int, b []byte, sum uint32) error {
+	if rf.space != nil {
+		if err := rf.space.Grow(int64(len(b))); err != nil {
+			return err
+		}
+	}
 	if _, err := rf.bw.Write(b); err != nil {
 		return fmt.Errorf("write %s: %w", rf.path, err)
 	}
@@ -150,6 +156,7 @@ func (rf *runFile) remove() { _ = rf.fs.Remove(rf.path) }
 // Stream design removes).
 type partitionFiles struct {
 	fs       vfs.FS
+	space    Space
 	dataPath string
 	files    []vfs.File
 	bufs     []*bufio.Writer
@@ -160,9 +167,9 @@ type partitionFiles struct {
 // legacyBufferSize is Spark's spark.shuffle.file.buffer default.
 const legacyBufferSize = 32 << 10
 
-func newPartitionFiles(fsys vfs.FS, dataPath string, numPartitions int, alg checksum.Algorithm) *partitionFiles {
+func newPartitionFiles(fsys vfs.FS, space Space, dataPath string, numPartitions int, alg checksum.Algorithm) *partitionFiles {
 	return &partitionFiles{
-		fs: fsys, dataPath: dataPath,
+		fs: fsys, space: space, dataPath: dataPath,
 		files:    make([]vfs.File, numPartitions),
 		bufs:     make([]*bufio.Writer, numPartitions),
 		paths:    make([]string, numPartitions),
@@ -171,6 +178,11 @@ func newPartitionFiles(fsys vfs.FS, dataPath string, numPartitions int, alg chec
 }
 
 func (pf *partitionFiles) write(p int, b []byte, sum uint32) error {
+	if pf.space != nil {
+		if err := pf.space.Grow(int64(len(b))); err != nil {
+			return err
+		}
+	}
 	if pf.files[p] == nil {
 		path := shufflefile.TempName(pf.dataPath + ".p" + strconv.Itoa(p))
 		f, err := pf.fs.Create(path, 0o600)
