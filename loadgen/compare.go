@@ -29,8 +29,8 @@ type ModeResult struct {
 	// (input) MB per second; RepsMBs are the repetitions, in order.
 	ThroughputMBs float64   `json:"throughput_mb_s"`
 	RepsMBs       []float64 `json:"reps_mb_s"`
-	// The median repetition's figures. OutputBytes is 0 for the ceiling,
-	// which writes nothing.
+	// The median repetition's figures. OutputBytes is the compressed size;
+	// the ceiling computes it and writes nothing.
 	OutputBytes      int64   `json:"output_bytes"`
 	CommitP50Ms      float64 `json:"commit_p50_ms"`
 	CommitP99Ms      float64 `json:"commit_p99_ms"`
@@ -167,11 +167,7 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 		for i, v := range m.RepsMBs {
 			reps[i] = fmt.Sprintf("%.1f", v)
 		}
-		out := size(m.OutputBytes)
-		if m.Mode == writer.Ceiling.String() {
-			out = "-"
-		}
-		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%s\t%.1f ms\t%.1f ms\t%.2f\t\n", m.Mode, m.ThroughputMBs, strings.Join(reps, " "), out, m.CommitP50Ms, m.CommitP99Ms, m.RunsPerMapOutput)
+		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%s\t%.1f ms\t%.1f ms\t%.2f\t\n", m.Mode, m.ThroughputMBs, strings.Join(reps, " "), size(m.OutputBytes), m.CommitP50Ms, m.CommitP99Ms, m.RunsPerMapOutput)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -100,8 +100,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		rep.Verified, rep.VerifiedMapOutputs, rep.VerifiedPartitions = true, st.outputs, st.partitions
 	}
 	if d == nil && !cfg.Keep {
-		if err := removeExternal(ctx, t, appID); err != nil {
+		removed, err := removeExternal(ctx, t, appID)
+		if err != nil {
 			return rep, err
+		}
+		if !removed {
+			rep.Kept = "application " + appID + " of the daemon at " + socket + " (it offers no removal)"
 		}
 	}
 	return rep, nil
@@ -150,14 +154,15 @@ func externalStats(ctx context.Context, t *daemonTarget) (daemonStats, error) {
 	return ds, nil
 }
 
-// removeExternal removes the run's application from an external daemon.
-func removeExternal(ctx context.Context, t *daemonTarget, appID string) error {
+// removeExternal removes the run's application from an external daemon,
+// if the daemon offers that; it reports whether it did.
+func removeExternal(ctx context.Context, t *daemonTarget, appID string) (bool, error) {
 	c := t.slots[0].c
 	if c.ServerHello().Features&protocol.FeatureLifecycle == 0 {
-		return nil // nothing to ask: the outputs stay, as with --keep
+		return false, nil
 	}
 	if _, err := c.RemoveApplication(ctx, appID); err != nil {
-		return fmt.Errorf("loadgen: remove application %s: %w", appID, err)
+		return false, fmt.Errorf("loadgen: remove application %s: %w", appID, err)
 	}
-	return nil
+	return true, nil
 }

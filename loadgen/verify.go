@@ -122,25 +122,25 @@ func (v *verifier) compute(task int) ([]digest, error) {
 func (v *verifier) task(t taskResult) (int64, error) {
 	id := shufflefile.ID{Shuffle: shuffleID, Map: int64(t.task)}
 	if t.dir == "" {
-		return 0, fmt.Errorf("%w: map output %v: the daemon did not say where it wrote it", ErrMismatch, id)
+		return 0, fmt.Errorf("%w: %v: the daemon did not say where it wrote it", ErrMismatch, id)
 	}
 	want, err := v.expected(t.task)
 	if err != nil {
-		return 0, fmt.Errorf("loadgen: verify map output %v: %w", id, err)
+		return 0, fmt.Errorf("loadgen: verify %v: %w", id, err)
 	}
 	m, err := shufflefile.Open(vfs.Default, shufflefile.Flat(t.dir), id, v.cfg.checksumAlg())
 	if err != nil {
-		return 0, fmt.Errorf("%w: map output %v in %s: %w", ErrMismatch, id, t.dir, err)
+		return 0, fmt.Errorf("%w: %v in %s: %w", ErrMismatch, id, t.dir, err)
 	}
 	defer m.Close()
 	if err := m.Verify(); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrMismatch, err)
 	}
 	if m.NumPartitions() != v.cfg.Partitions {
-		return 0, fmt.Errorf("%w: map output %v (%s): %d partitions, want %d", ErrMismatch, id, m.DataPath, m.NumPartitions(), v.cfg.Partitions)
+		return 0, fmt.Errorf("%w: %v (%s): %d partitions, want %d", ErrMismatch, id, m.DataPath, m.NumPartitions(), v.cfg.Partitions)
 	}
 	if m.Size() != t.out && !t.existing {
-		return 0, fmt.Errorf("%w: map output %v (%s): %d bytes on disk, the commit reported %d", ErrMismatch, id, m.DataPath, m.Size(), t.out)
+		return 0, fmt.Errorf("%w: %v (%s): %d bytes on disk, the commit reported %d", ErrMismatch, id, m.DataPath, m.Size(), t.out)
 	}
 	h := newRowHasher(v.seed, v.types)
 	var raw maphash.Hash
@@ -151,11 +151,11 @@ func (v *verifier) task(t taskResult) (int64, error) {
 			return int64(q), err
 		}
 		if dec, err = codec.Decode(v.cfg.codecKind(), dec[:0], enc); err != nil {
-			return int64(q), fmt.Errorf("%w: map output %v (%s) partition %d: %v decode: %w", ErrMismatch, id, m.DataPath, q, v.cfg.codecKind(), err)
+			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %v decode: %w", ErrMismatch, id, m.DataPath, q, v.cfg.codecKind(), err)
 		}
 		rows, blocks, err := blockRows(dec)
 		if err != nil {
-			return int64(q), fmt.Errorf("%w: map output %v (%s) partition %d: %w", ErrMismatch, id, m.DataPath, q, err)
+			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %w", ErrMismatch, id, m.DataPath, q, err)
 		}
 		var got digest
 		if v.cfg.Payload == PayloadOpaque {
@@ -166,16 +166,16 @@ func (v *verifier) task(t taskResult) (int64, error) {
 			h.reset()
 			for i, blk := range blocks {
 				if err := h.add(blk, 0, blk.Rows); err != nil {
-					return int64(q), fmt.Errorf("%w: map output %v (%s) partition %d block %d: %w", ErrMismatch, id, m.DataPath, q, i, err)
+					return int64(q), fmt.Errorf("%w: %v (%s) partition %d block %d: %w", ErrMismatch, id, m.DataPath, q, i, err)
 				}
 			}
 			got = h.digest()
 		}
 		switch w := want[q]; {
 		case got.rows != w.rows:
-			return int64(q), fmt.Errorf("%w: map output %v (%s) partition %d: %d rows, want %d", ErrMismatch, id, m.DataPath, q, got.rows, w.rows)
+			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %d rows, want %d", ErrMismatch, id, m.DataPath, q, got.rows, w.rows)
 		case got.sum != w.sum:
-			return int64(q), fmt.Errorf("%w: map output %v (%s) partition %d: %d rows as sent, but their content differs", ErrMismatch, id, m.DataPath, q, w.rows)
+			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %d rows as sent, but their content differs", ErrMismatch, id, m.DataPath, q, w.rows)
 		}
 	}
 	return int64(v.cfg.Partitions), nil

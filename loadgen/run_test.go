@@ -1,0 +1,361 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shuffled/shuffled/internal/leakcheck"
+	"github.com/shuffled/shuffled/internal/unixsock"
+	"github.com/shuffled/shuffled/server"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+	"github.com/shuffled/shuffled/writer"
+)
+
+// runEngine runs cfg in process through a stream-mode writer engine and
+// returns its pool (for verify) and result.
+func runEngine(t *testing.T, cfg Config) (*pool, runResult) {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := writer.New(writer.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	p, err := newPool(context.Background(), &cfg, poolForm{payload: cfg.Payload, batch: cfg.Payload == PayloadColumnar})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	res, err := runTasks(context.Background(), &cfg, p, &engineTarget{cfg: &cfg, e: e, mode: writer.Stream, dir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, res
+}
+
+func TestEngineRunVerifies(t *testing.T) {
+	tests := []struct {
+		payload, codec, checksum, skew string
+		batches                        int
+	}{
+		{PayloadColumnar, "lz4", "ADLER32", "uniform", 1},
+		{PayloadColumnar, "snappy", "CRC32C", "zipf:1.3", 3},
+		{PayloadOpaque, "zstd", "CRC32", "uniform", 3},
+		{PayloadOpaque, "none", "none", "zipf:2", 1},
+	}
+	for _, tt := range tests {
+		name := fmt.Sprintf("%s/%s/%s/%s/batches=%d", tt.payload, tt.codec, tt.checksum, tt.skew, tt.batches)
+		t.Run(name, func(t *testing.T) {
+			cfg := smallConfig()
+			cfg.Payload, cfg.Codec, cfg.Checksum, cfg.BatchesPerTask = tt.payload, tt.codec, tt.checksum, tt.batches
+			var err error
+			if cfg.Skew, err = ParseSkew(tt.skew); err != nil {
+				t.Fatal(err)
+			}
+			p, res := runEngine(t, cfg)
+			if len(res.tasks) != cfg.Tasks {
+				t.Fatalf("%d tasks ran, want %d", len(res.tasks), cfg.Tasks)
+			}
+			for i, r := range res.tasks {
+				if r.task != i || r.runs != tt.batches || r.out <= 0 {
+					t.Errorf("task result %d = %+v, want task %d, %d runs, output bytes", i, r, i, tt.batches)
+				}
+			}
+			st, err := verify(context.Background(), &cfg, p, res)
+			if err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			if want := (verifyStats{outputs: cfg.Tasks, partitions: int64(cfg.Tasks * cfg.Partitions)}); st != want {
+				t.Errorf("verify compared %+v, want %+v", st, want)
+			}
+		})
+	}
+}
+
+func TestVerifyFindsDifferences(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Codec, cfg.Checksum = "none", "none" // only the content can tell
+	p, res := runEngine(t, cfg)
+
+	other := cfg
+	other.Seed++
+	op, err := newPool(context.Background(), &other, poolForm{payload: other.Payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.close()
+	_, err = verify(context.Background(), &other, op, res)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "map output 0/") || !strings.Contains(err.Error(), "partition") {
+		t.Errorf("verify against another seed's batches = %v, want ErrMismatch naming the map output and partition", err)
+	}
+
+	// Flip one byte in the middle of task 2's partition 5.
+	id := shufflefile.ID{Shuffle: 0, Map: 2}
+	m, err := shufflefile.Open(vfs.Default, shufflefile.Flat(res.tasks[2].dir), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	const q = 5
+	if m.Lengths[q] == 0 {
+		t.Fatalf("%v: partition %d is empty", id, q)
+	}
+	data, err := os.ReadFile(m.DataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[m.Offsets[q]+m.Lengths[q]/2] ^= 0x40
+	if err := os.WriteFile(m.DataPath, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, err = verify(context.Background(), &cfg, p, res)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "map output 0/2") || !strings.Contains(err.Error(), fmt.Sprintf("partition %d", q)) {
+		t.Errorf("verify of a changed data file = %v, want ErrMismatch naming map output 0/2 and partition %d", err, q)
+	}
+}
+
+// mainRun runs Main and returns its exit code, stdout and stderr.
+func mainRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// small are the flags of a workload of a few hundred milliseconds.
+var small = []string{"--tasks", "6", "--concurrency", "2", "--partitions", "16", "--rows", "2000", "--pool-batches", "3"}
+
+func TestMainEmbedded(t *testing.T) {
+	leakcheck.Check(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	tests := []struct {
+		args []string
+		runs float64
+	}{
+		{[]string{"--batches-per-task", "1"}, 1},
+		{[]string{"--batches-per-task", "3", "--payload", "opaque", "--codec", "zstd"}, 3},
+		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--skew", "zipf:1.2", "--schema", "strings"}, 2},
+		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--payload", "opaque", "--checksum", "none"}, 2},
+	}
+	for _, tt := range tests {
+		args := append(append(append([]string{}, small...), "--verify", "--json"), tt.args...)
+		code, out, errOut := mainRun(t, args...)
+		if code != ExitOK {
+			t.Errorf("Main(%q) = %d, stderr %q; want 0", args, code, errOut)
+			continue
+		}
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Errorf("Main(%q) printed %q: %v", args, out, err)
+			continue
+		}
+		for _, field := range []string{
+			"tasks", "partitions", "rows", "serialized_bytes", "output_bytes", "throughput_mb_s",
+			"commit_p50_ms", "commit_p95_ms", "commit_p99_ms", "commit_max_ms", "peak_bytes_in_flight",
+			"compression_ratio", "tasks_per_s", "limiter_wait_ms", "runs_per_map_output", "peak_rss_bytes",
+		} {
+			v, ok := rep[field].(float64)
+			if !ok || v < 0 || v == 0 && field != "limiter_wait_ms" {
+				t.Errorf("Main(%q): JSON field %q = %v, want a positive number", args, field, rep[field])
+			}
+		}
+		want := map[string]any{
+			"tasks": 6.0, "partitions": 16.0, "rows": 6 * 2000 * tt.runs, "daemon": "embedded",
+			"verified": true, "verified_map_outputs": 6.0, "verified_partitions": 96.0,
+			"runs_per_map_output": tt.runs, "peak_rss_source": rssSelf, "existing_outputs": 0.0,
+		}
+		for k, v := range want {
+			if rep[k] != v {
+				t.Errorf("Main(%q): JSON %q = %v, want %v", args, k, rep[k], v)
+			}
+		}
+		if !strings.Contains(errOut, "run: 6/6 tasks") {
+			t.Errorf("Main(%q) progress %q, want a final 6/6 tasks line", args, errOut)
+		}
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("the embedded daemon left %d entries in TMPDIR, e.g. %s", len(ents), ents[0].Name())
+	}
+}
+
+func TestMainTable(t *testing.T) {
+	leakcheck.Check(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	code, out, errOut := mainRun(t, append(small, "--verify")...)
+	if code != ExitOK {
+		t.Fatalf("Main = %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"6 map tasks × 2 batches × 2000 rows", "input (serialized)", "commit latency", "p99", "bytes in flight", "limiter wait", "runs per map output", "peak RSS", "verify", "ok: 6 map outputs, 96 partitions"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestMainBadFlags(t *testing.T) {
+	leakcheck.Check(t)
+	nobody := filepath.Join(t.TempDir(), "nobody.sock")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--partitions", "0"}, "shuffled-loadgen: --partitions must be >= 1, got 0\n"},
+		{[]string{"--codec", "lz5"}, "shuffled-loadgen: --codec must be one of none, lz4, zstd, snappy, got \"lz5\"\n"},
+		{[]string{"--rows", "-5"}, "shuffled-loadgen: --rows must be >= 1, got -5\n"},
+		{[]string{"--socket", nobody}, "shuffled-loadgen: --socket " + nobody + ": no daemon listens there (dial unix " + nobody + ": connect: no such file or directory); start one (shuffled serve --socket " + nobody + ") or drop --socket to run an embedded daemon\n"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := mainRun(t, tt.args...)
+		if code != ExitUsage || out != "" || errOut != tt.want {
+			t.Errorf("Main(%q) = %d, stdout %q, stderr %q; want %d and stderr %q", tt.args, code, out, errOut, ExitUsage, tt.want)
+		}
+	}
+	if code, _, errOut := mainRun(t, "-h"); code != ExitOK || !strings.Contains(errOut, "-batches-per-task") {
+		t.Errorf("Main(-h) = %d, stderr %q; want 0 and the flags", code, errOut)
+	}
+}
+
+func TestRunKeep(t *testing.T) {
+	leakcheck.Check(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	root := t.TempDir()
+	cfg, err := ParseArgs(append(small, "--root", root), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 || rep.Kept != "" {
+		t.Errorf("without --keep, the root holds %d entries and Kept = %q; want nothing", len(ents), rep.Kept)
+	}
+	cfg.Keep = true
+	if rep, err = Run(context.Background(), cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rep.Kept, root+string(filepath.Separator)) {
+		t.Fatalf("Kept = %q, want a directory under %s", rep.Kept, root)
+	}
+	for i := range cfg.Tasks {
+		id := shufflefile.ID{Shuffle: 0, Map: int64(i)}
+		found, _ := filepath.Glob(filepath.Join(rep.Kept, "*", shufflefile.IndexName(id)))
+		if len(found) != 1 {
+			t.Errorf("%v: %d index files kept under %s, want 1", id, len(found), rep.Kept)
+		}
+	}
+}
+
+// startServer starts a daemon in the test, as an external one.
+func startServer(t *testing.T) (socket, root string) {
+	t.Helper()
+	dir := t.TempDir()
+	socket, root = filepath.Join(dir, "d.sock"), filepath.Join(dir, "root")
+	srv, err := server.New(server.Config{SocketPath: socket, Root: root}, server.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := unixsock.Listen(socket, 0o660)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	return socket, root
+}
+
+func TestRunExternal(t *testing.T) {
+	leakcheck.Check(t)
+	socket, root := startServer(t)
+	cfg, err := ParseArgs(append(small, "--socket", socket, "--verify", "--batches-per-task", "3"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Daemon != "external" || !rep.Verified || rep.PeakRSSSource != rssDaemon || rep.PeakRSSBytes <= 0 ||
+		rep.PeakBytesInFlight <= 0 || rep.BytesInFlightLimit <= 0 || rep.LimiterWaits < 0 || rep.RunsPerMapOutput != 3 {
+		t.Errorf("report of an external run = %+v; want verified, the daemon's RSS and limiter figures, 3 runs", rep)
+	}
+	// A daemon that offers removal loses the outputs; one that does not
+	// keeps them, and the report says so.
+	ents, _ := os.ReadDir(root)
+	switch {
+	case rep.Kept == "" && len(ents) != 0:
+		t.Errorf("the application's outputs stayed in the daemon's root: %d entries, e.g. %s", len(ents), ents[0].Name())
+	case rep.Kept != "" && (len(ents) != 1 || !strings.Contains(rep.Kept, ents[0].Name())):
+		t.Errorf("Kept = %q, the daemon's root holds %v; want the application named", rep.Kept, ents)
+	}
+}
+
+func TestCompare(t *testing.T) {
+	leakcheck.Check(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	cfg, err := ParseArgs(append(small, "--compare", "--reps", "1", "--batches-per-task", "2"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	c, err := Compare(context.Background(), cfg, &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Modes) != 3 {
+		t.Fatalf("%d modes, want 3", len(c.Modes))
+	}
+	stream, legacy, ceiling := c.Modes[0], c.Modes[1], c.Modes[2]
+	if stream.Mode != "stream" || legacy.Mode != "legacy" || ceiling.Mode != "ceiling" {
+		t.Errorf("modes %q %q %q, want stream, legacy, ceiling", stream.Mode, legacy.Mode, ceiling.Mode)
+	}
+	if stream.OutputBytes <= 0 || stream.OutputBytes != legacy.OutputBytes || ceiling.OutputBytes != stream.OutputBytes {
+		t.Errorf("output bytes stream %d, legacy %d, ceiling %d; want all equal and > 0", stream.OutputBytes, legacy.OutputBytes, ceiling.OutputBytes)
+	}
+	if stream.RunsPerMapOutput != 2 {
+		t.Errorf("stream runs per map output %v, want 2", stream.RunsPerMapOutput)
+	}
+	for _, m := range c.Modes {
+		if m.ThroughputMBs <= 0 || len(m.RepsMBs) != 1 {
+			t.Errorf("%s: %v MB/s over %d repetitions, want > 0 over 1", m.Mode, m.ThroughputMBs, len(m.RepsMBs))
+		}
+	}
+	if c.StreamOverLegacy <= 0 || c.StreamOverCeiling <= 0 || c.Tasks != 6 || c.SerializedBytes <= 0 {
+		t.Errorf("comparison %+v: want positive ratios, 6 tasks, serialized bytes", c)
+	}
+	var table bytes.Buffer
+	if err := c.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stream/legacy", "stream/ceiling", "legacy", "median of 1"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("compare table lacks %q:\n%s", want, table.String())
+		}
+	}
+	for _, label := range []string{"stream 1/1", "legacy 1/1", "ceiling 1/1"} {
+		if !strings.Contains(progress.String(), label) {
+			t.Errorf("progress %q lacks %q", progress.String(), label)
+		}
+	}
+}
