@@ -130,7 +130,7 @@ func newFakeSet(t testing.TB, n int, total, used uint64, opts ...Option) *fakeSe
 	all := append([]Option{
 		WithStatfs(f.fs.statfs),
 		WithClock(f.clock.Now),
-		WithLogger(slog.New(slog.NewTextHandler(f.log, nil))),
+		WithLogger(newTextLogger(f.log)),
 	}, opts...)
 	s, err := New(f.dirs, all...)
 	if err != nil {
@@ -157,3 +157,5 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+func newTextLogger(b *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }

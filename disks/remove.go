@@ -168,29 +168,47 @@ type remover struct {
 	outputs int
 	freed   int64
 	errs    []error
+	// kept holds the outputBase of outputs whose index could not be
+	// removed.
+	kept map[string]bool
 }
 
 // remove removes the index files among files (indexes true) or the others.
+// The committed files of an output whose index could not be removed stay,
+// so that the output stays whole (as shufflefile.Remove leaves it).
 func (rm *remover) remove(files []shuffleFile, indexes bool) {
 	for _, f := range files {
 		if f.index != indexes {
 			continue
 		}
-		rm.removeFile(f.path, f.size, f.index)
+		name := filepath.Base(f.path)
+		if !indexes && !shufflefile.IsTempName(name) && rm.kept[outputBase(name)] {
+			continue
+		}
+		err := rm.fsys.Remove(f.path)
+		switch {
+		case err == nil:
+			rm.freed += f.size
+			if f.index {
+				rm.outputs++
+			}
+		case !notExist(err):
+			rm.errs = append(rm.errs, err)
+			if f.index {
+				if rm.kept == nil {
+					rm.kept = map[string]bool{}
+				}
+				rm.kept[outputBase(name)] = true
+			}
+		}
 	}
 }
 
-func (rm *remover) removeFile(path string, size int64, index bool) {
-	err := rm.fsys.Remove(path)
-	switch {
-	case err == nil:
-		rm.freed += size
-		if index {
-			rm.outputs++
-		}
-	case !notExist(err):
-		rm.errs = append(rm.errs, err)
-	}
+// outputBase returns the part of a map output file's name before the
+// first dot, "shuffle_{s}_{m}_0", which all its files share.
+func outputBase(name string) string {
+	base, _, _ := strings.Cut(name, ".")
+	return base
 }
 
 // removeTree removes dir and everything below it, index files of each

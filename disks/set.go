@@ -62,8 +62,8 @@ type Disk struct {
 
 		full        bool
 		noSpaceAt   time.Time // last ENOSPC reported
-		out         bool // out of rotation
-		consecutive int  // consecutive I/O errors
+		out         bool      // out of rotation
+		consecutive int       // consecutive I/O errors
 		lastErr     error
 		errors      uint64
 		takenOut    uint64
@@ -106,21 +106,21 @@ func New(dirs []string, opts ...Option) (*Set, error) {
 		return nil, fmt.Errorf("%w: no directories", ErrInvalidConfig)
 	}
 	s := &Set{opts: o}
-	for i, dir := range dirs {
+	for _, dir := range dirs {
 		resolved, err := resolveDir(o.fs, dir)
 		if err != nil {
-			return nil, fmt.Errorf("disks: directory %d: %w", i, err)
+			return nil, err
 		}
 		for _, prev := range s.disks {
 			if within(resolved, prev.dir) || within(prev.dir, resolved) {
-				return nil, fmt.Errorf("%w: directory %q (%s) overlaps directory %q (%s)",
-					ErrInvalidConfig, dir, resolved, prev.dir, prev.dir)
+				return nil, fmt.Errorf("%w: directory %q (resolved %s) overlaps directory %s",
+					ErrInvalidConfig, dir, resolved, prev.dir)
 			}
 		}
 		d := &Disk{set: s, dir: resolved}
 		free, total, err := o.statfs(resolved)
 		if err != nil {
-			return nil, fmt.Errorf("disks: directory %q: statfs: %w", resolved, err)
+			return nil, fmt.Errorf("disks: directory %q: %w", resolved, err)
 		}
 		d.mu.free, d.mu.total, d.mu.readAt = free, total, o.now()
 		s.disks = append(s.disks, d)
@@ -132,21 +132,21 @@ func New(dirs []string, opts ...Option) (*Set, error) {
 // resolveDir checks dir and returns it resolved, creating it if missing.
 func resolveDir(fsys vfs.FS, dir string) (string, error) {
 	if !filepath.IsAbs(dir) {
-		return "", fmt.Errorf("%w: %q is not an absolute path", ErrInvalidConfig, dir)
+		return "", fmt.Errorf("%w: directory %q is not an absolute path", ErrInvalidConfig, dir)
 	}
 	if err := fsys.MkdirAll(dir, 0o750); err != nil {
-		return "", fmt.Errorf("%w: %q: %w", ErrInvalidConfig, dir, err)
+		return "", fmt.Errorf("%w: directory %q: %w", ErrInvalidConfig, dir, err)
 	}
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %w", ErrInvalidConfig, dir, err)
+		return "", fmt.Errorf("%w: directory %q: %w", ErrInvalidConfig, dir, err)
 	}
 	fi, err := fsys.Stat(resolved)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %w", ErrInvalidConfig, dir, err)
+		return "", fmt.Errorf("%w: directory %q: %w", ErrInvalidConfig, dir, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("%w: %q is not a directory", ErrInvalidConfig, dir)
+		return "", fmt.Errorf("%w: directory %q is not a directory", ErrInvalidConfig, dir)
 	}
 	return resolved, nil
 }

@@ -52,7 +52,7 @@ func TestReserveHysteresis(t *testing.T) {
 		wantOK bool
 	}{
 		{free: 5_000, wantOK: true},
-		{free: 999, wantOK: false},  // below low: full
+		{free: 999, wantOK: false},   // below low: full
 		{free: 1_500, wantOK: false}, // above low, below high: still full
 		{free: 2_999, wantOK: false},
 		{free: 3_000, wantOK: true}, // back at high
@@ -324,5 +324,39 @@ func TestFractionWatermarks(t *testing.T) {
 		if r != nil {
 			r.Release()
 		}
+	}
+}
+
+func TestReadBetweenGrowAndWrite(t *testing.T) {
+	// statfs read after a Grow but before its write must not lose the
+	// bytes: they stay pending until the reservation's next Grow or its
+	// Release confirms them written.
+	f := newFakeSet(t, 1, testTotal, testTotal-5_000, watermarks()...)
+	dir := f.dirs[0]
+	r, err := f.Reserve("app", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Grow(3_000); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(DefaultRefresh + 1)
+	f.Stats() // reads statfs: 5000 free, the write not done yet
+	f.fs.write(dir, 3_000)
+	r2, err := f.Reserve("app", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Release()
+	if err := r2.Grow(1_001); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Grow(1001) with 2000 free and a low watermark of 1000 = %v, want ErrDiskFull", err)
+	}
+	r.Release() // confirms the 3000 written
+	f.clock.Advance(DefaultRefresh + 1)
+	if err := r2.Grow(1_000); err != nil {
+		t.Fatalf("Grow(1000) with 2000 free, low watermark 1000 = %v", err)
+	}
+	if err := r2.Grow(1); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Grow(1) at the low watermark = %v, want ErrDiskFull", err)
 	}
 }
