@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -166,6 +167,9 @@ func (sess *session) serve() {
 		}
 		m, err := protocol.DecodeFrame(&f)
 		if err != nil {
+			if sess.hello {
+				sess.failUndecoded(&f, err)
+			}
 			sess.reply(f.ID, err)
 			if !sess.hello {
 				return
@@ -368,6 +372,16 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 		}
 		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errPrecondition, m.Kind, o.kind)
 	}
+	parts := len(m.Opaque.PartitionOffsets) - 1
+	if m.Kind == protocol.KindColumnar {
+		parts = len(m.Columnar.PartitionRows) - 1
+	}
+	if parts != o.w.NumPartitions() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("%w: Batch has %d partitions, but the map output was opened with %d", errPrecondition, parts, o.w.NumPartitions())
+	}
 	var payload []byte
 	release := func() {}
 	switch m.Plane {
@@ -405,6 +419,21 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 		sess.s.metrics.BytesIn.Add(float64(bytesIn))
 	}
 	return err
+}
+
+// failUndecoded aborts the open map output that a Batch which failed to
+// decode names (its payload starts with the u64 handle), as any batch that
+// fails validation does: a later Commit of it gets Aborted.
+func (sess *session) failUndecoded(f *protocol.Frame, err error) {
+	if f.Type != protocol.TypeBatch || len(f.Payload) < 8 {
+		return
+	}
+	o, ok := sess.outputs[binary.LittleEndian.Uint64(f.Payload)]
+	if !ok || o.failed != nil {
+		return
+	}
+	o.failed = err
+	sess.abort(o, "batch failed")
 }
 
 // take removes a handle from the session, for Commit and Abort.
