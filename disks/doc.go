@@ -19,6 +19,8 @@
 //	<disk>/<app>/<executor>/shuffle_{s}_{m}_0.checksum.{ALG}
 //
 // Application and executor ids are plain names (protocol.ValidateName).
+// The lifecycle operations never follow a symbolic link: one in place of
+// a directory is removed as itself, and nothing behind it is touched.
 // RemoveShuffle, RemoveApplication, ListShuffles and Applications work on
 // these trees; RemoveShuffleIn does the same for an executor's own
 // directories in any shufflefile.Layout (Spark's hashed local dirs).

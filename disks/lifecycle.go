@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shuffled/shuffled/protocol"
@@ -31,10 +33,37 @@ type AppUsage struct {
 	ModTime time.Time
 }
 
+// appEntry returns the entry of app in d's directory, or nil. Trees are
+// walked from entries, which tell a directory from a symbolic link to one
+// without following it: nothing outside the disk is ever listed or
+// removed.
+func (s *Set) appEntry(d *Disk, app string) (fs.DirEntry, error) {
+	ents, err := s.opts.fs.ReadDir(d.dir)
+	if err != nil {
+		s.ReportError(d, err)
+		return nil, err
+	}
+	i, ok := slices.BinarySearchFunc(ents, app, func(e fs.DirEntry, name string) int {
+		return strings.Compare(e.Name(), name)
+	})
+	if !ok {
+		return nil, nil
+	}
+	return ents[i], nil
+}
+
 // executorDirs lists <disk>/<app>/* directories on every disk, going on
 // past errors.
 func (s *Set) executorDirs(app string) (dirs []string, errs []error) {
 	for _, d := range s.disks {
+		e, err := s.appEntry(d, app)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if e == nil || !e.IsDir() {
+			continue
+		}
 		appDir := filepath.Join(d.dir, app)
 		ents, err := s.opts.fs.ReadDir(appDir)
 		if err != nil {
@@ -91,8 +120,20 @@ func (s *Set) RemoveApplication(app string) (removedOutputs int, freedBytes int6
 	}
 	var errs []error
 	for _, d := range s.disks {
+		e, err := s.appEntry(d, app)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if e == nil {
+			continue
+		}
 		rm := remover{fsys: s.opts.fs}
-		rm.removeTree(filepath.Join(d.dir, app))
+		if e.IsDir() {
+			rm.removeTree(filepath.Join(d.dir, app))
+		} else if err := rm.fsys.Remove(filepath.Join(d.dir, app)); err != nil && !notExist(err) {
+			rm.errs = append(rm.errs, err) // a file or a symbolic link: itself only
+		}
 		removedOutputs += rm.outputs
 		freedBytes += rm.freed
 		for _, err := range rm.errs {

@@ -230,19 +230,37 @@ func TestRemoveApplication(t *testing.T) {
 	}
 }
 
-func TestRemoveApplicationDoesNotFollowSymlinks(t *testing.T) {
+func TestLifecycleDoesNotFollowSymlinks(t *testing.T) {
 	tr := newTree(t)
 	outside := t.TempDir()
 	victim := filepath.Join(outside, "shuffle_1_0_0.index")
 	writeFile(t, victim, 8)
+	victim2 := filepath.Join(outside, "e1", "shuffle_1_0_0.index")
+	writeFile(t, victim2, 8)
 	if err := os.Symlink(outside, filepath.Join(tr.dirs[0], "app-1", "e1", "link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tr.RemoveApplication("app-1"); err != nil {
+	if err := os.Symlink(outside, filepath.Join(tr.dirs[1], "app-3")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(victim); err != nil {
-		t.Errorf("a file behind a symbolic link in the application's tree was removed: %v", err)
+	if got, err := tr.ListShuffles("app-3"); err != nil || len(got) != 0 {
+		t.Errorf("ListShuffles of an application that is a symbolic link = %+v, %v; want nothing", got, err)
+	}
+	if n, _, err := tr.RemoveShuffle("app-3", 1); err != nil || n != 0 {
+		t.Errorf("RemoveShuffle of an application that is a symbolic link = %d, %v; want 0, nil", n, err)
+	}
+	for _, app := range []string{"app-1", "app-3"} {
+		if _, _, err := tr.RemoveApplication(app); err != nil {
+			t.Fatalf("RemoveApplication(%s) = %v", app, err)
+		}
+		for _, v := range []string{victim, victim2} {
+			if _, err := os.Stat(v); err != nil {
+				t.Fatalf("after RemoveApplication(%s), a file behind a symbolic link is gone: %v", app, err)
+			}
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(tr.dirs[1], "app-3")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the symbolic link app-3 after RemoveApplication: %v, want it gone", err)
 	}
 }
 
