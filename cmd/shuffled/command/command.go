@@ -20,6 +20,8 @@ type subcommand struct {
 }
 
 var subcommands = map[string]subcommand{
+	"cat":     {cat, "read a committed map output: partitions, checksums, rows"},
+	"inspect": {cat, "the same as cat"},
 	"serve":   {serve, "run the daemon"},
 	"version": {version, "print the version"},
 }
