@@ -124,44 +124,49 @@ func TestMergeBadRuns(t *testing.T) {
 // does), and reading every segment through user memory to checksum it while
 // copying.
 func BenchmarkMerge(b *testing.B) {
-	for _, n := range []int{200, 2000} {
-		for _, how := range []string{"combine", "recompute"} {
-			b.Run(fmt.Sprintf("checksums=%s/partitions=%d", how, n), func(b *testing.B) {
-				dir := b.TempDir()
-				runs, _ := makeRuns(b, dir, 4, n, 64<<10, checksum.CRC32C, 5)
-				var total int64
-				for _, r := range runs {
-					for _, l := range r.Lengths {
-						total += l
-					}
-				}
-				b.SetBytes(total)
-				b.ReportAllocs()
-				buf := make([]byte, 64<<10)
-				for i := 0; b.Loop(); i++ {
-					path := filepath.Join(dir, fmt.Sprint("data", i))
-					dst, err := vfs.Default.Create(path, 0o600)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if how == "combine" {
-						if _, err := Merge(dst, runs, n, checksum.CRC32C); err != nil {
-							b.Fatal(err)
-						}
-					} else {
-						recompute(b, dst, runs, n, buf)
-					}
-					dst.Close()
-					os.Remove(path)
-				}
-			})
+	for _, alg := range []checksum.Algorithm{checksum.Adler32, checksum.CRC32C} {
+		for _, n := range []int{200, 2000} {
+			for _, how := range []string{"combine", "recompute"} {
+				b.Run(fmt.Sprintf("alg=%v/checksums=%s/partitions=%d", alg, how, n), func(b *testing.B) {
+					benchMerge(b, alg, how, n)
+				})
+			}
 		}
 	}
 }
 
-func recompute(b *testing.B, dst vfs.File, runs []Run, n int, buf []byte) {
+func benchMerge(b *testing.B, alg checksum.Algorithm, how string, n int) {
+	dir := b.TempDir()
+	runs, _ := makeRuns(b, dir, 4, n, 64<<10, alg, 5)
+	var total int64
+	for _, r := range runs {
+		for _, l := range r.Lengths {
+			total += l
+		}
+	}
+	b.SetBytes(total)
+	b.ReportAllocs()
+	buf := make([]byte, 64<<10)
+	for i := 0; b.Loop(); i++ {
+		path := filepath.Join(dir, fmt.Sprint("data", i))
+		dst, err := vfs.Default.Create(path, 0o600)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if how == "combine" {
+			if _, err := Merge(dst, runs, n, alg); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			recompute(b, dst, runs, n, alg, buf)
+		}
+		dst.Close()
+		os.Remove(path)
+	}
+}
+
+func recompute(b *testing.B, dst vfs.File, runs []Run, n int, alg checksum.Algorithm, buf []byte) {
 	offs := make([]int64, len(runs))
-	alg := checksum.CRC32C
 	for p := range n {
 		sum := alg.Empty()
 		for r := range runs {
