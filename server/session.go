@@ -201,7 +201,7 @@ func (sess *session) handle1(id uint32, m protocol.Message, fd int) bool {
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(sess.s.cfg.MaxFrame),
-			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar,
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | deviceFeatures,
 			Server:    "shuffled " + Version,
 		})
 		return true
@@ -393,6 +393,8 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 			return err
 		}
 		payload, release = data, unmap
+	case protocol.PlaneCUDAIPC:
+		return sess.deviceBatch(o, m, fd)
 	default:
 		if fd >= 0 {
 			unix.Close(fd)

@@ -1,0 +1,23 @@
+//go:build !cuda
+
+package server
+
+import (
+	"fmt"
+
+	"github.com/shuffled/shuffled/protocol"
+	"golang.org/x/sys/unix"
+)
+
+// deviceFeatures are the ServerHello features of the GPU data plane: none
+// in a build without the cuda tag.
+const deviceFeatures protocol.Features = 0
+
+// deviceBatch answers a batch in device memory: this build has no GPU
+// data plane. It closes fd, which a CUDA IPC batch should not carry.
+func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	return fmt.Errorf("%w: data plane %v is not supported by this build (a daemon built with -tags cuda serves it)", errUnsupported, m.Plane)
+}
