@@ -476,32 +476,33 @@ func (c *Client) Stats(ctx context.Context) ([]protocol.Stat, error) {
 	return m.(*protocol.StatsResult).Stats, nil
 }
 
-// RemoveShuffle deletes the committed map outputs of one shuffle of an
-// application and returns how many there were.
-func (c *Client) RemoveShuffle(ctx context.Context, appID string, shuffleID int32) (int64, error) {
+// RemoveShuffle deletes every map output of one shuffle of an application,
+// committed or in flight, and returns what it freed. Removing again frees
+// nothing and is no error.
+func (c *Client) RemoveShuffle(ctx context.Context, appID string, shuffleID int32) (protocol.Removed, error) {
 	m, err := c.roundTrip(ctx, &protocol.RemoveShuffle{AppID: appID, ShuffleID: shuffleID}, -1, protocol.TypeShuffleRemoved, nil)
 	if err != nil {
-		return 0, err
+		return protocol.Removed{}, err
 	}
-	return m.(*protocol.ShuffleRemoved).MapOutputs, nil
+	return m.(*protocol.ShuffleRemoved).Removed, nil
 }
 
-// RemoveApplication deletes every map output of an application and
-// returns how many there were.
-func (c *Client) RemoveApplication(ctx context.Context, appID string) (int64, error) {
+// RemoveApplication deletes every map output of an application, committed
+// or in flight, and returns what it freed.
+func (c *Client) RemoveApplication(ctx context.Context, appID string) (protocol.Removed, error) {
 	m, err := c.roundTrip(ctx, &protocol.RemoveApplication{AppID: appID}, -1, protocol.TypeApplicationRemoved, nil)
 	if err != nil {
-		return 0, err
+		return protocol.Removed{}, err
 	}
-	return m.(*protocol.ApplicationRemoved).MapOutputs, nil
+	return m.(*protocol.ApplicationRemoved).Removed, nil
 }
 
-// ListShuffles returns the shuffle ids of an application that have
-// committed map outputs, ascending.
-func (c *Client) ListShuffles(ctx context.Context, appID string) ([]int32, error) {
+// ListShuffles returns the shuffles of an application that have committed
+// map outputs, ascending by id, with their bytes on disk.
+func (c *Client) ListShuffles(ctx context.Context, appID string) ([]protocol.ShuffleInfo, error) {
 	m, err := c.roundTrip(ctx, &protocol.ListShuffles{AppID: appID}, -1, protocol.TypeShuffleList, nil)
 	if err != nil {
 		return nil, err
 	}
-	return m.(*protocol.ShuffleList).ShuffleIDs, nil
+	return m.(*protocol.ShuffleList).Shuffles, nil
 }

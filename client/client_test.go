@@ -614,14 +614,14 @@ func TestLifecycle(t *testing.T) {
 	checkGoroutines(t)
 	s := newFakeServer(t)
 	c := dial(t, s)
-	if n, err := c.RemoveShuffle(ctx, "app-1", 4); n != 2 || err != nil {
-		t.Errorf("RemoveShuffle = %d, %v", n, err)
+	if r, err := c.RemoveShuffle(ctx, "app-1", 4); r != (protocol.Removed{MapOutputs: 2, Bytes: 20}) || err != nil {
+		t.Errorf("RemoveShuffle = %+v, %v, want 2 outputs, 20 bytes", r, err)
 	}
-	if n, err := c.RemoveApplication(ctx, "app-1"); n != 3 || err != nil {
-		t.Errorf("RemoveApplication = %d, %v", n, err)
+	if r, err := c.RemoveApplication(ctx, "app-1"); r != (protocol.Removed{MapOutputs: 3, Bytes: 30}) || err != nil {
+		t.Errorf("RemoveApplication = %+v, %v, want 3 outputs, 30 bytes", r, err)
 	}
-	if ids, err := c.ListShuffles(ctx, "app-1"); fmt.Sprint(ids) != "[1 4]" || err != nil {
-		t.Errorf("ListShuffles = %v, %v", ids, err)
+	if list, err := c.ListShuffles(ctx, "app-1"); fmt.Sprint(list) != "[{1 1 10} {4 2 20}]" || err != nil {
+		t.Errorf("ListShuffles = %v, %v", list, err)
 	}
 	if _, err := c.RemoveShuffle(ctx, "../x", 1); !errors.Is(err, protocol.ErrMalformed) {
 		t.Errorf("RemoveShuffle(../x) = %v, want ErrMalformed", err)

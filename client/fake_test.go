@@ -257,11 +257,11 @@ func (s *fakeServer) answer(f protocol.Frame, m protocol.Message) protocol.Messa
 	case *protocol.Stats:
 		return &protocol.StatsResult{Stats: []protocol.Stat{{Name: "open_map_outputs", Value: int64(len(s.mu.outputs))}}}
 	case *protocol.RemoveShuffle:
-		return &protocol.ShuffleRemoved{MapOutputs: 2}
+		return &protocol.ShuffleRemoved{Removed: protocol.Removed{MapOutputs: 2, Bytes: 20}}
 	case *protocol.RemoveApplication:
-		return &protocol.ApplicationRemoved{MapOutputs: 3}
+		return &protocol.ApplicationRemoved{Removed: protocol.Removed{MapOutputs: 3, Bytes: 30}}
 	case *protocol.ListShuffles:
-		return &protocol.ShuffleList{ShuffleIDs: []int32{1, 4}}
+		return &protocol.ShuffleList{Shuffles: []protocol.ShuffleInfo{{ShuffleID: 1, MapOutputs: 1, Bytes: 10}, {ShuffleID: 4, MapOutputs: 2, Bytes: 20}}}
 	}
 	return protocol.Errorf(protocol.CodeUnsupported, "%v", f.Type)
 }

@@ -39,7 +39,7 @@ const (
 	MaxStatNameLen   = 64      // Stat.Name
 	MaxPartitions    = 1 << 24 // OpenMapOutput.NumPartitions
 	MaxStats         = 4096    // StatsResult.Stats
-	MaxShuffles      = 1 << 20 // ShuffleList.ShuffleIDs
+	MaxShuffles      = 1 << 20 // ShuffleList.Shuffles
 )
 
 // Features are the optional abilities a server announces in ServerHello.
@@ -665,39 +665,45 @@ func (m *RemoveShuffle) Unmarshal(p []byte) error {
 	return m.Validate()
 }
 
-// ShuffleRemoved answers RemoveShuffle with the number of map outputs
-// removed.
+// Removed is what a removal freed: map outputs (counted by their index
+// files) and bytes.
 //
-//	i64 map_outputs
-type ShuffleRemoved struct {
+//	i64 map_outputs | i64 bytes
+type Removed struct {
 	MapOutputs int64
+	Bytes      int64
 }
 
-func (*ShuffleRemoved) Type() Type { return TypeShuffleRemoved }
-
-func (m *ShuffleRemoved) Validate() error { return checkCount("ShuffleRemoved", m.MapOutputs) }
-
-func (m *ShuffleRemoved) Append(dst []byte) []byte { return appendI64(dst, m.MapOutputs) }
-
-func (m *ShuffleRemoved) Unmarshal(p []byte) error {
-	return unmarshalCount("ShuffleRemoved", p, &m.MapOutputs)
-}
-
-func checkCount(msg string, n int64) error {
-	if n < 0 {
-		return invalid(msg, "MapOutputs", "%d is negative", n)
+func (m *Removed) validate(msg string) error {
+	if m.MapOutputs < 0 {
+		return invalid(msg, "MapOutputs", "%d is negative", m.MapOutputs)
+	}
+	if m.Bytes < 0 {
+		return invalid(msg, "Bytes", "%d is negative", m.Bytes)
 	}
 	return nil
 }
 
-func unmarshalCount(msg string, p []byte, n *int64) error {
+func (m *Removed) append(dst []byte) []byte {
+	return appendI64(appendI64(dst, m.MapOutputs), m.Bytes)
+}
+
+func (m *Removed) unmarshal(msg string, p []byte) error {
 	d := decoder{msg: msg, p: p}
-	*n = d.i64("MapOutputs")
+	*m = Removed{MapOutputs: d.i64("MapOutputs"), Bytes: d.i64("Bytes")}
 	if err := d.finish(); err != nil {
 		return err
 	}
-	return checkCount(msg, *n)
+	return m.validate(msg)
 }
+
+// ShuffleRemoved answers RemoveShuffle with what it freed.
+type ShuffleRemoved struct{ Removed }
+
+func (*ShuffleRemoved) Type() Type                 { return TypeShuffleRemoved }
+func (m *ShuffleRemoved) Validate() error          { return m.validate("ShuffleRemoved") }
+func (m *ShuffleRemoved) Append(dst []byte) []byte { return m.append(dst) }
+func (m *ShuffleRemoved) Unmarshal(p []byte) error { return m.unmarshal("ShuffleRemoved", p) }
 
 // RemoveApplication deletes every map output of an application.
 //
@@ -727,23 +733,13 @@ func unmarshalAppID(msg string, p []byte, app *string) error {
 	return ValidateName(msg+".AppID", *app)
 }
 
-// ApplicationRemoved answers RemoveApplication with the number of map
-// outputs removed.
-//
-//	i64 map_outputs
-type ApplicationRemoved struct {
-	MapOutputs int64
-}
+// ApplicationRemoved answers RemoveApplication with what it freed.
+type ApplicationRemoved struct{ Removed }
 
-func (*ApplicationRemoved) Type() Type { return TypeApplicationRemoved }
-
-func (m *ApplicationRemoved) Validate() error { return checkCount("ApplicationRemoved", m.MapOutputs) }
-
-func (m *ApplicationRemoved) Append(dst []byte) []byte { return appendI64(dst, m.MapOutputs) }
-
-func (m *ApplicationRemoved) Unmarshal(p []byte) error {
-	return unmarshalCount("ApplicationRemoved", p, &m.MapOutputs)
-}
+func (*ApplicationRemoved) Type() Type                 { return TypeApplicationRemoved }
+func (m *ApplicationRemoved) Validate() error          { return m.validate("ApplicationRemoved") }
+func (m *ApplicationRemoved) Append(dst []byte) []byte { return m.append(dst) }
+func (m *ApplicationRemoved) Unmarshal(p []byte) error { return m.unmarshal("ApplicationRemoved", p) }
 
 // ListShuffles asks for the shuffle ids of an application that have
 // committed map outputs.
@@ -763,34 +759,50 @@ func (m *ListShuffles) Unmarshal(p []byte) error {
 	return unmarshalAppID("ListShuffles", p, &m.AppID)
 }
 
-// ShuffleList answers ListShuffles, ids ascending.
+// ShuffleInfo is one shuffle of an application on disk.
 //
-//	u32 count | count × i32 shuffle_id
+//	i32 shuffle_id | i64 map_outputs | i64 bytes
+type ShuffleInfo struct {
+	ShuffleID  int32
+	MapOutputs int64
+	Bytes      int64
+}
+
+// ShuffleList answers ListShuffles: the application's shuffles with
+// committed map outputs, ascending by id, with their bytes on disk.
+//
+//	u32 count | count × shuffle_info
 type ShuffleList struct {
-	ShuffleIDs []int32
+	Shuffles []ShuffleInfo
 }
 
 func (*ShuffleList) Type() Type { return TypeShuffleList }
 
 func (m *ShuffleList) Validate() error {
-	if len(m.ShuffleIDs) > MaxShuffles {
-		return invalid("ShuffleList", "ShuffleIDs", "%d ids exceed %d", len(m.ShuffleIDs), MaxShuffles)
+	if len(m.Shuffles) > MaxShuffles {
+		return invalid("ShuffleList", "Shuffles", "%d shuffles exceed %d", len(m.Shuffles), MaxShuffles)
 	}
-	for i, id := range m.ShuffleIDs {
-		if id < 0 {
-			return invalid("ShuffleList", fmt.Sprintf("ShuffleIDs[%d]", i), "%d is negative", id)
-		}
-		if i > 0 && id <= m.ShuffleIDs[i-1] {
-			return invalid("ShuffleList", fmt.Sprintf("ShuffleIDs[%d]", i), "%d not above %d", id, m.ShuffleIDs[i-1])
+	for i, sh := range m.Shuffles {
+		switch {
+		case sh.ShuffleID < 0:
+			return invalid("ShuffleList", fmt.Sprintf("Shuffles[%d].ShuffleID", i), "%d is negative", sh.ShuffleID)
+		case i > 0 && sh.ShuffleID <= m.Shuffles[i-1].ShuffleID:
+			return invalid("ShuffleList", fmt.Sprintf("Shuffles[%d].ShuffleID", i), "%d not above %d", sh.ShuffleID, m.Shuffles[i-1].ShuffleID)
+		case sh.MapOutputs < 0:
+			return invalid("ShuffleList", fmt.Sprintf("Shuffles[%d].MapOutputs", i), "%d is negative", sh.MapOutputs)
+		case sh.Bytes < 0:
+			return invalid("ShuffleList", fmt.Sprintf("Shuffles[%d].Bytes", i), "%d is negative", sh.Bytes)
 		}
 	}
 	return nil
 }
 
 func (m *ShuffleList) Append(dst []byte) []byte {
-	dst = appendU32(dst, uint32(len(m.ShuffleIDs)))
-	for _, id := range m.ShuffleIDs {
-		dst = appendI32(dst, id)
+	dst = appendU32(dst, uint32(len(m.Shuffles)))
+	for _, sh := range m.Shuffles {
+		dst = appendI32(dst, sh.ShuffleID)
+		dst = appendI64(dst, sh.MapOutputs)
+		dst = appendI64(dst, sh.Bytes)
 	}
 	return dst
 }
@@ -798,10 +810,10 @@ func (m *ShuffleList) Append(dst []byte) []byte {
 func (m *ShuffleList) Unmarshal(p []byte) error {
 	d := decoder{msg: "ShuffleList", p: p}
 	*m = ShuffleList{}
-	if n := d.count("ShuffleIDs", MaxShuffles, 4); n > 0 {
-		m.ShuffleIDs = make([]int32, n)
-		for i := range m.ShuffleIDs {
-			m.ShuffleIDs[i] = d.i32("ShuffleIDs")
+	if n := d.count("Shuffles", MaxShuffles, 20); n > 0 {
+		m.Shuffles = make([]ShuffleInfo, n)
+		for i := range m.Shuffles {
+			m.Shuffles[i] = ShuffleInfo{ShuffleID: d.i32("ShuffleID"), MapOutputs: d.i64("MapOutputs"), Bytes: d.i64("Bytes")}
 		}
 	}
 	if err := d.finish(); err != nil {

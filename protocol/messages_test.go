@@ -52,11 +52,11 @@ func validMessages() []Message {
 		&Stats{},
 		&StatsResult{Stats: []Stat{{"bytes_in_flight", 1 << 20}, {"open_map_outputs", 3}, {"delta", -1}}},
 		&RemoveShuffle{AppID: "app-1", ShuffleID: 5},
-		&ShuffleRemoved{MapOutputs: 12},
+		&ShuffleRemoved{Removed{MapOutputs: 12, Bytes: 4096}},
 		&RemoveApplication{AppID: "app-1"},
-		&ApplicationRemoved{MapOutputs: 0},
+		&ApplicationRemoved{Removed{MapOutputs: 0, Bytes: 0}},
 		&ListShuffles{AppID: "app-1"},
-		&ShuffleList{ShuffleIDs: []int32{0, 5, 9}},
+		&ShuffleList{Shuffles: []ShuffleInfo{{0, 1, 10}, {5, 2, 20}, {9, 3, 0}}},
 		&Error{Code: CodeNotFound, Message: "Commit.Handle 77: no such map output"},
 	}
 }
@@ -178,8 +178,10 @@ func TestValidateRefuses(t *testing.T) {
 		{&RemoveShuffle{AppID: "a", ShuffleID: -2}, "ShuffleID", false},
 		{&RemoveApplication{AppID: ""}, "AppID", false},
 		{&ListShuffles{AppID: "a/b"}, "AppID", false},
-		{&ShuffleList{ShuffleIDs: []int32{3, 3}}, "ShuffleIDs[1]", false},
-		{&ShuffleRemoved{MapOutputs: -1}, "MapOutputs", false},
+		{&ShuffleList{Shuffles: []ShuffleInfo{{3, 1, 1}, {3, 1, 1}}}, "Shuffles[1].ShuffleID", false},
+		{&ShuffleList{Shuffles: []ShuffleInfo{{3, 1, -1}}}, "Shuffles[0].Bytes", false},
+		{&ApplicationRemoved{Removed{MapOutputs: 1, Bytes: -1}}, "Bytes", false},
+		{&ShuffleRemoved{Removed{MapOutputs: -1}}, "MapOutputs", false},
 		{&Error{Code: CodeOK}, "Code", false},
 	}
 	for _, tt := range tests {
