@@ -46,6 +46,10 @@ type config struct {
 	socket, root string
 	args         []string // more flags of `shuffled serve`
 	env          []string // more environment variables
+	// activated, when set, is a listening socket handed over as systemd
+	// socket activation does: descriptor 3, LISTEN_PID, LISTEN_FDS and
+	// LISTEN_FDNAMES.
+	activated *os.File
 }
 
 // startDaemon starts shuffled and waits until its socket serves. The daemon
@@ -72,9 +76,16 @@ func launch(t testing.TB, cfg config) *daemon {
 		}
 	}
 	args := append([]string{"serve", "--socket", cfg.socket, "--root", cfg.root, "--pool", "2", "--log-level", "debug"}, cfg.args...)
+	cmd := exec.Command(binPath, args...)
+	if cfg.activated != nil {
+		// LISTEN_PID must be the daemon's own pid: a shell learns it
+		// ($$) and execs the daemon in its place.
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=shuffled exec "$0" "$@"`, binPath}, args...)...)
+		cmd.ExtraFiles = []*os.File{cfg.activated}
+	}
 	d := &daemon{
 		t:      t,
-		cmd:    exec.Command(binPath, args...),
+		cmd:    cmd,
 		socket: cfg.socket,
 		root:   cfg.root,
 		log:    newLogBuffer(),
