@@ -283,6 +283,9 @@ func (s *Set) SweepTemps() (removed int, err error) {
 // output id of app's executor, or nil. Use it to read an output back, and
 // before placing a new attempt of an output that may exist, since the
 // first-commit-wins rule of shufflefile.Commit holds within one directory.
+// Disks out of rotation are not searched; a disk that fails the look-up is
+// reported (ReportError) and skipped, so one failing disk does not stop
+// map outputs that can go elsewhere.
 func (s *Set) Locate(app, executor string, id shufflefile.ID) (*Disk, error) {
 	if err := id.Validate(); err != nil {
 		return nil, fmt.Errorf("disks: locate: %w", err)
@@ -292,12 +295,18 @@ func (s *Set) Locate(app, executor string, id shufflefile.ID) (*Disk, error) {
 		if err != nil {
 			return nil, err
 		}
+		d.mu.Lock()
+		out := d.mu.out
+		d.mu.Unlock()
+		if out {
+			continue
+		}
 		_, err = s.opts.fs.Stat(filepath.Join(dir, shufflefile.IndexName(id)))
 		switch {
 		case err == nil:
 			return d, nil
 		case !notExist(err):
-			return nil, fmt.Errorf("disks: locate %v of application %q executor %q: %w", id, app, executor, err)
+			s.ReportError(d, err)
 		}
 	}
 	return nil, nil

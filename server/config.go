@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/metrics"
 )
 
@@ -40,8 +41,16 @@ type Config struct {
 	// executor writes under Root.
 	AllowedRoots []string
 	// Root is the daemon's own root, where executors that register no local
-	// dirs get <Root>/<app>/<executor>/ (--root). Default /var/lib/shuffled.
+	// dirs get <root>/<app>/<executor>/ (--root). Several comma-separated
+	// directories, one per disk, spread map outputs over the disks (round
+	// robin among those above the low watermark). Default /var/lib/shuffled.
 	Root string
+	// DiskLowWatermark and DiskHighWatermark bound the free space of each
+	// root disk, as a size (1GiB) or a percentage of the disk (5%): below
+	// the low watermark new map outputs are refused and writes in flight
+	// fail; above the high one they are accepted again. Defaults 256MiB and
+	// twice the low watermark.
+	DiskLowWatermark, DiskHighWatermark string
 
 	// LimitBytes bounds the bytes held by records in flight, daemon-wide
 	// (--limit). Default 512 MiB: a fixed bound keeps the daemon's footprint
@@ -110,18 +119,19 @@ type Config struct {
 // defaultConfig holds the value EnsureDefaults gives each zero field, except
 // PoolSize, which is GOMAXPROCS at the time of the call.
 var defaultConfig = Config{
-	SocketPath:      "/run/shuffled/shuffled.sock",
-	Root:            "/var/lib/shuffled",
-	LimitBytes:      512 << 20,
-	DefaultCodec:    "lz4",
-	DefaultChecksum: "ADLER32",
-	BlockSize:       32 << 10,
-	DrainTimeout:    30 * time.Second,
-	FileMode:        0o640,
-	SocketMode:      0o660,
-	MaxFrame:        64 << 20,
-	LogFormat:       "text",
-	SubDirs:         64,
+	SocketPath:       "/run/shuffled/shuffled.sock",
+	Root:             "/var/lib/shuffled",
+	DiskLowWatermark: "256MiB",
+	LimitBytes:       512 << 20,
+	DefaultCodec:     "lz4",
+	DefaultChecksum:  "ADLER32",
+	BlockSize:        32 << 10,
+	DrainTimeout:     30 * time.Second,
+	FileMode:         0o640,
+	SocketMode:       0o660,
+	MaxFrame:         64 << 20,
+	LogFormat:        "text",
+	SubDirs:          64,
 }
 
 // Bounds that Validate enforces.
@@ -142,6 +152,7 @@ func (c *Config) EnsureDefaults() *Config {
 	d := defaultConfig
 	setDefault(&c.SocketPath, d.SocketPath)
 	setDefault(&c.Root, d.Root)
+	setDefault(&c.DiskLowWatermark, d.DiskLowWatermark)
 	setDefault(&c.LimitBytes, d.LimitBytes)
 	setDefault(&c.PoolSize, runtime.GOMAXPROCS(0))
 	setDefault(&c.DefaultCodec, d.DefaultCodec)
@@ -192,6 +203,20 @@ func canonicalChecksum(s string) string {
 	return s
 }
 
+// RootDirs returns the directories of Root.
+func (c *Config) RootDirs() []string {
+	var dirs []string
+	for d := range strings.SplitSeq(c.Root, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 {
+		dirs = []string{c.Root}
+	}
+	return dirs
+}
+
 // Validate reports every invalid field, each named by its flag with the
 // offending value, e.g. "--limit: must be > 0, got -5". It checks values
 // only; whether the paths exist is the server's concern at start.
@@ -208,8 +233,18 @@ func (c *Config) Validate() error {
 		bad("socket", "must be at most %d bytes to fit a socket address, got %d bytes: %q",
 			maxSocketPath, len(c.SocketPath), c.SocketPath)
 	}
-	if !filepath.IsAbs(c.Root) {
-		bad("root", "must be an absolute path, got %q", c.Root)
+	for _, r := range c.RootDirs() {
+		if !filepath.IsAbs(r) {
+			bad("root", "must be absolute paths, got %q", r)
+		}
+	}
+	if _, err := disks.ParseWatermark(c.DiskLowWatermark); err != nil {
+		bad("disk-low-watermark", "%v", err)
+	}
+	if c.DiskHighWatermark != "" {
+		if _, err := disks.ParseWatermark(c.DiskHighWatermark); err != nil {
+			bad("disk-high-watermark", "%v", err)
+		}
 	}
 	for _, r := range c.AllowedRoots {
 		switch {
@@ -295,7 +330,9 @@ func (c *Config) settings() []setting {
 	return []setting{
 		{"socket", "Unix socket `path` clients connect to", stringValue(&c.SocketPath, nil)},
 		{"allowed-roots", "comma-separated `dirs` under which registered Spark local dirs may lie (repeatable)", pathListValue(&c.AllowedRoots)},
-		{"root", "the daemon's own root `dir`, for executors that register no local dirs", stringValue(&c.Root, nil)},
+		{"root", "the daemon's own root `dirs` (comma-separated, one per disk), for executors that register no local dirs", stringValue(&c.Root, nil)},
+		{"disk-low-watermark", "free space (`size` or percentage) below which a root disk refuses new map outputs", stringValue(&c.DiskLowWatermark, nil)},
+		{"disk-high-watermark", "free space (`size` or percentage) above which a full root disk is used again (default twice the low)", stringValue(&c.DiskHighWatermark, nil)},
 		{"limit", "bytes-in-flight limit of the whole daemon, a `size` such as 512MiB or 1g", sizeValue(&c.LimitBytes)},
 		{"pool", "`goroutines` that serialize and compress records", intValue(&c.PoolSize)},
 		{"codec", "default `codec`: none, lz4, zstd, snappy", stringValue(&c.DefaultCodec, canonicalCodec)},

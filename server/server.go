@@ -13,6 +13,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
@@ -33,8 +34,11 @@ type Server struct {
 	eng      *writer.Engine
 	codec    codec.Kind
 	checksum checksum.Algorithm
-	root     string   // the daemon's own root, resolved
-	roots    []string // allowed roots for Spark local dirs, resolved
+	disks    *disks.Set // the daemon's own root, one dir per disk
+	roots    []string   // allowed roots for Spark local dirs, resolved
+	diskOpts []disks.Option
+	stop     chan struct{}  // closed by Shutdown: background loops end
+	loops    sync.WaitGroup // background loops
 
 	sessions sync.WaitGroup
 
@@ -43,18 +47,20 @@ type Server struct {
 		listeners map[net.Listener]struct{}
 		sessions  map[*session]struct{}
 		apps      map[string]*application
-		swept     map[string]bool // local dirs swept of temp files
-		open      int             // map outputs open, all sessions
-		idle      chan struct{}   // closed when open reaches 0 while draining
+		swept     map[string]bool                 // local dirs swept of temp files
+		open      int                             // map outputs open, all sessions
+		outputs   map[string]map[*output]struct{} // open map outputs by application
+		idle      chan struct{}                   // closed when open reaches 0 while draining
 		draining  bool
 	}
 }
 
 // application is what the daemon knows of one application id.
 type application struct {
-	uid      uint32    // the peer uid that registered it first; it owns the outputs
-	sessions int       // connections registered for it now
-	lastSeen time.Time // when its last connection ended
+	uid      uint32               // the peer uid that registered it first; it owns the outputs
+	sessions int                  // connections registered for it now
+	lastSeen time.Time            // when its last connection ended
+	local    []shufflefile.Layout // registered Spark local dirs, distinct
 }
 
 // Option configures a Server.
@@ -65,6 +71,12 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // WithMetrics sets the metrics the server updates (default: its own).
 func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics = m } }
+
+// WithDiskOptions adds options to the set of root disks (tests fake
+// statfs with disks.WithStatfs).
+func WithDiskOptions(opts ...disks.Option) Option {
+	return func(s *Server) { s.diskOpts = append(s.diskOpts, opts...) }
+}
 
 // WithFS sets the file system of every shuffle file (default the OS's).
 func WithFS(fsys vfs.FS) Option { return func(s *Server) { s.fs = fsys } }
@@ -91,23 +103,32 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if s.checksum, err = checksum.Parse(cfg.DefaultChecksum); err != nil {
 		return nil, fmt.Errorf("server: --checksum: %w", err)
 	}
-	if err := s.fs.MkdirAll(cfg.Root, 0o750); err != nil {
-		return nil, fmt.Errorf("server: --root %s: %w", cfg.Root, err)
+	low, err := disks.ParseWatermark(cfg.DiskLowWatermark)
+	if err != nil {
+		return nil, fmt.Errorf("server: --disk-low-watermark: %w", err)
 	}
-	if s.root, err = filepath.EvalSymlinks(cfg.Root); err != nil {
-		return nil, fmt.Errorf("server: --root %s: %w", cfg.Root, err)
+	diskOpts := []disks.Option{disks.WithLowWatermark(low), disks.WithLogger(s.log), disks.WithFS(s.fs)}
+	if cfg.DiskHighWatermark != "" {
+		high, err := disks.ParseWatermark(cfg.DiskHighWatermark)
+		if err != nil {
+			return nil, fmt.Errorf("server: --disk-high-watermark: %w", err)
+		}
+		diskOpts = append(diskOpts, disks.WithHighWatermark(high))
+	}
+	if s.disks, err = disks.New(cfg.RootDirs(), append(diskOpts, s.diskOpts...)...); err != nil {
+		return nil, fmt.Errorf("server: --root: %w", err)
 	}
 	for _, r := range cfg.AllowedRoots {
 		resolved, err := filepath.EvalSymlinks(r)
 		if err != nil {
-			return nil, fmt.Errorf("server: --allowed-root %s: %w", r, err)
+			return nil, fmt.Errorf("server: --allowed-roots %s: %w", r, err)
 		}
 		s.roots = append(s.roots, resolved)
 	}
-	if n, err := s.sweepRoot(); err != nil {
-		return nil, fmt.Errorf("server: sweep %s: %w", s.root, err)
+	if n, err := s.disks.SweepTemps(); err != nil {
+		return nil, fmt.Errorf("server: sweep %s: %w", cfg.Root, err)
 	} else if n > 0 {
-		s.log.Info("removed temp files left by an earlier run", "root", s.root, "files", n)
+		s.log.Info("removed temp files left by an earlier run", "root", cfg.Root, "files", n)
 	}
 	s.eng, err = writer.New(
 		writer.WithFS(s.fs),
@@ -130,36 +151,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.sessions = make(map[*session]struct{})
 	s.mu.apps = make(map[string]*application)
 	s.mu.swept = make(map[string]bool)
+	s.mu.outputs = make(map[string]map[*output]struct{})
+	s.stop = make(chan struct{})
+	s.loops.Add(1)
+	go s.housekeeping()
 	return s, nil
-}
-
-// sweepRoot removes temp files under <root>/<app>/<executor>/.
-func (s *Server) sweepRoot() (int, error) {
-	apps, err := s.fs.ReadDir(s.root)
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for _, app := range apps {
-		if !app.IsDir() {
-			continue
-		}
-		execs, err := s.fs.ReadDir(filepath.Join(s.root, app.Name()))
-		if err != nil {
-			return total, err
-		}
-		for _, ex := range execs {
-			if !ex.IsDir() {
-				continue
-			}
-			n, err := shufflefile.Sweep(s.fs, filepath.Join(s.root, app.Name(), ex.Name()))
-			total += n
-			if err != nil {
-				return total, err
-			}
-		}
-	}
-	return total, nil
 }
 
 // Engine returns the writer engine (its limiter's figures, for reports).
@@ -218,22 +214,34 @@ func (s *Server) isDraining() bool {
 }
 
 // outputOpened counts a map output as open; it refuses while draining.
-func (s *Server) outputOpened() error {
+func (s *Server) outputOpened(o *output) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.draining {
 		return fmt.Errorf("%w: no new map outputs", errUnavailable)
 	}
 	s.mu.open++
+	byApp := s.mu.outputs[o.app]
+	if byApp == nil {
+		byApp = make(map[*output]struct{})
+		s.mu.outputs[o.app] = byApp
+	}
+	byApp[o] = struct{}{}
 	s.metrics.OpenMapOutputs.Set(float64(s.mu.open))
 	return nil
 }
 
 // outputEnded counts a map output as committed or aborted.
-func (s *Server) outputEnded() {
+func (s *Server) outputEnded(o *output) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.open--
+	if byApp := s.mu.outputs[o.app]; byApp != nil {
+		delete(byApp, o)
+		if len(byApp) == 0 {
+			delete(s.mu.outputs, o.app)
+		}
+	}
 	s.metrics.OpenMapOutputs.Set(float64(s.mu.open))
 	if s.mu.open == 0 && s.mu.idle != nil {
 		close(s.mu.idle)
@@ -248,6 +256,9 @@ func (s *Server) outputEnded() {
 // as an error, or nil.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
+	if !s.mu.draining {
+		close(s.stop)
+	}
 	s.mu.draining = true
 	for ln := range s.mu.listeners {
 		ln.Close()
@@ -277,6 +288,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.sessions.Wait()
+	s.loops.Wait()
 	if err := s.eng.Close(); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

@@ -45,7 +45,12 @@ func startDaemon(t *testing.T, mutate func(*Config)) *daemon {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	s, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return startDaemonWith(t, cfg)
+}
+
+func startDaemonWith(t *testing.T, cfg Config, opts ...Option) *daemon {
+	t.Helper()
+	s, err := New(cfg, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

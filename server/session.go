@@ -10,12 +10,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -60,7 +62,9 @@ type session struct {
 	commits sync.WaitGroup
 }
 
-// registration is where a session's map outputs go.
+// registration is where a session's map outputs go: the registered Spark
+// local dirs (layout), or, when layout is nil, the executor's directory on
+// whichever disk of the daemon's root each map output is placed.
 type registration struct {
 	app, executor string
 	layout        shufflefile.Layout
@@ -71,20 +75,25 @@ type registration struct {
 type output struct {
 	w       *writer.MapWriter
 	kind    protocol.PayloadKind
+	app     string
 	id      shufflefile.ID
-	failed  error // a batch failed: the map output is aborted
+	res     *disks.Reservation // nil outside the daemon's root
+	failed  error              // a batch failed: the map output is aborted
 	started time.Time
 	ended   sync.Once // counts the output as ended, once
 }
 
-// end counts the map output as no longer open, committed or aborted; only
-// the first call counts.
+// end counts the map output as no longer open, committed or aborted, and
+// releases its disk space reservation; only the first call counts.
 func (o *output) end(s *Server, aborted bool) {
 	o.ended.Do(func() {
 		if aborted {
 			s.metrics.Aborts.Inc()
 		}
-		s.outputEnded()
+		if o.res != nil {
+			o.res.Release()
+		}
+		s.outputEnded(o)
 	})
 }
 
@@ -231,6 +240,12 @@ func (sess *session) handle1(id uint32, m protocol.Message, fd int) bool {
 		sess.send(id, &protocol.Pong{})
 	case *protocol.Stats:
 		sess.send(id, sess.s.stats())
+	case *protocol.RemoveShuffle:
+		sess.reply(id, sess.removeShuffle(id, m))
+	case *protocol.RemoveApplication:
+		sess.reply(id, sess.removeApplication(id, m))
+	case *protocol.ListShuffles:
+		sess.reply(id, sess.listShuffles(id, m))
 	default:
 		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errUnsupported, m.Type()))
 	}
@@ -318,23 +333,47 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errUnsupported, err)
 		}
 	}
-	if err := s.outputOpened(); err != nil {
+	oid := shufflefile.ID{Shuffle: m.ShuffleID, Map: m.MapID}
+	if err := oid.Validate(); err != nil {
 		return err
 	}
+	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, started: time.Now()}
+	layout := sess.reg.layout
+	if layout == nil {
+		dir, res, err := s.place(sess.reg, oid)
+		if err != nil {
+			return err
+		}
+		layout, o.res = shufflefile.Flat(dir), res
+	}
 	spec := writer.Spec{
-		ID:            shufflefile.ID{Shuffle: m.ShuffleID, Map: m.MapID},
+		ID:            oid,
 		NumPartitions: int(m.NumPartitions),
 		Codec:         k,
 		Checksum:      alg,
-		Layout:        sess.reg.layout,
+		Layout:        layout,
+	}
+	if o.res != nil {
+		spec.Space = o.res
 	}
 	w, err := s.eng.Open(sess.ctx, spec)
 	if err != nil {
-		s.outputEnded()
+		if o.res != nil {
+			s.disks.ReportError(o.res.Disk(), err)
+			o.res.Release()
+		}
+		return err
+	}
+	o.w = w
+	if err := s.outputOpened(o); err != nil {
+		_ = w.Abort()
+		if o.res != nil {
+			o.res.Release()
+		}
 		return err
 	}
 	sess.handle++
-	sess.outputs[sess.handle] = &output{w: w, kind: m.Kind, id: spec.ID, started: time.Now()}
+	sess.outputs[sess.handle] = o
 	sess.send(id, &protocol.Opened{Handle: sess.handle})
 	return nil
 }
@@ -468,6 +507,13 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 		s := sess.s
 		start := time.Now()
 		res, err := o.w.Commit(sess.ctx)
+		if o.res != nil {
+			if err != nil {
+				s.disks.ReportError(o.res.Disk(), err)
+			} else {
+				s.disks.ReportSuccess(o.res.Disk())
+			}
+		}
 		if err != nil {
 			sess.reply(id, err)
 		} else {
@@ -521,11 +567,13 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 	}
 	reg := &registration{app: m.AppID, executor: m.ExecutorID}
 	if len(m.LocalDirs) == 0 {
-		dir := filepath.Join(s.root, m.AppID, m.ExecutorID)
-		if err := s.fs.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("executor dir %s: %w", dir, err)
+		for _, d := range s.disks.Disks() {
+			dir, err := d.ExecutorDir(m.AppID, m.ExecutorID)
+			if err != nil {
+				return nil, err
+			}
+			reg.dirs = append(reg.dirs, dir)
 		}
-		reg.layout, reg.dirs = shufflefile.Flat(dir), []string{dir}
 	} else {
 		for i, d := range m.LocalDirs {
 			resolved, err := s.allowedDir(d)
@@ -550,8 +598,14 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 	if app == nil {
 		app = &application{uid: uid}
 		s.mu.apps[m.AppID] = app
+		s.metrics.Applications.Set(float64(len(s.mu.apps)))
 	}
 	app.sessions++
+	if reg.layout != nil && !slices.ContainsFunc(app.local, func(l shufflefile.Layout) bool {
+		return slices.Equal(l.(shufflefile.SparkHashed).LocalDirs, reg.dirs)
+	}) {
+		app.local = append(app.local, reg.layout)
+	}
 	// The first registration of a local dir in this process sweeps the
 	// temp files a crash left there; nothing of this process writes there
 	// before it.

@@ -1,0 +1,210 @@
+//go:build cuda
+
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shuffled/shuffled/gpu"
+	"github.com/shuffled/shuffled/protocol"
+	"golang.org/x/sys/unix"
+)
+
+// deviceFeatures are the ServerHello features of the GPU data plane.
+const deviceFeatures = protocol.FeatureCUDAIPC
+
+// Staging of device batches: chunks of stagingChunk bytes, at most
+// stagingChunks out at once across the daemon, pinned on first use.
+const (
+	stagingChunk  = gpu.DefaultChunkSize
+	stagingChunks = 8
+	// maxPeersPerSession bounds the IPC mappings one connection keeps
+	// open; the oldest is closed to make room.
+	maxPeersPerSession = 32
+)
+
+// devices are the CUDA devices of the process, opened at the first batch
+// that names each: a context costs about a tenth of a second, and a
+// daemon that never sees a device batch never pays for one.
+var devices struct {
+	mu sync.Mutex
+	m  map[uint32]*deviceState
+}
+
+// deviceState is one device's context and staging pool, shared by every
+// session of the process.
+type deviceState struct {
+	dev  *gpu.Device
+	pool *gpu.Pool
+}
+
+// d2h counts the bytes the daemon copied device to host and the time the
+// copies of whole batches took, admission and hand-off included.
+var d2h struct {
+	bytes, nanos atomic.Int64
+}
+
+func deviceFor(ordinal uint32) (*deviceState, error) {
+	devices.mu.Lock()
+	defer devices.mu.Unlock()
+	if ds := devices.m[ordinal]; ds != nil {
+		return ds, nil
+	}
+	dev, err := gpu.Open(int(ordinal))
+	if errors.Is(err, gpu.ErrInvalid) {
+		return nil, fmt.Errorf("%w: Batch.IPC.Device: %v", errInvalid, err)
+	} else if err != nil {
+		return nil, err
+	}
+	pool, err := gpu.NewPool(dev, gpu.WithChunkSize(stagingChunk), gpu.WithMaxChunks(stagingChunks))
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	if devices.m == nil {
+		devices.m = make(map[uint32]*deviceState)
+	}
+	ds := &deviceState{dev: dev, pool: pool}
+	devices.m[ordinal] = ds
+	return ds, nil
+}
+
+// peerCache holds the IPC mappings of one session: each allocation is
+// opened once, and every mapping is closed when the session ends. mu is
+// held through a batch's copies, so the session's end waits for them.
+type peerCache struct {
+	mu     sync.Mutex
+	closed bool
+	peers  map[peerKey]*gpu.Peer
+	order  []peerKey // oldest first
+}
+
+type peerKey struct {
+	device uint32
+	handle gpu.IPCHandle
+}
+
+var sessionPeers sync.Map // *session → *peerCache
+
+// peers returns the session's mappings, made on its first device batch.
+func (sess *session) peers() *peerCache {
+	if pc, ok := sessionPeers.Load(sess); ok {
+		return pc.(*peerCache)
+	}
+	pc := &peerCache{peers: make(map[peerKey]*gpu.Peer)}
+	sessionPeers.Store(sess, pc)
+	context.AfterFunc(sess.ctx, func() {
+		sessionPeers.Delete(sess)
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		pc.closed = true
+		for _, k := range pc.order {
+			pc.peers[k].Close()
+		}
+		pc.peers, pc.order = nil, nil
+	})
+	return pc
+}
+
+// open returns the mapping of an allocation, opening it the first time.
+// The caller holds pc.mu.
+func (pc *peerCache) open(ds *deviceState, k peerKey) (*gpu.Peer, error) {
+	if p := pc.peers[k]; p != nil {
+		return p, nil
+	}
+	p, err := ds.dev.OpenIPC(k.handle)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Batch.IPC.Handle: %v", errInvalid, err)
+	}
+	if len(pc.order) >= maxPeersPerSession {
+		old := pc.order[0]
+		pc.order = pc.order[1:]
+		pc.peers[old].Close()
+		delete(pc.peers, old)
+	}
+	pc.peers[k] = p
+	pc.order = append(pc.order, k)
+	return p, nil
+}
+
+// deviceBatch applies a batch in the client's device memory: it maps the
+// allocation (once per session), copies the payload into pinned staging
+// buffers that the limiter admits while they land, and hands them to the
+// writer. Opaque payloads go chunk by chunk, the next chunk landing while
+// the one before is compressed; a columnar payload lands whole, since its
+// records read every column. It returns once nothing reads the device
+// memory any more, so BatchAccepted tells the client it may reuse it.
+func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	ds, err := deviceFor(m.IPC.Device)
+	if err != nil {
+		return err
+	}
+	pc := sess.peers()
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.closed {
+		return fmt.Errorf("%w: the connection is closing", context.Canceled)
+	}
+	peer, err := pc.open(ds, peerKey{device: m.IPC.Device, handle: m.IPC.Handle})
+	if err != nil {
+		return err
+	}
+	r := m.Region
+	if r.Offset > peer.Size() || r.Length > peer.Size()-r.Offset {
+		return fmt.Errorf("%w: Batch.Region [%d, %d+%d) past the device allocation of %d bytes", errInvalid, r.Offset, r.Offset, r.Length, peer.Size())
+	}
+	src := peer.Ptr() + uintptr(r.Offset)
+	lim := sess.s.eng.Limiter()
+	start := time.Now()
+	switch m.Kind {
+	case protocol.KindOpaque:
+		offs := m.Opaque.PartitionOffsets
+		err = ds.pool.Stream(sess.ctx, src, r.Length, lim, func(off int64, s *gpu.Staged) error {
+			end := off + int64(len(s.Bytes()))
+			chunk := make([]int64, len(offs))
+			for p, v := range offs {
+				chunk[p] = min(max(v, off), end) - off
+			}
+			return o.w.WriteOpaque(sess.ctx, s.Bytes(), chunk, s.Release)
+		})
+	case protocol.KindColumnar:
+		err = sess.deviceColumnar(o, m, ds, src, lim)
+	default:
+		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	d2h.bytes.Add(r.Length)
+	d2h.nanos.Add(int64(time.Since(start)))
+	sess.s.metrics.BytesIn.Add(float64(r.Length))
+	return nil
+}
+
+func (sess *session) deviceColumnar(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
+	if m.Region.Length == 0 {
+		b, err := columnarBatch(&m.Columnar, nil)
+		if err != nil {
+			return err
+		}
+		return o.w.WriteBatch(sess.ctx, b, nil)
+	}
+	s, err := ds.pool.CopyAll(sess.ctx, src, m.Region.Length, lim)
+	if err != nil {
+		return err
+	}
+	b, err := columnarBatch(&m.Columnar, s.Bytes())
+	if err != nil {
+		s.Release()
+		return err
+	}
+	return o.w.WriteBatch(sess.ctx, b, s.Release)
+}
