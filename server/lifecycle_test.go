@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/disks"
@@ -200,5 +201,60 @@ func TestFailingDisk(t *testing.T) {
 	}
 	if !out {
 		t.Errorf("the failing disk is still in rotation: %+v", d.s.disks.Stats())
+	}
+}
+
+// TestRetention removes applications idle for longer than the retention:
+// one registered since start whose connections are gone, and one left on
+// disk by an earlier run; an application still connected stays.
+func TestRetention(t *testing.T) {
+	leakcheck.Check(t)
+	const retention = time.Hour
+	d := startDaemon(t, func(c *Config) { c.Retention = retention })
+	ctx := context.Background()
+	gone, err := client.Dial(ctx, d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gone.Register(ctx, protocol.RegisterExecutor{AppID: "gone", ExecutorID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	commitOne(t, gone, 1, 1)
+	gone.Close()
+	stays := dial(t, d, "stays")
+	commitOne(t, stays, 1, 1)
+	old := filepath.Join(d.root, "from-before", "1")
+	if err := os.MkdirAll(old, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "shuffle_1_1_0.data"), []byte("x"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the server to see the disconnect.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		d.s.mu.Lock()
+		n := d.s.mu.apps["gone"].sessions
+		d.s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not see the client leave")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	d.s.expire(time.Now()) // nothing is old enough yet
+	for _, app := range []string{"gone", "stays", "from-before"} {
+		if _, err := os.Stat(filepath.Join(d.root, app)); err != nil {
+			t.Fatalf("%s removed before its retention: %v", app, err)
+		}
+	}
+	d.s.expire(time.Now().Add(2 * retention))
+	for app, want := range map[string]bool{"gone": false, "from-before": false, "stays": true} {
+		_, err := os.Stat(filepath.Join(d.root, app))
+		if exists := err == nil; exists != want {
+			t.Errorf("%s exists = %v after the retention passed, want %v", app, exists, want)
+		}
 	}
 }
