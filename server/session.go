@@ -210,7 +210,7 @@ func (sess *session) handle1(id uint32, m protocol.Message, fd int) bool {
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(sess.s.cfg.MaxFrame),
-			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | deviceFeatures,
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | deviceFeatures,
 			Server:    "shuffled " + Version,
 		})
 		return true
