@@ -65,6 +65,10 @@ func peer(socket string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	c, err := client.Dial(ctx, socket)
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("refused %v", pe.Code) // the refusal came late
+	}
 	if err != nil {
 		return "error " + err.Error()
 	}
