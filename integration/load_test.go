@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/client"
+	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -17,8 +18,9 @@ const (
 	// loadSessions is the number of executors that write at once.
 	loadSessions = 256
 	// loadLimit is the daemon's bytes-in-flight limit: small, so that the
-	// sessions queue on the limiter.
-	loadLimit = 8 << 20
+	// sessions queue on the limiter (at 8 MiB this workload peaks just
+	// under the limit and never waits, which would test nothing).
+	loadLimit = 4 << 20
 	// loadRSSMargin is what the daemon may hold beyond the limit: the
 	// runtime, 256 connections with their buffers and the inline batches
 	// they have received but not yet admitted, the encoders and the page
@@ -27,11 +29,77 @@ const (
 	loadRSSMargin = 256 << 20
 )
 
-// loadOutcome is what one session got.
-type loadOutcome struct {
-	o   *mapOutput
-	res protocol.CommitResult
-	err error
+// loadSession is one executor's map output, its batches serialized before
+// the start, and what it got.
+type loadSession struct {
+	o       *mapOutput
+	batches []loadBatch
+	res     protocol.CommitResult
+	err     error
+}
+
+// loadBatch is one batch ready to send: the payload with its partition
+// offsets (opaque) or layout (columnar), in a sealed-to-be memfd when the
+// map output's producer writes into one.
+type loadBatch struct {
+	payload []byte
+	offsets []int64
+	layout  protocol.ColumnarLayout
+	memfd   *client.Memfd
+}
+
+// prepare serializes the map output's batches as mapOutput.writeBatch
+// would, so that the sessions' start is all sending.
+func (s *loadSession) prepare() error {
+	for _, b := range s.o.batches {
+		var lb loadBatch
+		if s.o.kind == protocol.KindOpaque {
+			lb.payload, lb.offsets = opaquePayload(b)
+		} else {
+			lb.payload, lb.layout = columnar.Append(nil, b)
+		}
+		if s.o.direct {
+			f, err := client.NewMemfd(len(lb.payload))
+			if err != nil {
+				return err
+			}
+			copy(f.Bytes(), lb.payload)
+			lb.memfd = f
+		}
+		s.batches = append(s.batches, lb)
+	}
+	return nil
+}
+
+// write sends the prepared batches and commits.
+func (s *loadSession) write(ctx context.Context, c *client.Client) (protocol.CommitResult, error) {
+	defer func() {
+		for _, b := range s.batches {
+			if b.memfd != nil {
+				b.memfd.Close()
+			}
+		}
+	}()
+	m, err := s.o.open(ctx, c)
+	if err != nil {
+		return protocol.CommitResult{}, err
+	}
+	for i, b := range s.batches {
+		switch {
+		case s.o.kind == protocol.KindOpaque && b.memfd != nil:
+			err = m.WriteOpaqueMemfd(ctx, b.memfd, b.offsets)
+		case s.o.kind == protocol.KindOpaque:
+			err = m.WriteOpaque(ctx, b.payload, b.offsets)
+		case b.memfd != nil:
+			err = m.WriteColumnarMemfd(ctx, b.memfd, b.layout)
+		default:
+			err = m.WriteColumnar(ctx, b.payload, b.layout)
+		}
+		if err != nil {
+			return protocol.CommitResult{}, fmt.Errorf("%v: batch %d: %w", s.o, i, err)
+		}
+	}
+	return m.Commit(ctx)
 }
 
 // TestLoad has loadSessions executors, each on its own connection and
@@ -43,8 +111,11 @@ type loadOutcome struct {
 //     its code and message, never a broken connection; committed outputs
 //     hold exactly what was sent;
 //   - the limiter's high-water mark (Stats peak_bytes_in_flight) never
-//     exceeded bytes_in_flight_limit: no record of this workload is larger
-//     than the limit, so the oversize exception cannot apply;
+//     exceeded bytes_in_flight_limit (sessions wait on it: their batches
+//     are serialized before the start, so the daemon is the bottleneck): no
+//     record of this workload is larger than the limit (records are at
+//     most the writer's 1 MiB record size), so the oversize exception
+//     cannot apply;
 //   - nothing is in flight and no map output is open afterwards;
 //   - the daemon's peak resident set (VmHWM) stays under the limit plus
 //     loadRSSMargin;
@@ -54,10 +125,10 @@ func TestLoad(t *testing.T) {
 	ctx := context.Background()
 	d := startDaemon(t, config{args: []string{"--limit", fmt.Sprint(loadLimit), "--log-level", "info"}})
 
-	// Connect and register every session first, then start them all at
-	// once.
+	// Connect, register and serialize every session first, then start them
+	// all at once.
 	clients := make([]*client.Client, loadSessions)
-	outcomes := make([]loadOutcome, loadSessions)
+	sessions := make([]loadSession, loadSessions)
 	var sent int64
 	for i := range loadSessions {
 		app := fmt.Sprintf("load-%d", i)
@@ -67,8 +138,11 @@ func TestLoad(t *testing.T) {
 		}
 		defer c.Close()
 		clients[i] = c
-		outcomes[i].o = plan(i, app, layout, shufflefile.ID{Shuffle: 1, Map: int64(i)})
-		sent += outcomes[i].o.size()
+		sessions[i].o = plan(i, app, layout, shufflefile.ID{Shuffle: 1, Map: int64(i)})
+		if err := sessions[i].prepare(); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		sent += sessions[i].o.size()
 	}
 	startRSS, err := relProcStatus(d.pid(), "VmRSS")
 	if err != nil {
@@ -80,15 +154,15 @@ func TestLoad(t *testing.T) {
 	for i := range loadSessions {
 		wg.Go(func() {
 			<-start
-			oc := &outcomes[i]
-			oc.res, oc.err = oc.o.write(ctx, clients[i])
+			s := &sessions[i]
+			s.res, s.err = s.write(ctx, clients[i])
 		})
 	}
 	close(start)
 	wg.Wait()
 
 	var committed, refused int
-	for i, oc := range outcomes {
+	for i, oc := range sessions {
 		var pe *protocol.Error
 		switch {
 		case oc.err == nil:
