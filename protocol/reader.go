@@ -23,6 +23,10 @@ type Frame struct {
 // their destination.
 const readBufSize = 64 << 10
 
+// initialPayload is the first allocation for a payload larger than the
+// caller's buffer; it doubles as bytes arrive.
+const initialPayload = 256 << 10
+
 // maxFDsPerRead sizes the ancillary buffer. A conforming peer sends one
 // fd per sendmsg; room for more lets the Reader see and close extras
 // rather than have the kernel truncate silently.
@@ -122,10 +126,29 @@ func (r *Reader) readFrame(buf []byte) (Frame, error) {
 		r.fds = r.fds[1:]
 	}
 
-	f.Payload = sized(buf, int(h.Length))
+	// The payload buffer grows as bytes arrive, never ahead of them by more
+	// than it already holds: a peer that declares a large frame and sends
+	// little makes the reader allocate little.
+	want := int(h.Length)
+	if cap(buf) >= want {
+		f.Payload = buf[:want]
+	} else {
+		f.Payload = make([]byte, min(want, max(initialPayload, r.w-r.r)))
+	}
 	n := copy(f.Payload, r.buf[r.r:r.w])
 	r.r += n
-	for n < len(f.Payload) {
+	for n < want {
+		if n == len(f.Payload) {
+			grown := make([]byte, min(want, 2*len(f.Payload)))
+			copy(grown, f.Payload)
+			f.Payload = grown
+		}
+		if r.r < r.w { // bytes buffered by an earlier fill
+			k := copy(f.Payload[n:], r.buf[r.r:r.w])
+			r.r += k
+			n += k
+			continue
+		}
 		var err error
 		if len(f.Payload)-n >= len(r.buf) {
 			var k int
@@ -133,18 +156,14 @@ func (r *Reader) readFrame(buf []byte) (Frame, error) {
 			n += k
 		} else {
 			r.r, r.w = 0, 0
-			if err = r.fill(); err == nil {
-				k := copy(f.Payload[n:], r.buf[r.r:r.w])
-				r.r += k
-				n += k
-			}
+			err = r.fill()
 		}
 		if err != nil {
 			if f.FD >= 0 {
 				unix.Close(f.FD)
 			}
 			if err == io.EOF {
-				err = fmt.Errorf("%w: stream ends inside the payload of %v frame id %d (%d of %d bytes)", io.ErrUnexpectedEOF, h.Type, h.ID, n, len(f.Payload))
+				err = fmt.Errorf("%w: stream ends inside the payload of %v frame id %d (%d of %d bytes)", io.ErrUnexpectedEOF, h.Type, h.ID, n, want)
 			}
 			return Frame{FD: -1}, err
 		}

@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -255,4 +257,61 @@ func TestDecodeFrameChecksFD(t *testing.T) {
 			unix.Close(f.FD)
 		}
 	}
+}
+
+// TestReaderAllocatesAsBytesArrive declares a 64 MiB frame and sends a few
+// bytes: the reader must not allocate the declared length up front.
+func TestReaderAllocatesAsBytesArrive(t *testing.T) {
+	head := Header{Type: TypeHello, ID: 1, Length: 64 << 20}.Append(nil)
+	stream := append(head, make([]byte, 4096)...)
+	r := NewReader(bytes.NewReader(stream), 64<<20)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := r.ReadFrame(nil)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("ReadFrame of a truncated 64 MiB frame = %v, want ErrUnexpectedEOF", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("reading 4 KiB of a frame declared 64 MiB allocated %d bytes, want under 4 MiB", alloc)
+	}
+}
+
+// TestReaderLargePayload reads payloads larger than the first allocation,
+// which grows as bytes arrive.
+func TestReaderLargePayload(t *testing.T) {
+	payload := make([]byte, 3<<20+17)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	head := Header{Type: TypeBatch, ID: 9, Length: uint32(len(payload))}.Append(nil)
+	next := Header{Type: TypePing, ID: 10}.Append(nil)
+	stream := append(append(head, payload...), next...)
+	r := NewReader(&oneByteChunks{b: stream, n: 50000}, 64<<20)
+	f, err := r.ReadFrame(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.Payload, payload) {
+		t.Fatalf("payload of %d bytes differs from the %d sent", len(f.Payload), len(payload))
+	}
+	if f, err = r.ReadFrame(nil); err != nil || f.Type != TypePing || f.ID != 10 {
+		t.Fatalf("next frame = %v %d, %v; want Ping 10", f.Type, f.ID, err)
+	}
+}
+
+// oneByteChunks returns at most n bytes per Read.
+type oneByteChunks struct {
+	b []byte
+	n int
+}
+
+func (r *oneByteChunks) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), r.n)], r.b)
+	r.b = r.b[k:]
+	return k, nil
 }
