@@ -1,0 +1,38 @@
+// Package gpu is shuffled's door to NVIDIA GPUs through the CUDA driver
+// API: device contexts, device and pinned host memory, CUDA IPC handles,
+// a pool of pinned staging buffers that device bytes are copied into, and a
+// hash partitioning kernel (Spark's Murmur3, seed 42, pmod, stable scatter
+// into partition order) for load generators that stand in for a GPU
+// executor.
+//
+// The implementation lives behind the cuda build tag and uses
+// gorgonia.org/cu, which initializes the driver when the program starts
+// and exits the process when no driver is present; without the tag every
+// entry point returns ErrNotSupported and nothing links against CUDA.
+//
+// Invariants: every CUDA call for a device runs on that device's one
+// goroutine locked to an OS thread; asynchronous copies only ever land in
+// pinned host memory; a staging buffer is handed out again only after the
+// copy into it has completed and its user released it.
+package gpu
+
+import "errors"
+
+var (
+	// ErrNotSupported is returned by every entry point of a build without
+	// the cuda tag.
+	ErrNotSupported = errors.New("gpu: not supported by this build (build with -tags cuda)")
+	// ErrInvalid is wrapped by errors about arguments: sizes, ranges,
+	// layouts, partition counts.
+	ErrInvalid = errors.New("gpu: invalid argument")
+	// ErrClosed is returned by operations on a closed device, pool or
+	// mapping.
+	ErrClosed = errors.New("gpu: closed")
+)
+
+// IPCHandleSize is the size of a CUDA IPC memory handle (CUipcMemHandle).
+const IPCHandleSize = 64
+
+// IPCHandle names a device allocation to another process on the same
+// machine (cuIpcGetMemHandle).
+type IPCHandle [IPCHandleSize]byte

@@ -1,0 +1,119 @@
+//go:build cuda
+
+package gpu
+
+// The driver calls gorgonia.org/cu lacks: pinned host memory, CUDA IPC
+// and host functions on a stream.
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+#include <stdint.h>
+#include <string.h>
+
+extern void shuffledStreamDone(uintptr_t);
+
+static void CUDA_CB streamDone(void *arg) { shuffledStreamDone((uintptr_t)arg); }
+
+static CUresult launchDone(CUstream s, uintptr_t arg) {
+	return cuLaunchHostFunc(s, streamDone, (void *)arg);
+}
+
+static CUresult hostAlloc(void **p, size_t n) {
+	return cuMemHostAlloc(p, n, CU_MEMHOSTALLOC_PORTABLE);
+}
+
+static CUresult ipcGet(CUipcMemHandle *h, uintptr_t ptr) {
+	return cuIpcGetMemHandle(h, (CUdeviceptr)ptr);
+}
+
+static CUresult ipcOpen(uintptr_t *ptr, CUipcMemHandle *h) {
+	CUdeviceptr p = 0;
+	CUresult r = cuIpcOpenMemHandle(&p, *h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+	*ptr = (uintptr_t)p;
+	return r;
+}
+
+static CUresult ipcClose(uintptr_t ptr) { return cuIpcCloseMemHandle((CUdeviceptr)ptr); }
+
+static CUresult copyDtoHAsync(void *dst, uintptr_t src, size_t n, CUstream s) {
+	return cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s);
+}
+
+static const char *errName(CUresult r) {
+	const char *s = 0;
+	if (cuGetErrorName(r, &s) != CUDA_SUCCESS || s == 0) return "CUDA_ERROR_UNKNOWN";
+	return s;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"unsafe"
+)
+
+// cudaError is a CUresult other than CUDA_SUCCESS.
+type cudaError struct {
+	op   string
+	code int
+	name string
+}
+
+func (e *cudaError) Error() string { return fmt.Sprintf("gpu: %s: %s (%d)", e.op, e.name, e.code) }
+
+func check(op string, r C.CUresult) error {
+	if r == C.CUDA_SUCCESS {
+		return nil
+	}
+	return &cudaError{op: op, code: int(r), name: C.GoString(C.errName(r))}
+}
+
+func hostAlloc(n int) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if err := check("cuMemHostAlloc", C.hostAlloc(&p, C.size_t(n))); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func hostFree(p unsafe.Pointer) error { return check("cuMemFreeHost", C.cuMemFreeHost(p)) }
+
+func ipcGet(ptr uintptr) (IPCHandle, error) {
+	var h C.CUipcMemHandle
+	if err := check("cuIpcGetMemHandle", C.ipcGet(&h, C.uintptr_t(ptr))); err != nil {
+		return IPCHandle{}, err
+	}
+	var out IPCHandle
+	copy(out[:], C.GoBytes(unsafe.Pointer(&h), C.int(unsafe.Sizeof(h))))
+	return out, nil
+}
+
+func ipcOpen(h IPCHandle) (uintptr, error) {
+	var ch C.CUipcMemHandle
+	C.memcpy(unsafe.Pointer(&ch), unsafe.Pointer(&h[0]), C.size_t(len(h)))
+	var ptr C.uintptr_t
+	if err := check("cuIpcOpenMemHandle", C.ipcOpen(&ptr, &ch)); err != nil {
+		return 0, err
+	}
+	return uintptr(ptr), nil
+}
+
+func ipcClose(ptr uintptr) error { return check("cuIpcCloseMemHandle", C.ipcClose(C.uintptr_t(ptr))) }
+
+// copyAsync queues a device-to-host copy into pinned memory on stream s.
+func copyAsync(dst unsafe.Pointer, src uintptr, n int64, s C.CUstream) error {
+	return check("cuMemcpyDtoHAsync", C.copyDtoHAsync(dst, C.uintptr_t(src), C.size_t(n), s))
+}
+
+// notifyDone queues a host function on s that closes done once every
+// earlier operation of s has completed.
+func notifyDone(s C.CUstream, done chan struct{}) error {
+	h := cgo.NewHandle(done)
+	if err := check("cuLaunchHostFunc", C.launchDone(s, C.uintptr_t(h))); err != nil {
+		h.Delete()
+		return err
+	}
+	return nil
+}
