@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +30,10 @@ type ModeResult struct {
 	// (input) MB per second; RepsMBs are the repetitions, in order.
 	ThroughputMBs float64   `json:"throughput_mb_s"`
 	RepsMBs       []float64 `json:"reps_mb_s"`
+	// MBPerCPUS is the median over the repetitions of serialized MB per
+	// CPU second of this process (user and system): what the mode costs,
+	// whatever else runs on the machine.
+	MBPerCPUS float64 `json:"mb_per_cpu_s"`
 	// The median repetition's figures. OutputBytes is the compressed size;
 	// the ceiling computes it and writes nothing.
 	OutputBytes      int64   `json:"output_bytes"`
@@ -50,10 +55,14 @@ type Comparison struct {
 	Workers int          `json:"workers"`
 	Reps    int          `json:"reps"`
 	Modes   []ModeResult `json:"modes"`
-	// StreamOverLegacy and StreamOverCeiling are ratios of the median
-	// throughputs.
-	StreamOverLegacy  float64 `json:"stream_over_legacy"`
-	StreamOverCeiling float64 `json:"stream_over_ceiling"`
+	// StreamOverLegacy and StreamOverCeiling are the medians over the
+	// repetitions of the throughput ratios within each repetition, whose
+	// modes ran back to back; the ...PerCPU ratios compare MB per CPU
+	// second likewise.
+	StreamOverLegacy        float64 `json:"stream_over_legacy"`
+	StreamOverCeiling       float64 `json:"stream_over_ceiling"`
+	StreamOverLegacyPerCPU  float64 `json:"stream_over_legacy_per_cpu"`
+	StreamOverCeilingPerCPU float64 `json:"stream_over_ceiling_per_cpu"`
 }
 
 // Compare runs cfg's workload in process through one writer engine (pool
@@ -110,40 +119,53 @@ func Compare(ctx context.Context, cfg Config, progress io.Writer) (*Comparison, 
 
 func newComparison(cfg *Config, p *pool, workers int, runs [][]runResult) *Comparison {
 	c := &Comparison{Workload: workloadOf(cfg, p), Partitions: cfg.Partitions, Workers: workers, Reps: cfg.Reps}
-	median := map[writer.Mode]float64{}
+	reports := make([][]*Report, len(compareModes))
 	for m, mode := range compareModes {
-		reps := make([]*Report, len(runs[m]))
 		mr := ModeResult{Mode: mode.String()}
-		for i, r := range runs[m] {
-			reps[i] = newReport(cfg, p, r, daemonStats{})
-			mr.RepsMBs = append(mr.RepsMBs, reps[i].ThroughputMBs)
+		var perCPU []float64
+		for _, r := range runs[m] {
+			rep := newReport(cfg, p, r, daemonStats{})
+			reports[m] = append(reports[m], rep)
+			mr.RepsMBs = append(mr.RepsMBs, rep.ThroughputMBs)
+			perCPU = append(perCPU, rep.MBPerCPUS)
 		}
-		sorted := slices.Clone(reps)
-		slices.SortFunc(sorted, func(a, b *Report) int {
-			switch {
-			case a.ThroughputMBs < b.ThroughputMBs:
-				return -1
-			case a.ThroughputMBs > b.ThroughputMBs:
-				return 1
-			}
-			return 0
-		})
+		mr.MBPerCPUS = median(perCPU)
+		sorted := slices.Clone(reports[m])
+		slices.SortFunc(sorted, func(a, b *Report) int { return cmp.Compare(a.ThroughputMBs, b.ThroughputMBs) })
 		med := sorted[(len(sorted)-1)/2]
 		mr.ThroughputMBs = med.ThroughputMBs
 		mr.OutputBytes, mr.CommitP50Ms, mr.CommitP99Ms, mr.RunsPerMapOutput = med.OutputBytes, med.CommitP50Ms, med.CommitP99Ms, med.RunsPerMapOutput
-		median[mode] = mr.ThroughputMBs
 		if m == 0 {
 			c.Tasks, c.Rows, c.SerializedBytes = med.Tasks, med.Rows, med.SerializedBytes
 		}
 		c.Modes = append(c.Modes, mr)
 	}
-	if v := median[writer.Legacy]; v > 0 {
-		c.StreamOverLegacy = round(median[writer.Stream]/v, 3)
+	// Ratios within each repetition, where the modes ran back to back.
+	ratio := func(a, b int, f func(*Report) float64) float64 {
+		var rs []float64
+		for k := range reports[a] {
+			if den := f(reports[b][k]); den > 0 {
+				rs = append(rs, f(reports[a][k])/den)
+			}
+		}
+		return round(median(rs), 3)
 	}
-	if v := median[writer.Ceiling]; v > 0 {
-		c.StreamOverCeiling = round(median[writer.Stream]/v, 3)
-	}
+	wall := func(r *Report) float64 { return r.ThroughputMBs }
+	perCPU := func(r *Report) float64 { return r.MBPerCPUS }
+	stream, legacy, ceiling := slices.Index(compareModes, writer.Stream), slices.Index(compareModes, writer.Legacy), slices.Index(compareModes, writer.Ceiling)
+	c.StreamOverLegacy, c.StreamOverCeiling = ratio(stream, legacy, wall), ratio(stream, ceiling, wall)
+	c.StreamOverLegacyPerCPU, c.StreamOverCeilingPerCPU = ratio(stream, legacy, perCPU), ratio(stream, ceiling, perCPU)
 	return c
+}
+
+// median returns the median of vs (the lower middle of an even count), 0
+// for none. It sorts vs.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	return vs[(len(vs)-1)/2]
 }
 
 // WriteJSON writes c as indented JSON.
@@ -161,17 +183,22 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 		c.Tasks, c.BatchesPerTask, c.RowsPerBatch, c.Schema, keys, c.Partitions, c.Codec, c.Checksum,
 		c.Payload, c.Concurrency, c.Workers, c.Reps)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  mode\tMB/s (input)\trepetitions\toutput\tcommit p50\tcommit p99\truns/output\t")
+	fmt.Fprintln(tw, "  mode\tMB/s (input)\trepetitions\tMB per CPU s\toutput\tcommit p50\tcommit p99\truns/output\t")
 	for _, m := range c.Modes {
 		reps := make([]string, len(m.RepsMBs))
 		for i, v := range m.RepsMBs {
 			reps[i] = fmt.Sprintf("%.1f", v)
 		}
-		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%s\t%.1f ms\t%.1f ms\t%.2f\t\n", m.Mode, m.ThroughputMBs, strings.Join(reps, " "), size(m.OutputBytes), m.CommitP50Ms, m.CommitP99Ms, m.RunsPerMapOutput)
+		runs := "-" // legacy and ceiling have one sink whatever the batches
+		if m.Mode == writer.Stream.String() {
+			runs = fmt.Sprintf("%.2f", m.RunsPerMapOutput)
+		}
+		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.1f\t%s\t%.1f ms\t%.1f ms\t%s\t\n", m.Mode, m.ThroughputMBs, strings.Join(reps, " "), m.MBPerCPUS, size(m.OutputBytes), m.CommitP50Ms, m.CommitP99Ms, runs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "  stream/legacy %.2f×   stream/ceiling %.2f×\n", c.StreamOverLegacy, c.StreamOverCeiling)
+	_, err := fmt.Fprintf(w, "  stream/legacy %.2f× (per CPU second %.2f×)   stream/ceiling %.2f× (per CPU second %.2f×)\n",
+		c.StreamOverLegacy, c.StreamOverLegacyPerCPU, c.StreamOverCeiling, c.StreamOverCeilingPerCPU)
 	return err
 }

@@ -43,7 +43,7 @@ const (
 // the embedded daemon (see docs/benchmarks.md).
 const (
 	DefaultTasks          = 200
-	DefaultCompareTasks   = 48
+	DefaultCompareTasks   = 32
 	DefaultConcurrency    = 4
 	DefaultPartitions     = 200
 	DefaultRows           = 100_000

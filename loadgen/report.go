@@ -60,6 +60,13 @@ type Report struct {
 	ThroughputMBs float64 `json:"throughput_mb_s"`
 	OutputMBs     float64 `json:"output_mb_s"`
 	TasksPerS     float64 `json:"tasks_per_s"`
+	// CPUS is the CPU time, user and system, this process used during the
+	// run, and MBPerCPUS serialized MB per CPU second: with the embedded
+	// daemon, what the daemon and the load generator cost together, a
+	// figure that other load on the machine disturbs less than wall time.
+	// Both are omitted for an external daemon.
+	CPUS      float64 `json:"cpu_s,omitempty"`
+	MBPerCPUS float64 `json:"mb_per_cpu_s,omitempty"`
 
 	// Commit latency: from the Commit call to its result.
 	CommitP50Ms float64 `json:"commit_p50_ms"`
@@ -142,6 +149,10 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 		rep.OutputMBs = round(float64(rep.OutputBytes)/s/1e6, 1)
 		rep.TasksPerS = round(float64(rep.Tasks)/s, 2)
 	}
+	if c := r.cpu.Seconds(); c > 0 {
+		rep.CPUS = round(c, 3)
+		rep.MBPerCPUS = round(float64(rep.SerializedBytes)/c/1e6, 1)
+	}
 	rep.ElapsedS = round(rep.ElapsedS, 3)
 	rep.CommitP50Ms = ms(percentile(commits, 50))
 	rep.CommitP95Ms = ms(percentile(commits, 95))
@@ -204,6 +215,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("input (serialized)", "%s  %.1f MB/s  %d rows", size(r.SerializedBytes), r.ThroughputMBs, r.Rows)
 	row("output (on disk)", "%s  %.1f MB/s  compression ratio %.2f", size(r.OutputBytes), r.OutputMBs, r.CompressionRatio)
 	row("tasks", "%d in %.2f s  %.1f tasks/s  task latency p50 %.1f ms, p99 %.1f ms", r.Tasks, r.ElapsedS, r.TasksPerS, r.TaskP50Ms, r.TaskP99Ms)
+	if r.CPUS > 0 {
+		row("CPU", "%.2f s  %.1f MB per CPU second  (this process: load generator and embedded daemon)", r.CPUS, r.MBPerCPUS)
+	}
 	row("commit latency", "p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms", r.CommitP50Ms, r.CommitP95Ms, r.CommitP99Ms, r.CommitMaxMs)
 	if r.PeakBytesInFlight >= 0 {
 		row("bytes in flight", "peak %s of a %s limit", size(r.PeakBytesInFlight), size(r.BytesInFlightLimit))

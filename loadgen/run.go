@@ -80,6 +80,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	} else if ds, err = externalStats(ctx, t); err != nil {
 		return nil, err
 	}
+	if d == nil {
+		res.cpu = 0 // the load generator's alone: not the daemon's cost
+	}
 	rep := newReport(&cfg, p, res, ds)
 	rep.Daemon = "external"
 	if d != nil {

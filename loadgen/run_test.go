@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/internal/unixsock"
@@ -337,11 +338,11 @@ func TestCompare(t *testing.T) {
 		t.Errorf("stream runs per map output %v, want 2", stream.RunsPerMapOutput)
 	}
 	for _, m := range c.Modes {
-		if m.ThroughputMBs <= 0 || len(m.RepsMBs) != 1 {
-			t.Errorf("%s: %v MB/s over %d repetitions, want > 0 over 1", m.Mode, m.ThroughputMBs, len(m.RepsMBs))
+		if m.ThroughputMBs <= 0 || len(m.RepsMBs) != 1 || m.MBPerCPUS <= 0 {
+			t.Errorf("%s: %v MB/s over %d repetitions, %v MB per CPU s; want > 0 over 1, > 0", m.Mode, m.ThroughputMBs, len(m.RepsMBs), m.MBPerCPUS)
 		}
 	}
-	if c.StreamOverLegacy <= 0 || c.StreamOverCeiling <= 0 || c.Tasks != 6 || c.SerializedBytes <= 0 {
+	if c.StreamOverLegacy <= 0 || c.StreamOverCeiling <= 0 || c.StreamOverLegacyPerCPU <= 0 || c.StreamOverCeilingPerCPU <= 0 || c.Tasks != 6 || c.SerializedBytes <= 0 {
 		t.Errorf("comparison %+v: want positive ratios, 6 tasks, serialized bytes", c)
 	}
 	var table bytes.Buffer
@@ -357,5 +358,57 @@ func TestCompare(t *testing.T) {
 		if !strings.Contains(progress.String(), label) {
 			t.Errorf("progress %q lacks %q", progress.String(), label)
 		}
+	}
+}
+
+func TestRunTasksBounds(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Tasks, cfg.Duration = 3, time.Hour
+	if _, res := runEngine(t, cfg); len(res.tasks) != 3 {
+		t.Errorf("tasks 3 within an hour ran %d tasks, want 3", len(res.tasks))
+	}
+	// A duration already over starts nothing new: at most one task per
+	// slot may have started before the clock moved.
+	cfg.Tasks, cfg.Duration = 0, time.Nanosecond
+	if _, res := runEngine(t, cfg); len(res.tasks) > cfg.Concurrency {
+		t.Errorf("a duration of 1ns ran %d tasks, want at most %d", len(res.tasks), cfg.Concurrency)
+	}
+}
+
+// TestComparisonRatios checks that the ratios pair the modes within each
+// repetition: a load that slows a whole repetition down leaves them be.
+func TestComparisonRatios(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Reps = 3
+	p := &pool{batches: make([]*poolBatch, 1)}
+	run := func(mb, seconds, cpu float64) runResult {
+		return runResult{
+			tasks:   []taskResult{{serialized: int64(mb * 1e6)}},
+			elapsed: time.Duration(seconds * float64(time.Second)),
+			cpu:     time.Duration(cpu * float64(time.Second)),
+		}
+	}
+	// Repetition k: stream, legacy, ceiling. The second repetition ran on
+	// a machine four times as busy.
+	runs := [][]runResult{
+		{run(100, 1, 1), run(100, 4, 1), run(100, 1, 1)},       // stream: 100, 25, 100 MB/s
+		{run(100, 2, 2), run(100, 8, 2), run(100, 3, 2)},       // legacy: 50, 12.5, 33.3 MB/s
+		{run(100, 0.5, 0.5), run(100, 2, 0.5), run(100, 1, 1)}, // ceiling: 200, 50, 100 MB/s
+	}
+	c := newComparison(&cfg, p, 2, runs)
+	want := []struct {
+		mode        string
+		mbs, perCPU float64
+	}{{"stream", 100, 100}, {"legacy", 33.3, 50}, {"ceiling", 100, 200}}
+	for i, w := range want {
+		if m := c.Modes[i]; m.Mode != w.mode || m.ThroughputMBs != w.mbs || m.MBPerCPUS != w.perCPU {
+			t.Errorf("mode %d = %s %v MB/s %v MB per CPU s, want %s %v %v", i, m.Mode, m.ThroughputMBs, m.MBPerCPUS, w.mode, w.mbs, w.perCPU)
+		}
+	}
+	// Per repetition stream/legacy is 2, 2, 3.003: the median is 2, where
+	// the ratio of the medians (100/33.3) would say 3.
+	if c.StreamOverLegacy != 2 || c.StreamOverCeiling != 0.5 || c.StreamOverLegacyPerCPU != 2 || c.StreamOverCeilingPerCPU != 0.5 {
+		t.Errorf("ratios stream/legacy %v (per CPU %v), stream/ceiling %v (per CPU %v); want 2 (2), 0.5 (0.5)",
+			c.StreamOverLegacy, c.StreamOverLegacyPerCPU, c.StreamOverCeiling, c.StreamOverCeilingPerCPU)
 	}
 }

@@ -29,6 +29,9 @@ type taskResult struct {
 type runResult struct {
 	tasks   []taskResult
 	elapsed time.Duration
+	// cpu is the CPU time this process used during the run: the writer's,
+	// in process or embedded, and the load generator's.
+	cpu time.Duration
 }
 
 // runTasks runs cfg's tasks against t, cfg.Concurrency at a time, until
@@ -41,7 +44,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 		results  []taskResult
 		deadline time.Time
 	)
-	start := time.Now()
+	start, cpu0 := time.Now(), selfCPU()
 	if cfg.Duration > 0 {
 		deadline = start.Add(cfg.Duration)
 	}
@@ -72,9 +75,9 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 		})
 	}
 	err := g.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), selfCPU()-cpu0
 	sortByTask(results)
-	return runResult{tasks: results, elapsed: elapsed}, err
+	return runResult{tasks: results, elapsed: elapsed, cpu: cpu}, err
 }
 
 // runTask writes task i's batches and commits its map output.

@@ -1,6 +1,7 @@
 // Package plot sweeps the load generator's compare mode over the number of
 // partitions and of batches per task, and draws the throughput of the
-// stream, legacy and ceiling writers against each as a PNG.
+// stream, legacy and ceiling writers against each as a PNG, in MB per
+// second and in MB per CPU second.
 //
 // The main invariant: every point of a sweep is the same workload as the
 // sweep's base configuration but for the one parameter swept, so the lines
@@ -50,14 +51,17 @@ func DefaultSweep() Sweep {
 	}
 }
 
-// Point is the median throughputs, in serialized MB/s, of one
-// configuration.
+// Point is one configuration's medians per writer mode: throughput in
+// serialized MB per second of wall time, and serialized MB per CPU second.
 type Point struct {
 	Partitions     int
 	BatchesPerTask int
 	Stream         float64
 	Legacy         float64
 	Ceiling        float64
+	StreamCPU      float64
+	LegacyCPU      float64
+	CeilingCPU     float64
 }
 
 // Result holds both sweeps' points, in sweep order.
@@ -81,16 +85,16 @@ func Run(ctx context.Context, s Sweep, progress io.Writer) (Result, error) {
 		for _, m := range cmp.Modes {
 			switch m.Mode {
 			case "stream":
-				p.Stream = m.ThroughputMBs
+				p.Stream, p.StreamCPU = m.ThroughputMBs, m.MBPerCPUS
 			case "legacy":
-				p.Legacy = m.ThroughputMBs
+				p.Legacy, p.LegacyCPU = m.ThroughputMBs, m.MBPerCPUS
 			case "ceiling":
-				p.Ceiling = m.ThroughputMBs
+				p.Ceiling, p.CeilingCPU = m.ThroughputMBs, m.MBPerCPUS
 			}
 		}
 		if progress != nil {
-			fmt.Fprintf(progress, "shuffled-plot: partitions %d, batches per task %d: stream %.1f, legacy %.1f, ceiling %.1f MB/s\n",
-				partitions, batches, p.Stream, p.Legacy, p.Ceiling)
+			fmt.Fprintf(progress, "shuffled-plot: partitions %d, batches per task %d: stream %.1f, legacy %.1f, ceiling %.1f MB/s; per CPU second %.1f, %.1f, %.1f MB\n",
+				partitions, batches, p.Stream, p.Legacy, p.Ceiling, p.StreamCPU, p.LegacyCPU, p.CeilingCPU)
 		}
 		return p, nil
 	}
@@ -112,7 +116,8 @@ func Run(ctx context.Context, s Sweep, progress io.Writer) (Result, error) {
 }
 
 // csvHeader is the header of WriteCSV's table.
-var csvHeader = []string{"sweep", "partitions", "batches_per_task", "stream_mb_s", "legacy_mb_s", "ceiling_mb_s"}
+var csvHeader = []string{"sweep", "partitions", "batches_per_task", "stream_mb_s", "legacy_mb_s", "ceiling_mb_s",
+	"stream_mb_per_cpu_s", "legacy_mb_per_cpu_s", "ceiling_mb_per_cpu_s"}
 
 // WriteCSV writes r as a table with csvHeader's columns; ReadCSV reads it
 // back.
@@ -125,7 +130,8 @@ func (r Result) WriteCSV(w io.Writer) error {
 		points []Point
 	}{{"partitions", r.ByPartitions}, {"batches", r.ByBatches}} {
 		for _, p := range sweep.points {
-			cw.Write([]string{sweep.name, strconv.Itoa(p.Partitions), strconv.Itoa(p.BatchesPerTask), f(p.Stream), f(p.Legacy), f(p.Ceiling)})
+			cw.Write([]string{sweep.name, strconv.Itoa(p.Partitions), strconv.Itoa(p.BatchesPerTask),
+				f(p.Stream), f(p.Legacy), f(p.Ceiling), f(p.StreamCPU), f(p.LegacyCPU), f(p.CeilingCPU)})
 		}
 	}
 	cw.Flush()
@@ -151,7 +157,7 @@ func ReadCSV(rd io.Reader) (Result, error) {
 		}
 		var p Point
 		ints := []*int{&p.Partitions, &p.BatchesPerTask}
-		floats := []*float64{&p.Stream, &p.Legacy, &p.Ceiling}
+		floats := []*float64{&p.Stream, &p.Legacy, &p.Ceiling, &p.StreamCPU, &p.LegacyCPU, &p.CeilingCPU}
 		for j, dst := range ints {
 			if *dst, err = strconv.Atoi(rec[1+j]); err != nil {
 				return r, fmt.Errorf("plot: read csv: line %d, %s: %w", i+2, csvHeader[1+j], err)
@@ -174,65 +180,76 @@ func ReadCSV(rd io.Reader) (Result, error) {
 	return r, nil
 }
 
-// Draw renders r as a PNG of two panels, throughput against partitions
-// (log scale) and against batches per task, one line per writer mode, and
-// writes it to w. title heads the image.
+// Draw renders r as a PNG of four panels, throughput (top) and MB per CPU
+// second (bottom) against partitions (log scale, left) and batches per
+// task (right), one line per writer mode, and writes it to w. title heads
+// the image.
 func Draw(r Result, title string, w io.Writer) error {
 	if len(r.ByPartitions) == 0 || len(r.ByBatches) == 0 {
 		return ErrNoPoints
 	}
-	byParts, err := panel(r.ByPartitions, "partitions (log scale)", func(p Point) float64 { return float64(p.Partitions) })
-	if err != nil {
-		return err
+	partsX := func(p Point) float64 { return float64(p.Partitions) }
+	batchesX := func(p Point) float64 { return float64(p.BatchesPerTask) }
+	wall := "input MB/s (median)"
+	cpu := "input MB per CPU second (median)"
+	var plots [2][2]*plot.Plot
+	for row, m := range []struct {
+		label string
+		ys    [3]func(Point) float64
+	}{
+		{wall, [3]func(Point) float64{func(p Point) float64 { return p.Stream }, func(p Point) float64 { return p.Legacy }, func(p Point) float64 { return p.Ceiling }}},
+		{cpu, [3]func(Point) float64{func(p Point) float64 { return p.StreamCPU }, func(p Point) float64 { return p.LegacyCPU }, func(p Point) float64 { return p.CeilingCPU }}},
+	} {
+		var err error
+		if plots[row][0], err = panel(r.ByPartitions, "partitions (log scale)", m.label, partsX, m.ys); err != nil {
+			return err
+		}
+		plots[row][0].X.Scale = plot.LogScale{}
+		plots[row][0].X.Tick.Marker = plot.LogTicks{Prec: -1}
+		if plots[row][1], err = panel(r.ByBatches, "batches per task", m.label, batchesX, m.ys); err != nil {
+			return err
+		}
 	}
-	byParts.X.Scale = plot.LogScale{}
-	byParts.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	byParts.Title.Text = fmt.Sprintf("%d batches per task", r.ByPartitions[0].BatchesPerTask)
-	byBatches, err := panel(r.ByBatches, "batches per task", func(p Point) float64 { return float64(p.BatchesPerTask) })
-	if err != nil {
-		return err
-	}
-	byBatches.Title.Text = fmt.Sprintf("%d partitions", r.ByBatches[0].Partitions)
+	plots[0][0].Title.Text = fmt.Sprintf("by partitions, %d batches per task", r.ByPartitions[0].BatchesPerTask)
+	plots[0][1].Title.Text = fmt.Sprintf("by batches per task, %d partitions", r.ByBatches[0].Partitions)
 
-	const width, height = 11 * vg.Inch, 4.5 * vg.Inch
+	const width, height = 11 * vg.Inch, 8.5 * vg.Inch
 	img := vgimg.New(width, height)
 	dc := draw.New(img)
-	top := draw.Crop(dc, 0, 0, 0, -0.4*vg.Inch)
 	head := plot.New()
 	head.HideAxes()
 	head.Title.Text = title
 	head.Draw(draw.Crop(dc, 0, 0, height-0.5*vg.Inch, 0))
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: 0.3 * vg.Inch, PadTop: 0.1 * vg.Inch, PadBottom: 0.1 * vg.Inch, PadLeft: 0.1 * vg.Inch, PadRight: 0.2 * vg.Inch}
-	plots := [][]*plot.Plot{{byParts, byBatches}}
-	canvases := plot.Align(plots, tiles, top)
-	byParts.Draw(canvases[0][0])
-	byBatches.Draw(canvases[0][1])
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: 0.3 * vg.Inch, PadY: 0.3 * vg.Inch, PadTop: 0.1 * vg.Inch, PadBottom: 0.1 * vg.Inch, PadLeft: 0.1 * vg.Inch, PadRight: 0.2 * vg.Inch}
+	grid := [][]*plot.Plot{plots[0][:], plots[1][:]}
+	canvases := plot.Align(grid, tiles, draw.Crop(dc, 0, 0, 0, -0.4*vg.Inch))
+	for i := range grid {
+		for j := range grid[i] {
+			grid[i][j].Draw(canvases[i][j])
+		}
+	}
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
 }
 
-// panel draws one line per writer mode over points, x given by x.
-func panel(points []Point, xLabel string, x func(Point) float64) (*plot.Plot, error) {
+// modeNames label the lines: stream, legacy, ceiling.
+var modeNames = [3]string{"stream", "legacy", "ceiling (compression only)"}
+
+// panel draws one line per writer mode over points: x by x, y by ys.
+func panel(points []Point, xLabel, yLabel string, x func(Point) float64, ys [3]func(Point) float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.X.Label.Text = xLabel
-	p.Y.Label.Text = "input MB/s (median)"
+	p.Y.Label.Text = yLabel
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
-	for i, mode := range []struct {
-		name string
-		y    func(Point) float64
-	}{
-		{"stream", func(p Point) float64 { return p.Stream }},
-		{"legacy", func(p Point) float64 { return p.Legacy }},
-		{"ceiling (compression only)", func(p Point) float64 { return p.Ceiling }},
-	} {
+	for i, y := range ys {
 		xys := make(plotter.XYs, len(points))
 		for j, pt := range points {
-			xys[j].X, xys[j].Y = x(pt), mode.y(pt)
+			xys[j].X, xys[j].Y = x(pt), y(pt)
 		}
 		line, dots, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, fmt.Errorf("plot: %s line: %w", mode.name, err)
+			return nil, fmt.Errorf("plot: %s line: %w", modeNames[i], err)
 		}
 		c := modeColors[i]
 		line.Color, dots.Color = c, c
@@ -241,7 +258,7 @@ func panel(points []Point, xLabel string, x func(Point) float64) (*plot.Plot, er
 			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(line, dots)
-		p.Legend.Add(mode.name, line, dots)
+		p.Legend.Add(modeNames[i], line, dots)
 	}
 	// Room above the lines for the legend.
 	p.Y.Min, p.Y.Max = 0, 1.3*p.Y.Max
