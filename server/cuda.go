@@ -138,9 +138,9 @@ func (pc *peerCache) open(ds *deviceState, k peerKey) (*gpu.Peer, error) {
 // deviceBatch applies a batch in the client's device memory: it maps the
 // allocation (once per session), copies the payload into pinned staging
 // buffers that the limiter admits while they land, and hands them to the
-// writer. Opaque payloads go chunk by chunk, the next chunk landing while
-// the one before is compressed; a columnar payload lands whole, since its
-// records read every column. It returns once nothing reads the device
+// writer. Opaque payloads go chunk by chunk, the next chunks landing while
+// the ones before are compressed; a columnar payload lands whole, since
+// its records read every column. It returns once nothing reads the device
 // memory any more, so BatchAccepted tells the client it may reuse it.
 func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	if fd >= 0 {
@@ -169,15 +169,7 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	start := time.Now()
 	switch m.Kind {
 	case protocol.KindOpaque:
-		offs := m.Opaque.PartitionOffsets
-		err = ds.pool.Stream(sess.ctx, src, r.Length, lim, func(off int64, s *gpu.Staged) error {
-			end := off + int64(len(s.Bytes()))
-			chunk := make([]int64, len(offs))
-			for p, v := range offs {
-				chunk[p] = min(max(v, off), end) - off
-			}
-			return o.w.WriteOpaque(sess.ctx, s.Bytes(), chunk, s.Release)
-		})
+		err = sess.deviceOpaque(o, m, ds, src, lim)
 	case protocol.KindColumnar:
 		err = sess.deviceColumnar(o, m, ds, src, lim)
 	default:
@@ -190,6 +182,57 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	d2h.nanos.Add(int64(time.Since(start)))
 	sess.s.metrics.BytesIn.Add(float64(r.Length))
 	return nil
+}
+
+// deviceOpaque streams an opaque payload chunk by chunk. Landed chunks go
+// to the writer on a goroutine of their own, so that the next copies run
+// while the writer waits for the limiter or its queues; the pool's chunk
+// count bounds what waits between the two.
+func (sess *session) deviceOpaque(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
+	type landed struct {
+		s    *gpu.Staged
+		offs []int64
+	}
+	hand := make(chan landed, stagingChunks)
+	var failed atomic.Pointer[error]
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range hand {
+			if failed.Load() != nil {
+				c.s.Release()
+				continue
+			}
+			if err := o.w.WriteOpaque(sess.ctx, c.s.Bytes(), c.offs, c.s.Release); err != nil {
+				failed.Store(&err)
+			}
+		}
+	}()
+	offs := m.Opaque.PartitionOffsets
+	err := ds.pool.Stream(sess.ctx, src, m.Region.Length, lim, func(off int64, s *gpu.Staged) error {
+		if p := failed.Load(); p != nil {
+			s.Release()
+			return *p
+		}
+		end := off + int64(len(s.Bytes()))
+		chunk := make([]int64, len(offs))
+		for p, v := range offs {
+			chunk[p] = min(max(v, off), end) - off
+		}
+		select {
+		case hand <- landed{s: s, offs: chunk}:
+			return nil
+		case <-sess.ctx.Done():
+			s.Release()
+			return sess.ctx.Err()
+		}
+	})
+	close(hand)
+	<-done
+	if p := failed.Load(); p != nil {
+		return *p
+	}
+	return err
 }
 
 func (sess *session) deviceColumnar(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
