@@ -25,7 +25,7 @@ import (
 )
 
 var (
-	crashIterations = flag.Int("crashloop-iterations", 10, "SIGKILL-and-restart iterations of TestCrashLoop (the long run: 200)")
+	crashIterations = flag.Int("crashloop-iterations", 5, "SIGKILL-and-restart iterations of TestCrashLoop (the long run: 200)")
 	crashSeed       = flag.Uint64("crashloop-seed", 0, "seed of TestCrashLoop's kill moments; 0 picks one and logs it")
 )
 

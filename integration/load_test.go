@@ -17,20 +17,24 @@ import (
 const (
 	// loadSessions is the number of executors that write at once.
 	loadSessions = 256
+	// loadVariants is the number of distinct map outputs they write (each
+	// session its own copy under its own application): every codec,
+	// checksum, payload kind and data plane, serialized once.
+	loadVariants = 32
 	// loadLimit is the daemon's bytes-in-flight limit: small, so that the
 	// sessions queue on the limiter (at 8 MiB this workload peaks just
 	// under the limit and never waits, which would test nothing).
 	loadLimit = 4 << 20
 	// loadRSSMargin is what the daemon may hold beyond the limit: the
-	// runtime, 256 connections with their buffers and the inline batches
-	// they have received but not yet admitted, the encoders and the page
-	// cache of files being written do not count. Its peak resident set
-	// must stay under loadLimit + loadRSSMargin.
+	// runtime, 256 connections with their buffers, inline batches received
+	// but not yet admitted, the encoders, and the memfd pages it maps. Its
+	// peak resident set must stay under loadLimit + loadRSSMargin.
 	loadRSSMargin = 256 << 20
 )
 
 // loadSession is one executor's map output, its batches serialized before
-// the start, and what it got.
+// the start (shared with the sessions of the same variant), and what it
+// got.
 type loadSession struct {
 	o       *mapOutput
 	batches []loadBatch
@@ -48,38 +52,37 @@ type loadBatch struct {
 	memfd   *client.Memfd
 }
 
-// prepare serializes the map output's batches as mapOutput.writeBatch
-// would, so that the sessions' start is all sending.
-func (s *loadSession) prepare() error {
-	for _, b := range s.o.batches {
+// prepareLoad serializes the batches of o as mapOutput.writeBatch would,
+// so that the sessions' start is all sending. Memfds are sealed here, so
+// that sessions may pass the same ones at once.
+func prepareLoad(o *mapOutput) ([]loadBatch, error) {
+	var out []loadBatch
+	for _, b := range o.batches {
 		var lb loadBatch
-		if s.o.kind == protocol.KindOpaque {
+		if o.kind == protocol.KindOpaque {
 			lb.payload, lb.offsets = opaquePayload(b)
 		} else {
 			lb.payload, lb.layout = columnar.Append(nil, b)
 		}
-		if s.o.direct {
+		if o.direct {
 			f, err := client.NewMemfd(len(lb.payload))
 			if err != nil {
-				return err
+				return nil, err
 			}
 			copy(f.Bytes(), lb.payload)
+			if err := f.Seal(); err != nil {
+				f.Close()
+				return nil, err
+			}
 			lb.memfd = f
 		}
-		s.batches = append(s.batches, lb)
+		out = append(out, lb)
 	}
-	return nil
+	return out, nil
 }
 
 // write sends the prepared batches and commits.
 func (s *loadSession) write(ctx context.Context, c *client.Client) (protocol.CommitResult, error) {
-	defer func() {
-		for _, b := range s.batches {
-			if b.memfd != nil {
-				b.memfd.Close()
-			}
-		}
-	}()
 	m, err := s.o.open(ctx, c)
 	if err != nil {
 		return protocol.CommitResult{}, err
@@ -109,7 +112,9 @@ func (s *loadSession) write(ctx context.Context, c *client.Client) (protocol.Com
 //
 //   - every session commits or gets a clear error: a protocol error with
 //     its code and message, never a broken connection; committed outputs
-//     hold exactly what was sent;
+//     hold exactly what was sent (the first session of each of the
+//     loadVariants is decoded and compared with its batches, the others'
+//     files must be byte for byte the same as their variant's first);
 //   - the limiter's high-water mark (Stats peak_bytes_in_flight) never
 //     exceeded bytes_in_flight_limit (sessions wait on it: their batches
 //     are serialized before the start, so the daemon is the bottleneck): no
@@ -125,8 +130,22 @@ func TestLoad(t *testing.T) {
 	ctx := context.Background()
 	d := startDaemon(t, config{args: []string{"--limit", fmt.Sprint(loadLimit), "--log-level", "info"}})
 
-	// Connect, register and serialize every session first, then start them
-	// all at once.
+	// Serialize the variants, connect and register every session first,
+	// then start them all at once.
+	prepared := make([][]loadBatch, loadVariants)
+	for v := range loadVariants {
+		var err error
+		if prepared[v], err = prepareLoad(plan(v, "", nil, shufflefile.ID{})); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			for _, b := range prepared[v] {
+				if b.memfd != nil {
+					b.memfd.Close()
+				}
+			}
+		}()
+	}
 	clients := make([]*client.Client, loadSessions)
 	sessions := make([]loadSession, loadSessions)
 	var sent int64
@@ -138,11 +157,11 @@ func TestLoad(t *testing.T) {
 		}
 		defer c.Close()
 		clients[i] = c
-		sessions[i].o = plan(i, app, layout, shufflefile.ID{Shuffle: 1, Map: int64(i)})
-		if err := sessions[i].prepare(); err != nil {
-			t.Fatalf("session %d: %v", i, err)
+		sessions[i].o = plan(i%loadVariants, app, layout, shufflefile.ID{Shuffle: 1, Map: int64(i)})
+		sessions[i].batches = prepared[i%loadVariants]
+		for _, b := range sessions[i].batches {
+			sent += int64(len(b.payload))
 		}
-		sent += sessions[i].o.size()
 	}
 	startRSS, err := relProcStatus(d.pid(), "VmRSS")
 	if err != nil {
@@ -167,7 +186,17 @@ func TestLoad(t *testing.T) {
 		switch {
 		case oc.err == nil:
 			committed++
-			if err := oc.o.verify(&oc.res); err != nil {
+			// The first session of each variant is read back and decoded;
+			// the others sent the same bytes, so their files must be
+			// byte for byte the same as its.
+			first := &sessions[i%loadVariants]
+			var err error
+			if first == &sessions[i] || first.err != nil {
+				err = oc.o.verify(&oc.res)
+			} else {
+				err = relSameOutput(oc.o, &oc.res, first.o, &first.res)
+			}
+			if err != nil {
 				t.Errorf("session %d: %v", i, err)
 			}
 		case errors.As(oc.err, &pe) && pe.Message != "":

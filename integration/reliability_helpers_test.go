@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -103,6 +105,37 @@ func relSameFiles(index, dir string, alg string) error {
 		}
 		if !bytes.Equal(got, want) {
 			return fmt.Errorf("%s: %d bytes differ from the reference's %d at byte %d", name, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	return nil
+}
+
+// relSameOutput checks that map output o, which Commit answered with res,
+// is byte for byte the same as ref, committed with refRes: the same
+// answer, and the same data, index and checksum files.
+func relSameOutput(o *mapOutput, res *protocol.CommitResult, ref *mapOutput, refRes *protocol.CommitResult) error {
+	if !slices.Equal(res.Lengths, refRes.Lengths) || !slices.Equal(res.Checksums, refRes.Checksums) {
+		return fmt.Errorf("%v: Commit returned lengths %v checksums %v, the same output sent as %v returned %v %v",
+			o, res.Lengths, res.Checksums, ref.id, refRes.Lengths, refRes.Checksums)
+	}
+	names := func(id shufflefile.ID) []string {
+		return []string{shufflefile.IndexName(id), shufflefile.DataName(id), shufflefile.ChecksumName(id, o.alg)}
+	}
+	want := names(ref.id)
+	for i, name := range names(o.id) {
+		if o.alg == checksum.None && i == 2 {
+			break
+		}
+		got, err := os.ReadFile(shufflefile.Path(o.layout, name))
+		if err != nil {
+			return fmt.Errorf("%v: %w", o, err)
+		}
+		other, err := os.ReadFile(shufflefile.Path(ref.layout, want[i]))
+		if err != nil {
+			return fmt.Errorf("%v: reference: %w", o, err)
+		}
+		if !bytes.Equal(got, other) {
+			return fmt.Errorf("%v: %s: %d bytes differ from the %d of the same output sent as %v, at byte %d", o, name, len(got), len(other), want[i], firstDiff(got, other))
 		}
 	}
 	return nil
