@@ -199,8 +199,9 @@ func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
 }
 
 // housekeepingInterval is how often disk figures are exported and
-// retention is applied.
-const housekeepingInterval = 10 * time.Second
+// retention is applied; each round lists the root's applications and
+// shuffles.
+const housekeepingInterval = 30 * time.Second
 
 // housekeeping exports disk figures and removes applications idle for
 // longer than the retention, until Shutdown.
@@ -230,6 +231,15 @@ func (s *Server) exportDisks() {
 		}
 	}
 	s.metrics.DisksOutOfRotation.Set(float64(out))
+	if apps, err := s.disks.Applications(); err == nil {
+		shuffles := 0
+		for _, a := range apps {
+			if list, err := s.disks.ListShuffles(a.App); err == nil {
+				shuffles += len(list)
+			}
+		}
+		s.metrics.Shuffles.Set(float64(shuffles))
+	}
 }
 
 // expire removes applications without a connection for longer than the

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,4 +258,26 @@ func TestRetention(t *testing.T) {
 			t.Errorf("%s exists = %v after the retention passed, want %v", app, exists, want)
 		}
 	}
+}
+
+// TestLifecycleMetrics checks the figures housekeeping exports.
+func TestLifecycleMetrics(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := dial(t, d, "app")
+	commitOne(t, c, 1, 1)
+	commitOne(t, c, 2, 1)
+	d.s.exportDisks()
+	body := scrape(t, d.s)
+	for _, want := range []string{"shuffled_shuffles 2", "shuffled_applications 1", "shuffled_disks_out_of_rotation 0", `shuffled_disk_bytes{disk="` + d.root} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func scrape(t *testing.T, s *Server) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
 }
