@@ -64,13 +64,21 @@ type Reader struct {
 	oob  []byte
 	fds  []pendingFD
 	err  error
+
+	prealloc int // payloads up to this size are allocated whole at once
 }
+
+// SetPreallocate lets payloads of up to n bytes be allocated whole as soon
+// as their header is read, instead of growing as their bytes arrive. A
+// server raises it once a peer has passed its checks and handshake; the
+// default is initialPayload.
+func (r *Reader) SetPreallocate(n int) { r.prealloc = n }
 
 // NewReader returns a Reader of frames from r with payloads of at most
 // maxFrame bytes. When r is a *net.UnixConn the Reader also receives
 // file descriptors.
 func NewReader(r io.Reader, maxFrame uint32) *Reader {
-	rd := &Reader{src: r, maxFrame: maxFrame, buf: make([]byte, readBufSize)}
+	rd := &Reader{src: r, maxFrame: maxFrame, buf: make([]byte, readBufSize), prealloc: initialPayload}
 	if uc, ok := r.(*net.UnixConn); ok {
 		rd.uc = uc
 		rd.oob = make([]byte, unix.CmsgSpace(4*maxFDsPerRead))
@@ -126,13 +134,17 @@ func (r *Reader) readFrame(buf []byte) (Frame, error) {
 		r.fds = r.fds[1:]
 	}
 
-	// The payload buffer grows as bytes arrive, never ahead of them by more
-	// than it already holds: a peer that declares a large frame and sends
+	// Up to the preallocation bound the payload is allocated whole; beyond
+	// it the buffer grows as bytes arrive, never ahead of them by more than
+	// it already holds, so a peer that declares a large frame and sends
 	// little makes the reader allocate little.
 	want := int(h.Length)
-	if cap(buf) >= want {
+	switch {
+	case cap(buf) >= want:
 		f.Payload = buf[:want]
-	} else {
+	case want <= r.prealloc:
+		f.Payload = make([]byte, want)
+	default:
 		f.Payload = make([]byte, min(want, max(initialPayload, r.w-r.r)))
 	}
 	n := copy(f.Payload, r.buf[r.r:r.w])

@@ -185,14 +185,14 @@ func (sess *session) serve() {
 			}
 			continue
 		}
-		if !sess.handle1(f.ID, m, f.FD) {
+		if !sess.handle1(rd, f.ID, m, f.FD) {
 			return
 		}
 	}
 }
 
 // handle1 applies one request; false ends the session.
-func (sess *session) handle1(id uint32, m protocol.Message, fd int) bool {
+func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message, fd int) bool {
 	if !sess.hello {
 		h, ok := m.(*protocol.Hello)
 		if !ok {
@@ -206,6 +206,10 @@ func (sess *session) handle1(id uint32, m protocol.Message, fd int) bool {
 		}
 		sess.hello = true
 		sess.log = sess.log.With("client", h.Client)
+		// An allowed peer that completed the handshake gets its frames
+		// allocated whole; before, a declared length costs only what
+		// arrives.
+		rd.SetPreallocate(sess.s.cfg.MaxFrame)
 		sess.send(id, &protocol.ServerHello{
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
