@@ -65,8 +65,15 @@ type Reader struct {
 	fds  []pendingFD
 	err  error
 
-	prealloc int // payloads up to this size are allocated whole at once
+	prealloc int              // payloads up to this size are allocated whole at once
+	alloc    func(int) []byte // allocates them, when set
 }
+
+// SetAllocator makes the reader take whole payload buffers (those within
+// the preallocation bound that do not fit the caller's buffer) from alloc,
+// which returns a slice of length n; the caller may recycle them once done
+// with a frame.
+func (r *Reader) SetAllocator(alloc func(n int) []byte) { r.alloc = alloc }
 
 // SetPreallocate lets payloads of up to n bytes be allocated whole as soon
 // as their header is read, instead of growing as their bytes arrive. A
@@ -142,6 +149,8 @@ func (r *Reader) readFrame(buf []byte) (Frame, error) {
 	switch {
 	case cap(buf) >= want:
 		f.Payload = buf[:want]
+	case want <= r.prealloc && r.alloc != nil:
+		f.Payload = r.alloc(want)
 	case want <= r.prealloc:
 		f.Payload = make([]byte, want)
 	default:

@@ -54,6 +54,7 @@ type session struct {
 	wbuf []byte
 
 	// Owned by the reader goroutine.
+	inline  []byte // the frame of the inline batch being applied, recycled on release
 	hello   bool
 	reg     *registration
 	outputs map[uint64]*output
@@ -158,6 +159,7 @@ func (sess *session) serve() {
 		sess.conn.Close()
 		s.sessionEnded(sess)
 	}()
+	rd.SetAllocator(getFrame)
 	for {
 		f, err := rd.ReadFrame(nil)
 		if err != nil {
@@ -185,7 +187,17 @@ func (sess *session) serve() {
 			}
 			continue
 		}
-		if !sess.handle1(rd, f.ID, m, f.FD) {
+		if b, ok := m.(*protocol.Batch); ok && b.Plane == protocol.PlaneInline {
+			// The writer holds the payload; the batch's release recycles it.
+			sess.inline = f.Payload
+		}
+		more := sess.handle1(rd, f.ID, m, f.FD)
+		if sess.inline != nil {
+			sess.inline = nil // a path that did not hand it to the writer: left to the GC
+		} else if _, ok := m.(*protocol.Batch); !ok {
+			putFrame(f.Payload)
+		}
+		if !more {
 			return
 		}
 	}
@@ -430,6 +442,10 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 	switch m.Plane {
 	case protocol.PlaneInline:
 		payload = m.Inline
+		if frame := sess.inline; frame != nil {
+			sess.inline = nil
+			release = func() { putFrame(frame) }
+		}
 	case protocol.PlaneMemfd:
 		data, unmap, err := mapMemfd(fd, m.Region.Offset, m.Region.Length)
 		if err != nil {
