@@ -42,7 +42,7 @@ const (
 // Defaults of the workload: about 20 seconds of a 2-core machine through
 // the embedded daemon (see docs/benchmarks.md).
 const (
-	DefaultTasks          = 200
+	DefaultTasks          = 300
 	DefaultCompareTasks   = 32
 	DefaultConcurrency    = 4
 	DefaultPartitions     = 200

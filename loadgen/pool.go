@@ -40,6 +40,9 @@ type poolBatch struct {
 	memfd   *client.Memfd
 	layout  protocol.ColumnarLayout
 	offsets []int64
+	// held is the bytes of batch's buffers when the pool keeps the batch
+	// instead of a payload.
+	held int64
 }
 
 // poolForm says what a pool keeps of each batch.
@@ -54,7 +57,7 @@ type poolForm struct {
 type pool struct {
 	cfg     Config
 	batches []*poolBatch
-	bytes   int64 // payload bytes held
+	bytes   int64 // payload (or batch) bytes held
 
 	// sources caches batches regenerated for verification.
 	sources []sourceBatch
@@ -99,7 +102,7 @@ func newPool(ctx context.Context, cfg *Config, form poolForm) (*pool, error) {
 		return nil, err
 	}
 	for _, pb := range p.batches {
-		p.bytes += int64(len(pb.payload))
+		p.bytes += int64(len(pb.payload)) + pb.held
 		if pb.memfd != nil {
 			p.bytes += int64(pb.memfd.Size())
 		}
@@ -188,7 +191,8 @@ func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
 		size, pb.layout = columnarLayout(b)
 	}
 	if form.payload == PayloadColumnar && form.batch && !form.memfd {
-		return pb, nil // the in-process writer takes the batch itself
+		pb.held = int64(size) // the in-process writer takes the batch itself
+		return pb, nil
 	}
 	var dst []byte
 	if form.memfd {
