@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,6 +82,9 @@ type crashTally struct {
 // few iterations; -crashloop-iterations 200 is the long run.
 func TestCrashLoop(t *testing.T) {
 	leakcheck.Check(t)
+	if *crashIterations < 1 {
+		t.Fatalf("-crashloop-iterations %d: want at least 1", *crashIterations)
+	}
 	loadgen := relLoadgenBinary(t)
 	seed := *crashSeed
 	if seed == 0 {
@@ -115,6 +119,7 @@ func TestCrashLoop(t *testing.T) {
 		delay := time.Duration(rng.Int64N(int64(crashMaxKill)))
 		tally.kills = append(tally.kills, delay)
 		time.Sleep(delay) // the random moment; nothing is polled
+		attempts.killed.Store(true)
 		d.kill()
 		lg.wait(t)
 		tally.lgExit[lg.code]++
@@ -187,9 +192,10 @@ func crashApp(w int) string { return fmt.Sprintf("crash-app-%d", w) }
 
 // crashAttempts are the map outputs of one iteration's Go clients.
 type crashAttempts struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	list []*crashAttempt
+	wg     sync.WaitGroup
+	killed atomic.Bool // set just before the kill: a failure before it is a bug
+	mu     sync.Mutex
+	list   []*crashAttempt
 }
 
 // crashLoad starts the load of iteration it: crashWorkers Go clients each
@@ -212,6 +218,9 @@ func crashLoad(ctx context.Context, t *testing.T, d *daemon, loadgen string, it 
 				as.mu.Unlock()
 				res, err := a.o.write(ctx, c)
 				if err != nil {
+					if !as.killed.Load() {
+						t.Errorf("iteration %d: %v failed before the kill: %v", it, a.o, err)
+					}
 					return // the daemon is gone
 				}
 				as.mu.Lock()
