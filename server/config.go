@@ -114,6 +114,14 @@ type Config struct {
 	// SubDirs is the number of hashed sub-directories per Spark local dir
 	// (--sub-dirs), Spark's spark.diskStore.subDirectories. Default 64.
 	SubDirs int
+
+	// CUDAStagingPrime makes a daemon with the GPU data plane (built with
+	// the cuda tag) open every CUDA device and pin its staging buffers
+	// before it serves, instead of at the first batch in device memory
+	// (--cuda-staging-prime). Default off: startup stays cheap and the
+	// first device batch pays (docs/benchmarks.md, "GPU", measures both).
+	// A build without the GPU data plane accepts it and ignores it.
+	CUDAStagingPrime bool
 }
 
 // defaultConfig holds the value EnsureDefaults gives each zero field, except
@@ -350,6 +358,7 @@ func (c *Config) settings() []setting {
 		{"log-level", "least `level` logged: debug, info, warn, error", levelValue(&c.LogLevel)},
 		{"log-format", "log `format`: text or json", stringValue(&c.LogFormat, strings.ToLower)},
 		{"sub-dirs", "`count` of hashed sub-directories per Spark local dir (spark.diskStore.subDirectories)", intValue(&c.SubDirs)},
+		{"cuda-staging-prime", "open every CUDA device and pin its staging buffers at startup, not at the first device batch (cuda builds only: no effect in others)", boolValue(&c.CUDAStagingPrime)},
 	}
 }
 

@@ -218,7 +218,7 @@ func TestBindFlags(t *testing.T) {
 		"--block-size=64k", "--sync", "--metrics-addr=127.0.0.1:9100",
 		"--allowed-uids=root,1000", "--allowed-gids=2000", "--drain-timeout=1m",
 		"--file-mode=0644", "--socket-mode=0o600", "--max-frame=16MiB", "--retention=48h",
-		"--log-level=debug", "--log-format=json", "--sub-dirs=32",
+		"--log-level=debug", "--log-format=json", "--sub-dirs=32", "--cuda-staging-prime",
 	})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -245,6 +245,7 @@ func TestBindFlags(t *testing.T) {
 		LogLevel:         slog.LevelDebug,
 		LogFormat:        "json",
 		SubDirs:          32,
+		CUDAStagingPrime: true,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("after flags:\n got %+v\nwant %+v", c, want)
@@ -309,19 +310,20 @@ func env(vars map[string]string) func(string) (string, bool) {
 func TestApplyEnv(t *testing.T) {
 	c := defaults()
 	err := c.ApplyEnv(env(map[string]string{
-		"SHUFFLED_SOCKET":        "/tmp/e.sock",
-		"SHUFFLED_LIMIT":         "2g",
-		"SHUFFLED_SYNC":          "true",
-		"SHUFFLED_ALLOWED_ROOTS": "/a,/b",
-		"SHUFFLED_ALLOWED_GIDS":  "0,7",
-		"SHUFFLED_CHECKSUM":      "crc32c",
-		"SHUFFLED_SUB_DIRS":      "16",
-		"SHUFFLED_UNRELATED":     "ignored",
+		"SHUFFLED_SOCKET":             "/tmp/e.sock",
+		"SHUFFLED_LIMIT":              "2g",
+		"SHUFFLED_SYNC":               "true",
+		"SHUFFLED_ALLOWED_ROOTS":      "/a,/b",
+		"SHUFFLED_ALLOWED_GIDS":       "0,7",
+		"SHUFFLED_CHECKSUM":           "crc32c",
+		"SHUFFLED_SUB_DIRS":           "16",
+		"SHUFFLED_UNRELATED":          "ignored",
+		"SHUFFLED_CUDA_STAGING_PRIME": "1",
 	}))
 	if err != nil {
 		t.Fatalf("ApplyEnv: %v", err)
 	}
-	if c.SocketPath != "/tmp/e.sock" || c.LimitBytes != 2<<30 || !c.Sync || c.DefaultChecksum != "CRC32C" || c.SubDirs != 16 ||
+	if c.SocketPath != "/tmp/e.sock" || c.LimitBytes != 2<<30 || !c.Sync || c.DefaultChecksum != "CRC32C" || c.SubDirs != 16 || !c.CUDAStagingPrime ||
 		!reflect.DeepEqual(c.AllowedRoots, []string{"/a", "/b"}) || !reflect.DeepEqual(c.AllowedGIDs, []uint32{0, 7}) {
 		t.Errorf("after ApplyEnv: %+v", c)
 	}

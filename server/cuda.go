@@ -33,7 +33,8 @@ const (
 
 // devices are the CUDA devices of the process, opened at the first batch
 // that names each: a context costs about a tenth of a second, and a
-// daemon that never sees a device batch never pays for one.
+// daemon that never sees a device batch never pays for one, unless
+// Config.CUDAStagingPrime opens them all at startup.
 var devices struct {
 	mu sync.Mutex
 	m  map[uint32]*deviceState
@@ -52,16 +53,27 @@ var d2h struct {
 	bytes, nanos atomic.Int64
 }
 
+// deviceFor returns the device a batch names, opening it at the first
+// batch that does.
 func deviceFor(ordinal uint32) (*deviceState, error) {
+	ds, err := startDevice(ordinal)
+	if errors.Is(err, gpu.ErrInvalid) {
+		return nil, fmt.Errorf("%w: Batch.IPC.Device: %v", errInvalid, err)
+	}
+	return ds, err
+}
+
+// startDevice returns device ordinal's context and staging pool, creating
+// them the first time. The pool pins its chunks as they are first used;
+// prime pins them all at once.
+func startDevice(ordinal uint32) (*deviceState, error) {
 	devices.mu.Lock()
 	defer devices.mu.Unlock()
 	if ds := devices.m[ordinal]; ds != nil {
 		return ds, nil
 	}
 	dev, err := gpu.Open(int(ordinal))
-	if errors.Is(err, gpu.ErrInvalid) {
-		return nil, fmt.Errorf("%w: Batch.IPC.Device: %v", errInvalid, err)
-	} else if err != nil {
+	if err != nil {
 		return nil, err
 	}
 	pool, err := gpu.NewPool(dev, gpu.WithChunkSize(stagingChunk), gpu.WithMaxChunks(stagingChunks))
@@ -75,6 +87,52 @@ func deviceFor(ordinal uint32) (*deviceState, error) {
 	ds := &deviceState{dev: dev, pool: pool}
 	devices.m[ordinal] = ds
 	return ds, nil
+}
+
+// prime pins every chunk the staging pool may hand out, by taking them
+// all and giving them back, so that no batch waits for pinning.
+func (ds *deviceState) prime(ctx context.Context) error {
+	held := make([]*gpu.Staged, 0, stagingChunks)
+	defer func() {
+		for _, s := range held {
+			s.Release()
+		}
+	}()
+	for range stagingChunks {
+		s, err := ds.pool.Get(ctx, stagingChunk)
+		if err != nil {
+			return err
+		}
+		held = append(held, s)
+	}
+	return nil
+}
+
+// primeDevices, with Config.CUDAStagingPrime, opens every CUDA device of
+// the process and pins its staging pool before the daemon serves: time to
+// READY grows by a context and stagingChunks×stagingChunk bytes of pinning
+// per device, which the first device batch then no longer pays.
+func (s *Server) primeDevices() error {
+	if !s.cfg.CUDAStagingPrime {
+		return nil
+	}
+	start := time.Now()
+	var n uint32
+	for ; ; n++ {
+		ds, err := startDevice(n)
+		if errors.Is(err, gpu.ErrInvalid) && n > 0 {
+			break // past the last device
+		}
+		if err == nil {
+			err = ds.prime(context.Background())
+		}
+		if err != nil {
+			return fmt.Errorf("server: --cuda-staging-prime: device %d: %w", n, err)
+		}
+	}
+	s.log.Info("primed CUDA staging", "devices", n,
+		"pinned_per_device", FormatSize(stagingChunk*stagingChunks), "took", time.Since(start))
+	return nil
 }
 
 // peerCache holds the IPC mappings of one session: each allocation is

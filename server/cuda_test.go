@@ -309,6 +309,21 @@ func openDevice(t *testing.T) *deviceState {
 	return ds
 }
 
+// TestStagingPrime: with CUDAStagingPrime, New opens device 0 and pins
+// every chunk of its staging pool before it returns, and gives them back.
+func TestStagingPrime(t *testing.T) {
+	startDaemon(t, func(c *Config) { c.CUDAStagingPrime = true })
+	devices.mu.Lock()
+	ds := devices.m[0]
+	devices.mu.Unlock()
+	if ds == nil {
+		t.Fatal("New with CUDAStagingPrime did not open device 0")
+	}
+	if st := ds.pool.Stats(); st.Chunks != stagingChunks || st.FreeChunks != stagingChunks {
+		t.Errorf("staging pool after priming: %d chunks, %d free, want %d and %d", st.Chunks, st.FreeChunks, stagingChunks, stagingChunks)
+	}
+}
+
 // TestCUDAIPCBadHandle: a handle that names nothing is InvalidArgument
 // and aborts its map output only.
 func TestCUDAIPCBadHandle(t *testing.T) {

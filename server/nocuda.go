@@ -21,3 +21,12 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	}
 	return fmt.Errorf("%w: data plane %v is not supported by this build (a daemon built with -tags cuda serves it)", errUnsupported, m.Plane)
 }
+
+// primeDevices: this build has no GPU data plane, so
+// Config.CUDAStagingPrime has nothing to prime; it says so.
+func (s *Server) primeDevices() error {
+	if s.cfg.CUDAStagingPrime {
+		s.log.Warn("--cuda-staging-prime has no effect: this build has no GPU data plane (a daemon built with -tags cuda has)")
+	}
+	return nil
+}

@@ -3,7 +3,10 @@
 package server
 
 import (
+	"bytes"
+	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,4 +89,17 @@ func asErr(m protocol.Message) error {
 		return e
 	}
 	return nil
+}
+
+// TestStagingPrimeIgnored: a build without the GPU data plane accepts
+// --cuda-staging-prime, starts, and logs that it has no effect.
+func TestStagingPrimeIgnored(t *testing.T) {
+	dir := t.TempDir()
+	var log bytes.Buffer
+	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), CUDAStagingPrime: true}
+	d := startDaemonWith(t, cfg, WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	d.stop(t)
+	if got := log.String(); !strings.Contains(got, "--cuda-staging-prime has no effect") {
+		t.Errorf("log of a daemon started with CUDAStagingPrime = %q, want a warning that it has no effect", got)
+	}
 }

@@ -130,6 +130,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("removed temp files left by an earlier run", "root", cfg.Root, "files", n)
 	}
+	if err := s.primeDevices(); err != nil {
+		return nil, err
+	}
 	s.eng, err = writer.New(
 		writer.WithFS(s.fs),
 		writer.WithLimit(cfg.LimitBytes),
