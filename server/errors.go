@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -40,7 +41,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeNotFound
 	case errors.Is(err, errPrecondition):
 		return protocol.CodeFailedPrecondition
-	case errors.Is(err, errExhausted), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case errors.Is(err, errExhausted), errors.Is(err, disks.ErrDiskFull), errors.Is(err, disks.ErrDiskFailed),
+		errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return protocol.CodeResourceExhausted
 	case errors.Is(err, errUnsupported), errors.Is(err, protocol.ErrUnsupported):
 		return protocol.CodeUnsupported
