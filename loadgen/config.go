@@ -12,6 +12,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
@@ -37,6 +38,9 @@ const (
 	PayloadOpaque   = "opaque"
 	PlaneInline     = "inline"
 	PlaneMemfd      = "memfd"
+	// PlaneCUDAIPC is the data plane of --gpu: batches stay in device
+	// memory and the daemon gets their IPC handle.
+	PlaneCUDAIPC = "cuda-ipc"
 )
 
 // Defaults of the workload: about 20 seconds of a 2-core machine through
@@ -83,15 +87,27 @@ type Config struct {
 	// Payload is PayloadColumnar (the daemon serializes) or PayloadOpaque
 	// (the load generator serializes each partition, the daemon compresses).
 	Payload string
-	// DataPlane is PlaneInline or PlaneMemfd.
+	// DataPlane is PlaneInline, PlaneMemfd, or PlaneCUDAIPC with GPU.
 	DataPlane string
 	// Seed seeds the batch generator: the same seed gives the same bytes.
 	Seed int64
 	// PoolBatches is the number of distinct batches generated up front.
 	PoolBatches int
 
+	// GPU partitions the pool's batches on CUDA device 0 and hands them to
+	// the daemon by IPC handle (PlaneCUDAIPC); it needs a cuda build, and a
+	// daemon in another process (Socket or DaemonBin): CUDA does not open
+	// an IPC handle in the process that exported it.
+	GPU bool
+
 	// Socket is a running daemon's socket; empty starts an embedded daemon.
 	Socket string
+	// DaemonBin, if set, is a shuffled binary that the run starts as a
+	// child process (shuffled serve on a temporary socket, under Root or a
+	// temporary root), times from exec to its READY notification, and
+	// stops at the end. The child inherits the environment, so SHUFFLED_*
+	// variables configure it.
+	DaemonBin string
 	// Root is the embedded daemon's root; empty uses a temporary directory.
 	Root string
 	// Keep leaves the committed map outputs in place (under Root, or in
@@ -166,11 +182,13 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.StringVar(&c.Codec, "codec", c.Codec, "codec: none, lz4, zstd or snappy")
 	fs.StringVar(&c.Checksum, "checksum", c.Checksum, "checksum: none, ADLER32, CRC32 or CRC32C")
 	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes) or opaque (pre-serialized)")
-	fs.StringVar(&c.DataPlane, "data-plane", c.DataPlane, "data plane: inline (through the socket) or memfd")
+	fs.StringVar(&c.DataPlane, "data-plane", c.DataPlane, "data plane: inline (through the socket), memfd, or cuda-ipc (with --gpu, its default)")
+	fs.BoolVar(&c.GPU, "gpu", false, "partition batches on CUDA device 0 and hand them over by IPC handle (a cuda build; needs --socket or --daemon-bin)")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "generator seed: the same seed sends the same bytes")
 	fs.IntVar(&c.PoolBatches, "pool-batches", c.PoolBatches, "distinct batches generated up front and reused")
 	fs.StringVar(&c.Socket, "socket", "", "a running daemon's socket; empty: start an embedded daemon")
-	fs.StringVar(&c.Root, "root", "", "the embedded daemon's root; empty: a temporary directory, removed at the end")
+	fs.StringVar(&c.DaemonBin, "daemon-bin", "", "start this shuffled binary as the daemon, a child process (it inherits SHUFFLED_* variables); empty: embedded")
+	fs.StringVar(&c.Root, "root", "", "the embedded or child daemon's root; empty: a temporary directory, removed at the end")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the committed map outputs (needs --root, or --socket)")
 	fs.BoolVar(&c.Verify, "verify", false, "read every committed map output back and check rows and contents")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
@@ -194,6 +212,9 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.GPU && !set["data-plane"] {
+		c.DataPlane = PlaneCUDAIPC
+	}
 	if !set["tasks"] {
 		switch {
 		case c.Duration > 0:
@@ -260,23 +281,51 @@ func (c *Config) Validate() error {
 	if c.Payload != PayloadColumnar && c.Payload != PayloadOpaque {
 		return usagef("--payload must be columnar or opaque, got %q", c.Payload)
 	}
-	if c.DataPlane != PlaneInline && c.DataPlane != PlaneMemfd {
-		return usagef("--data-plane must be inline or memfd, got %q", c.DataPlane)
+	if c.DataPlane != PlaneInline && c.DataPlane != PlaneMemfd && c.DataPlane != PlaneCUDAIPC {
+		return usagef("--data-plane must be inline, memfd or cuda-ipc, got %q", c.DataPlane)
+	}
+	if err := c.validateGPU(); err != nil {
+		return err
 	}
 	if c.Root != "" && !filepath.IsAbs(c.Root) {
 		return usagef("--root must be an absolute path, got %q", c.Root)
 	}
 	switch {
+	case c.Socket != "" && c.DaemonBin != "":
+		return usagef("--daemon-bin starts a daemon of its own; drop --socket %s or --daemon-bin", c.Socket)
 	case c.Socket != "" && c.Root != "":
 		return usagef("--root applies to the embedded daemon; with --socket %s the daemon decides where outputs go: drop one of them", c.Socket)
 	case c.Keep && c.Socket == "" && c.Root == "":
-		return usagef("--keep needs --root DIR: the temporary root of the embedded daemon is always removed")
+		return usagef("--keep needs --root DIR: the temporary root of an embedded or --daemon-bin daemon is always removed")
 	case c.Compare && c.Socket != "":
 		return usagef("--compare runs the writer in process; drop --socket %s", c.Socket)
+	case c.Compare && c.DaemonBin != "":
+		return usagef("--compare runs the writer in process; drop --daemon-bin %s", c.DaemonBin)
 	case c.Compare && c.Verify:
 		return usagef("--verify checks a daemon run; drop it or --compare")
 	case c.Compare && c.Keep:
 		return usagef("--keep keeps a daemon run's outputs; drop it or --compare")
+	}
+	return nil
+}
+
+// validateGPU checks --gpu against the build and the other flags.
+func (c *Config) validateGPU() error {
+	switch {
+	case c.GPU && !gpu.Supported:
+		return usagef("--gpu needs a cuda build (make cuda): this shuffled-loadgen was built without the cuda tag")
+	case c.GPU && c.DataPlane != PlaneCUDAIPC:
+		return usagef("--gpu hands batches over by CUDA IPC; drop --data-plane %s", c.DataPlane)
+	case !c.GPU && c.DataPlane == PlaneCUDAIPC:
+		return usagef("--data-plane cuda-ipc needs --gpu (the batches must be in GPU memory)")
+	case c.GPU && c.Payload != PayloadColumnar:
+		return usagef("--gpu sends columnar batches that the GPU partitions; drop --payload %s", c.Payload)
+	case c.GPU && c.Partitions > gpu.MaxGPUPartitions:
+		return usagef("--partitions must be <= %d with --gpu (the kernel's per-warp counters), got %d", gpu.MaxGPUPartitions, c.Partitions)
+	case c.GPU && c.Compare:
+		return usagef("--compare runs the writer in process; drop --gpu")
+	case c.GPU && c.Socket == "" && c.DaemonBin == "":
+		return usagef("--gpu needs a daemon in another process (CUDA does not open an IPC handle in the process that exported it): give --socket PATH of a cuda daemon, or --daemon-bin PATH of a cuda shuffled binary to start")
 	}
 	return nil
 }

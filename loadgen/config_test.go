@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shuffled/shuffled/gpu"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -55,8 +57,12 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--skew", "zipf:0.5"}, `--skew must be uniform or zipf:S with 1 < S <= 10 (e.g. zipf:1.1), got "zipf:0.5"`},
 		{[]string{"--skew", "pareto"}, `--skew must be uniform or zipf:S with 1 < S <= 10 (e.g. zipf:1.1), got "pareto"`},
 		{[]string{"--payload", "rows"}, `--payload must be columnar or opaque, got "rows"`},
-		{[]string{"--data-plane", "rdma"}, `--data-plane must be inline or memfd, got "rdma"`},
-		{[]string{"--keep"}, "--keep needs --root DIR: the temporary root of the embedded daemon is always removed"},
+		{[]string{"--data-plane", "rdma"}, `--data-plane must be inline, memfd or cuda-ipc, got "rdma"`},
+		{[]string{"--data-plane", "cuda-ipc"}, "--data-plane cuda-ipc needs --gpu (the batches must be in GPU memory)"},
+		{[]string{"--keep"}, "--keep needs --root DIR: the temporary root of an embedded or --daemon-bin daemon is always removed"},
+		{[]string{"--daemon-bin", "/d", "--keep"}, "--keep needs --root DIR: the temporary root of an embedded or --daemon-bin daemon is always removed"},
+		{[]string{"--daemon-bin", "/d", "--socket", "/s"}, "--daemon-bin starts a daemon of its own; drop --socket /s or --daemon-bin"},
+		{[]string{"--compare", "--daemon-bin", "/d"}, "--compare runs the writer in process; drop --daemon-bin /d"},
 		{[]string{"--socket", "/s", "--root", "/r"}, "--root applies to the embedded daemon; with --socket /s the daemon decides where outputs go: drop one of them"},
 		{[]string{"--compare", "--verify"}, "--verify checks a daemon run; drop it or --compare"},
 		{[]string{"--compare", "--socket", "/s"}, "--compare runs the writer in process; drop --socket /s"},
@@ -78,7 +84,7 @@ func TestParseArgsHelp(t *testing.T) {
 	if _, err := ParseArgs([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("ParseArgs(-h) = %v, want flag.ErrHelp", err)
 	}
-	for _, name := range []string{"-tasks", "-partitions", "-verify", "-compare", "-data-plane"} {
+	for _, name := range []string{"-tasks", "-partitions", "-verify", "-compare", "-data-plane", "-gpu", "-daemon-bin"} {
 		if !strings.Contains(help.String(), name) {
 			t.Errorf("help does not mention %s:\n%s", name, help.String())
 		}
@@ -104,6 +110,38 @@ func TestParseSkew(t *testing.T) {
 		got, err := ParseSkew(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("ParseSkew(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestParseArgsGPU: without the cuda tag --gpu is one line that says what
+// build it needs; with it, --gpu defaults the data plane to cuda-ipc and
+// wants a daemon in another process.
+func TestParseArgsGPU(t *testing.T) {
+	if !gpu.Supported {
+		for _, args := range [][]string{{"--gpu"}, {"--gpu", "--socket", "/s"}, {"--gpu", "--daemon-bin", "/d", "--verify"}} {
+			_, err := ParseArgs(args, io.Discard)
+			const want = "--gpu needs a cuda build (make cuda): this shuffled-loadgen was built without the cuda tag"
+			if err == nil || err.Error() != want || !errors.Is(err, ErrUsage) {
+				t.Errorf("ParseArgs(%q) = %v, want %q (ErrUsage)", args, err, want)
+			}
+		}
+		return
+	}
+	c, err := ParseArgs([]string{"--gpu", "--socket", "/s"}, io.Discard)
+	if err != nil || c.DataPlane != PlaneCUDAIPC || !c.GPU {
+		t.Errorf("ParseArgs(--gpu --socket /s) = %+v, %v; want GPU over cuda-ipc", c, err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpu"}, "--gpu needs a daemon in another process"},
+		{[]string{"--gpu", "--socket", "/s", "--data-plane", "memfd"}, "--gpu hands batches over by CUDA IPC; drop --data-plane memfd"},
+		{[]string{"--gpu", "--socket", "/s", "--payload", "opaque"}, "--gpu sends columnar batches that the GPU partitions; drop --payload opaque"},
+	} {
+		if _, err := ParseArgs(tt.args, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("ParseArgs(%q) = %v, want %q", tt.args, err, tt.want)
 		}
 	}
 }

@@ -40,6 +40,10 @@ type poolBatch struct {
 	memfd   *client.Memfd
 	layout  protocol.ColumnarLayout
 	offsets []int64
+	// dev is the batch in device memory, with --gpu; payload and raw only
+	// carry the host batch until it is there.
+	dev *deviceBatch
+	raw *partition.Batch
 	// held is the bytes of batch's buffers when the pool keeps the batch
 	// instead of a payload.
 	held int64
@@ -50,6 +54,7 @@ type poolForm struct {
 	payload string // PayloadColumnar or PayloadOpaque
 	memfd   bool   // payload in a sealed memfd instead of Go memory
 	batch   bool   // keep the partitioned batch (in-process columnar writes)
+	device  bool   // partition on the GPU and keep the batch there (--gpu)
 }
 
 // pool is the run's batches, generated once. Task i sends batch
@@ -57,7 +62,8 @@ type poolForm struct {
 type pool struct {
 	cfg     Config
 	batches []*poolBatch
-	bytes   int64 // payload (or batch) bytes held
+	bytes   int64 // payload (or batch) bytes held, on the host or the device
+	dev     *devicePool
 
 	// sources caches batches regenerated for verification.
 	sources []sourceBatch
@@ -101,7 +107,25 @@ func newPool(ctx context.Context, cfg *Config, form poolForm) (*pool, error) {
 		p.close()
 		return nil, err
 	}
+	if form.device {
+		// One batch at a time: the partitioner serializes its calls, and
+		// its figures are the kernels' own.
+		var err error
+		if p.dev, err = openDevicePool(); err != nil {
+			p.close()
+			return nil, err
+		}
+		for _, pb := range p.batches {
+			if err := p.dev.add(ctx, p, pb); err != nil {
+				p.close()
+				return nil, err
+			}
+		}
+	}
 	for _, pb := range p.batches {
+		if pb.dev != nil {
+			p.bytes += pb.dev.buf.Size()
+		}
 		p.bytes += int64(len(pb.payload)) + pb.held
 		if pb.memfd != nil {
 			p.bytes += int64(pb.memfd.Size())
@@ -125,12 +149,15 @@ func (p *pool) task(task int) (serialized, rows int64) {
 	return serialized, rows
 }
 
-// close releases the memfds.
+// close releases the memfds and the device memory.
 func (p *pool) close() {
 	for _, pb := range p.batches {
 		if pb != nil && pb.memfd != nil {
 			pb.memfd.Close()
 		}
+	}
+	if p.dev != nil {
+		p.dev.close()
 	}
 }
 
@@ -142,6 +169,19 @@ func batchSeed(seed int64, j int) int64 {
 // generate returns pool batch j, partitioned: a pure function of the
 // configuration.
 func generate(cfg *Config, j int) (*partition.Batch, error) {
+	b, err := synthesize(cfg, j)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := partition.Partition(b, keyColumns, cfg.Partitions)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: partition batch %d: %w", j, err)
+	}
+	return pb, nil
+}
+
+// synthesize returns pool batch j before partitioning.
+func synthesize(cfg *Config, j int) (*partition.Batch, error) {
 	var opts []synth.Option
 	if cfg.Skew != 0 {
 		opts = append(opts, synth.WithKeySkew(cfg.Skew))
@@ -150,11 +190,7 @@ func generate(cfg *Config, j int) (*partition.Batch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: generate batch %d: %w", j, err)
 	}
-	pb, err := partition.Partition(b, keyColumns, cfg.Partitions)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: partition batch %d: %w", j, err)
-	}
-	return pb, nil
+	return b, nil
 }
 
 // source returns pool batch j as it was generated, regenerating it (once)
@@ -169,6 +205,9 @@ func (p *pool) source(j int) (*partition.Batch, error) {
 }
 
 func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
+	if form.device {
+		return hostBatch(&p.cfg, j)
+	}
 	b, err := generate(&p.cfg, j)
 	if err != nil {
 		return nil, err

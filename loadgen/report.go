@@ -42,8 +42,11 @@ func workloadOf(cfg *Config, p *pool) Workload {
 // Report is what a daemon run measured. Its JSON field names are stable
 // (docs/benchmarks.md); sizes are bytes, rates use MB = 10^6 bytes.
 type Report struct {
-	// Daemon is "embedded" or "external".
+	// Daemon is "embedded", "child" (--daemon-bin) or "external".
 	Daemon string `json:"daemon"`
+	// DaemonReadyMs is a child daemon's time from exec to its READY
+	// notification.
+	DaemonReadyMs float64 `json:"daemon_ready_ms,omitempty"`
 	Workload
 
 	Tasks      int   `json:"tasks"`
@@ -76,6 +79,20 @@ type Report struct {
 	// Task latency: from Open to the commit result.
 	TaskP50Ms float64 `json:"task_p50_ms"`
 	TaskP99Ms float64 `json:"task_p99_ms"`
+	// FirstBatchMs is the latency of the run's first batch write, from the
+	// call to the daemon's acceptance: with a GPU daemon, what its set-up
+	// on first use (a context, staging buffers) costs.
+	FirstBatchMs float64 `json:"first_batch_ms"`
+
+	// With --gpu: the device, and the rate of the partition kernels over
+	// the pool's batches (each Partition call whole: kernels, scratch,
+	// offsets back); with --verify also the host partitioner's rate on the
+	// same batches, single-threaded, and the rows whose partition the two
+	// agreed on, row for row.
+	GPUDevice               string  `json:"gpu_device,omitempty"`
+	GPUPartitionRowsPerS    float64 `json:"gpu_partition_rows_per_s,omitempty"`
+	CPUPartitionRowsPerS    float64 `json:"cpu_partition_rows_per_s,omitempty"`
+	GPUPartitionCheckedRows int64   `json:"gpu_partition_checked_rows,omitempty"`
 
 	// Limiter figures; -1 when an external daemon does not report them.
 	PeakBytesInFlight  int64   `json:"peak_bytes_in_flight"`
@@ -160,6 +177,17 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	rep.CommitMaxMs = ms(percentile(commits, 100))
 	rep.TaskP50Ms = ms(percentile(elapsed, 50))
 	rep.TaskP99Ms = ms(percentile(elapsed, 99))
+	rep.FirstBatchMs = ms(r.firstBatch)
+	if dp := p.dev; dp != nil {
+		rep.GPUDevice = dp.dev.Name()
+		if dp.gpuTime > 0 {
+			rep.GPUPartitionRowsPerS = round(float64(dp.rows)/dp.gpuTime.Seconds(), 0)
+		}
+		if dp.cpuTime > 0 {
+			rep.CPUPartitionRowsPerS = round(float64(dp.checkedRows)/dp.cpuTime.Seconds(), 0)
+		}
+		rep.GPUPartitionCheckedRows = dp.checkedRows
+	}
 
 	rep.PeakBytesInFlight, rep.BytesInFlightLimit = -1, -1
 	rep.LimiterWaitMs, rep.LimiterWaits, rep.LimiterAcquires = -1, -1, -1
@@ -208,6 +236,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d map tasks × %d batches × %d rows (%s, %s), %d partitions, %s/%s, %s over %s, concurrency %d, %s daemon\n",
 		r.Tasks, r.BatchesPerTask, r.RowsPerBatch, r.Schema, keys, r.Partitions, r.Codec, r.Checksum,
 		r.Payload, r.DataPlane, r.Concurrency, r.Daemon)
+	if r.GPUDevice != "" {
+		fmt.Fprintf(w, "  batches partitioned on %s\n", r.GPUDevice)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(label, format string, args ...any) {
 		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{label}, args...)...)
@@ -219,6 +250,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("CPU", "%.2f s  %.1f MB per CPU second  (this process: load generator and embedded daemon)", r.CPUS, r.MBPerCPUS)
 	}
 	row("commit latency", "p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms", r.CommitP50Ms, r.CommitP95Ms, r.CommitP99Ms, r.CommitMaxMs)
+	row("first batch", "%.1f ms", r.FirstBatchMs)
+	if r.DaemonReadyMs > 0 {
+		row("daemon start", "%.1f ms from exec to READY", r.DaemonReadyMs)
+	}
+	if r.GPUPartitionRowsPerS > 0 {
+		if r.CPUPartitionRowsPerS > 0 {
+			row("GPU partitioning", "%.1f Mrows/s  (host partitioner on the same batches: %.1f Mrows/s)", r.GPUPartitionRowsPerS/1e6, r.CPUPartitionRowsPerS/1e6)
+		} else {
+			row("GPU partitioning", "%.1f Mrows/s", r.GPUPartitionRowsPerS/1e6)
+		}
+	}
 	if r.PeakBytesInFlight >= 0 {
 		row("bytes in flight", "peak %s of a %s limit", size(r.PeakBytesInFlight), size(r.BytesInFlightLimit))
 	} else {
@@ -246,6 +288,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.Verified {
 		row("verify", "ok: %d map outputs, %d partitions: rows and contents match", r.VerifiedMapOutputs, r.VerifiedPartitions)
+		if r.GPUPartitionCheckedRows > 0 {
+			row("", "GPU partitioning matches the host partitioner row for row (%d rows)", r.GPUPartitionCheckedRows)
+		}
 	}
 	if r.Kept != "" {
 		row("kept in", "%s", r.Kept)

@@ -19,8 +19,9 @@ const (
 	rssDaemon = "daemon"
 )
 
-// Run runs cfg's workload against the daemon at cfg.Socket, or against an
-// embedded daemon when cfg.Socket is empty, and returns its report.
+// Run runs cfg's workload against the daemon at cfg.Socket, a child
+// daemon started from cfg.DaemonBin, or else an embedded daemon, and
+// returns its report.
 // progress, if not nil, receives progress reports (a live bar when it is a
 // terminal). With cfg.Verify, a run whose committed outputs differ from what
 // was sent returns its report and an error wrapping ErrMismatch.
@@ -33,8 +34,23 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	}
 	appID := "loadgen-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	socket, root := cfg.Socket, ""
-	var d *embedded
-	if socket == "" {
+	var (
+		d  *embedded
+		ch *child
+	)
+	switch {
+	case cfg.DaemonBin != "":
+		if ch, err = startChild(ctx, &cfg); err != nil {
+			return nil, err
+		}
+		socket, root = ch.socket, ch.root
+		defer func() {
+			if !cfg.Keep {
+				err = errors.Join(err, ch.removeApp(appID))
+			}
+			err = errors.Join(err, ch.stop())
+		}()
+	case socket == "":
 		if d, err = startEmbedded(&cfg); err != nil {
 			return nil, err
 		}
@@ -51,17 +67,24 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	if err != nil {
 		return nil, err
 	}
-	defer t.close()
-	if d != nil {
+	// The connections close before the pool's memory goes: a daemon may
+	// hold device batches mapped until its sessions end.
+	var p *pool
+	defer func() {
+		t.close()
+		if p != nil {
+			p.close()
+		}
+	}()
+	if root != "" {
 		for slot := range t.slots {
 			t.slots[slot].dir = t.dirFor(slot, root)
 		}
 	}
-	p, err := newPool(ctx, &cfg, poolForm{payload: cfg.Payload, memfd: cfg.DataPlane == PlaneMemfd})
-	if err != nil {
+	form := poolForm{payload: cfg.Payload, memfd: cfg.DataPlane == PlaneMemfd, device: cfg.GPU}
+	if p, err = newPool(ctx, &cfg, form); err != nil {
 		return nil, err
 	}
-	defer p.close()
 	if err := t.checkPool(p); err != nil {
 		return nil, err
 	}
@@ -84,12 +107,17 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		res.cpu = 0 // the load generator's alone: not the daemon's cost
 	}
 	rep := newReport(&cfg, p, res, ds)
-	rep.Daemon = "external"
-	if d != nil {
+	switch {
+	case d != nil:
 		rep.Daemon = "embedded"
+	case ch != nil:
+		rep.Daemon = "child"
+		rep.DaemonReadyMs = ms(ch.ready)
+	default:
+		rep.Daemon = "external"
 	}
 	if cfg.Keep {
-		if d != nil {
+		if root != "" {
 			rep.Kept = filepath.Join(root, appID)
 		} else {
 			rep.Kept = "application " + appID + " of the daemon at " + socket
@@ -102,7 +130,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		}
 		rep.Verified, rep.VerifiedMapOutputs, rep.VerifiedPartitions = true, st.outputs, st.partitions
 	}
-	if d == nil && !cfg.Keep {
+	if d == nil && ch == nil && !cfg.Keep {
 		removed, err := removeExternal(ctx, t, appID)
 		if err != nil {
 			return rep, err

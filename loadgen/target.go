@@ -106,6 +106,9 @@ func (t *daemonTarget) checkFeatures(h protocol.ServerHello) error {
 	if t.cfg.DataPlane == PlaneMemfd && h.Features&protocol.FeatureMemfd == 0 {
 		return usagef("--data-plane memfd: the daemon (%s) does not take memfd batches; use --data-plane inline", h.Server)
 	}
+	if t.cfg.DataPlane == PlaneCUDAIPC && h.Features&protocol.FeatureCUDAIPC == 0 {
+		return usagef("--gpu: the daemon (%s) does not take batches in GPU memory; run a cuda build of shuffled (make cuda)", h.Server)
+	}
 	return nil
 }
 
@@ -162,6 +165,8 @@ type daemonOutput struct {
 
 func (o *daemonOutput) write(ctx context.Context, pb *poolBatch) error {
 	switch {
+	case pb.dev != nil:
+		return o.m.WriteColumnarDevice(ctx, pb.dev.ipc, pb.dev.region, pb.layout)
 	case o.kind == protocol.KindOpaque && pb.memfd != nil:
 		return o.m.WriteOpaqueMemfd(ctx, pb.memfd, pb.offsets)
 	case o.kind == protocol.KindOpaque:

@@ -32,6 +32,16 @@ type runResult struct {
 	// cpu is the CPU time this process used during the run: the writer's,
 	// in process or embedded, and the load generator's.
 	cpu time.Duration
+	// firstBatch is the latency of the run's first batch write, from the
+	// call to the daemon's acceptance: what setting up on first use (a GPU
+	// context, staging buffers) costs the first executor.
+	firstBatch time.Duration
+}
+
+// firstWrite lets the first batch write of a run claim its latency.
+type firstWrite struct {
+	claimed atomic.Bool
+	d       time.Duration // set by the claimer before its task returns
 }
 
 // runTasks runs cfg's tasks against t, cfg.Concurrency at a time, until
@@ -43,6 +53,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 		mu       sync.Mutex
 		results  []taskResult
 		deadline time.Time
+		first    firstWrite
 	)
 	start, cpu0 := time.Now(), selfCPU()
 	if cfg.Duration > 0 {
@@ -65,7 +76,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				r, err := runTask(ctx, cfg, p, t, slot, i, prog)
+				r, err := runTask(ctx, cfg, p, t, slot, i, prog, &first)
 				if err != nil {
 					return err
 				}
@@ -77,11 +88,12 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 	err := g.Wait()
 	elapsed, cpu := time.Since(start), selfCPU()-cpu0
 	sortByTask(results)
-	return runResult{tasks: results, elapsed: elapsed, cpu: cpu}, err
+	return runResult{tasks: results, elapsed: elapsed, cpu: cpu, firstBatch: first.d}, err
 }
 
-// runTask writes task i's batches and commits its map output.
-func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, prog *progress) (taskResult, error) {
+// runTask writes task i's batches and commits its map output; the first
+// batch write of the run records its latency in first.
+func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, prog *progress, first *firstWrite) (taskResult, error) {
 	start := time.Now()
 	r := taskResult{task: i}
 	r.serialized, r.rows = p.task(i)
@@ -91,7 +103,13 @@ func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, p
 	}
 	for b := range cfg.BatchesPerTask {
 		pb := p.at(i, b)
-		if err := o.write(ctx, pb); err != nil {
+		mine := b == 0 && first.claimed.CompareAndSwap(false, true)
+		w0 := time.Now()
+		err := o.write(ctx, pb)
+		if mine {
+			first.d = time.Since(w0)
+		}
+		if err != nil {
 			o.abort()
 			return r, fmt.Errorf("task %d: map output %d/%d: batch %d (pool batch %d): %w", i, shuffleID, i, b, pb.index, err)
 		}

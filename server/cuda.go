@@ -26,8 +26,8 @@ const deviceFeatures = protocol.FeatureCUDAIPC
 const (
 	stagingChunk  = 16 << 20
 	stagingChunks = 8
-	// maxPeersPerSession bounds the IPC mappings one connection keeps
-	// open; the oldest is closed to make room.
+	// maxPeersPerSession bounds the IPC mappings one connection holds;
+	// it lets go of the oldest to make room.
 	maxPeersPerSession = 32
 )
 
@@ -135,9 +135,10 @@ func (s *Server) primeDevices() error {
 	return nil
 }
 
-// peerCache holds the IPC mappings of one session: each allocation is
-// opened once, and every mapping is closed when the session ends. mu is
-// held through a batch's copies, so the session's end waits for them.
+// peerCache holds the IPC mappings one session uses: each allocation is
+// looked up once, and the session's references are dropped when it ends.
+// mu is held through a batch's copies, so the session's end waits for
+// them.
 type peerCache struct {
 	mu     sync.Mutex
 	closed bool
@@ -150,6 +151,56 @@ type peerKey struct {
 	handle gpu.IPCHandle
 }
 
+// mappings are the IPC mappings of the process, shared by the sessions
+// that name the same allocation: CUDA maps another process's allocation
+// once per context (opening a handle that is already open fails), and one
+// executor's tasks on several connections hand over the same allocations.
+// A mapping is closed when the last session that holds it lets go.
+var mappings struct {
+	mu sync.Mutex
+	m  map[peerKey]*sharedPeer
+}
+
+type sharedPeer struct {
+	peer *gpu.Peer
+	refs int // sessions holding it
+}
+
+// acquirePeer returns the mapping of k, opening it if no session holds
+// it, and counts one more holder.
+func acquirePeer(ds *deviceState, k peerKey) (*gpu.Peer, error) {
+	mappings.mu.Lock()
+	defer mappings.mu.Unlock()
+	if sp := mappings.m[k]; sp != nil {
+		sp.refs++
+		return sp.peer, nil
+	}
+	p, err := ds.dev.OpenIPC(k.handle)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Batch.IPC.Handle: %v", errInvalid, err)
+	}
+	if mappings.m == nil {
+		mappings.m = make(map[peerKey]*sharedPeer)
+	}
+	mappings.m[k] = &sharedPeer{peer: p, refs: 1}
+	return p, nil
+}
+
+// releasePeer counts one holder of k less and closes the mapping after
+// the last.
+func releasePeer(k peerKey) {
+	mappings.mu.Lock()
+	defer mappings.mu.Unlock()
+	sp := mappings.m[k]
+	if sp == nil {
+		return
+	}
+	if sp.refs--; sp.refs == 0 {
+		sp.peer.Close()
+		delete(mappings.m, k)
+	}
+}
+
 var sessionPeers sync.Map // *session → *peerCache
 
 // peers returns the session's mappings, made on its first device batch.
@@ -158,35 +209,38 @@ func (sess *session) peers() *peerCache {
 		return pc.(*peerCache)
 	}
 	pc := &peerCache{peers: make(map[peerKey]*gpu.Peer)}
-	sessionPeers.Store(sess, pc)
+	if got, loaded := sessionPeers.LoadOrStore(sess, pc); loaded {
+		return got.(*peerCache)
+	}
 	context.AfterFunc(sess.ctx, func() {
 		sessionPeers.Delete(sess)
 		pc.mu.Lock()
 		defer pc.mu.Unlock()
 		pc.closed = true
 		for _, k := range pc.order {
-			pc.peers[k].Close()
+			releasePeer(k)
 		}
 		pc.peers, pc.order = nil, nil
 	})
 	return pc
 }
 
-// open returns the mapping of an allocation, opening it the first time.
-// The caller holds pc.mu.
+// open returns the mapping of an allocation, taking a reference the
+// first time the session names it; past maxPeersPerSession it drops its
+// oldest. The caller holds pc.mu.
 func (pc *peerCache) open(ds *deviceState, k peerKey) (*gpu.Peer, error) {
 	if p := pc.peers[k]; p != nil {
 		return p, nil
 	}
-	p, err := ds.dev.OpenIPC(k.handle)
+	p, err := acquirePeer(ds, k)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Batch.IPC.Handle: %v", errInvalid, err)
+		return nil, err
 	}
 	if len(pc.order) >= maxPeersPerSession {
 		old := pc.order[0]
 		pc.order = pc.order[1:]
-		pc.peers[old].Close()
 		delete(pc.peers, old)
+		releasePeer(old)
 	}
 	pc.peers[k] = p
 	pc.order = append(pc.order, k)
@@ -194,7 +248,7 @@ func (pc *peerCache) open(ds *deviceState, k peerKey) (*gpu.Peer, error) {
 }
 
 // deviceBatch applies a batch in the client's device memory: it maps the
-// allocation (once per session), copies the payload into pinned staging
+// allocation (once per process, while sessions name it), copies the payload into pinned staging
 // buffers that the limiter admits while they land, and hands them to the
 // writer. Opaque payloads go chunk by chunk, the next chunks landing while
 // the ones before are compressed; a columnar payload lands whole, since

@@ -71,6 +71,9 @@ type job struct {
 	Outputs    int
 	Shuffle    int32
 	PTX        string
+	// Conns executors (connections, default 1) take the map outputs in
+	// turn, all naming the same device allocation.
+	Conns int
 }
 
 type jobResult struct {
@@ -189,13 +192,17 @@ func (j *job) run() (*jobResult, error) {
 	}
 	res.PartitionRows = layout.PartitionRows
 
-	c, err := client.Dial(ctx, j.Socket)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	if _, err := c.Register(ctx, protocol.RegisterExecutor{AppID: "gpu", ExecutorID: "1"}); err != nil {
-		return nil, err
+	conns := make([]*client.Client, max(j.Conns, 1))
+	for i := range conns {
+		c, err := client.Dial(ctx, j.Socket)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		if _, err := c.Register(ctx, protocol.RegisterExecutor{AppID: "gpu", ExecutorID: fmt.Sprint(i + 1)}); err != nil {
+			return nil, err
+		}
+		conns[i] = c
 	}
 	kind := protocol.KindColumnar
 	if j.Kind == "opaque" {
@@ -205,6 +212,7 @@ func (j *job) run() (*jobResult, error) {
 	offs := opaqueOffsets(len(payload), j.Partitions)
 	start := time.Now()
 	for m := range j.Outputs {
+		c := conns[m%len(conns)]
 		mo, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: j.Shuffle, MapID: int64(m), NumPartitions: int32(j.Partitions), Kind: kind})
 		if err != nil {
 			return nil, err
@@ -263,7 +271,8 @@ func TestCUDAIPCRoundTrip(t *testing.T) {
 	layout := shufflefile.Flat(filepath.Join(d.root, "gpu", "1"))
 
 	const rows, parts = 20_000, 16
-	j := job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 3, Rows: rows, Partitions: parts, Outputs: 2, Shuffle: 1}
+	// Two connections name the same allocation: the daemon maps it once.
+	j := job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 3, Rows: rows, Partitions: parts, Outputs: 2, Shuffle: 1, Conns: 2}
 	runExecutor(t, j)
 	raw, err := synth.Generate("lineitem", 3, rows, synth.WithNulls(0.05))
 	if err != nil {
@@ -274,7 +283,8 @@ func TestCUDAIPCRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for m := range 2 {
-		got := readOutput(t, layout, shufflefile.ID{Shuffle: 1, Map: int64(m)}, codec.LZ4)
+		executor := shufflefile.Flat(filepath.Join(d.root, "gpu", fmt.Sprint(m+1)))
+		got := readOutput(t, executor, shufflefile.ID{Shuffle: 1, Map: int64(m)}, codec.LZ4)
 		for p := range parts {
 			start, end := want.PartitionRows(p)
 			var w []byte

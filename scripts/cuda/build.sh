@@ -7,6 +7,8 @@
 # process at start when no driver is present.
 #
 # Usage: scripts/cuda/build.sh [OUTDIR]   (default bin/cuda)
+# CUDA_TESTS names the packages whose cuda test binaries it builds
+# (default: gpu server loadgen).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -16,8 +18,12 @@ scripts/cuda/fetch-headers.sh "$CUDA_SDK"
 . scripts/cuda/env.sh
 
 mkdir -p "$out"
-go build -tags cuda -o "$out/shuffled" ./cmd/shuffled
-for pkg in gpu server; do
-	go test -c -tags cuda -o "$out/$pkg.test" "./$pkg/"
+# -s -w: no symbol table or DWARF (stack traces keep their function
+# names), so that the binaries travel to the GPU machine in less room.
+ldflags="-s -w"
+go build -tags cuda -ldflags="$ldflags" -o "$out/shuffled" ./cmd/shuffled
+go build -tags cuda -ldflags="$ldflags" -o "$out/shuffled-loadgen" ./cmd/shuffled-loadgen
+for pkg in ${CUDA_TESTS:-gpu server loadgen}; do
+	go test -c -tags cuda -ldflags="$ldflags" -o "$out/$pkg.test" "./$pkg/"
 done
 echo "built: $(ls "$out" | tr '\n' ' ')"
