@@ -34,7 +34,7 @@ trap '[ -n "$daemon" ] && kill "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
 if [ "${TESTS:-1}" != 0 ]; then
 	for pkg in server loadgen; do
 		if [ -x "$bin/$pkg.test" ]; then
-			(cd "$pkg" && timeout 240 "$bin/$pkg.test" -test.count=1 -test.timeout=4m) >"$out/$pkg-test.log" 2>&1
+			(cd "$pkg" && timeout 240 "$bin/$pkg.test" -test.v -test.count=1 -test.timeout=4m) >"$out/$pkg-test.log" 2>&1
 			echo "$pkg tests: exit $?" >>"$out/env.log"
 		fi
 	done
