@@ -88,11 +88,11 @@ func poolSize(cfg *Config) int {
 func newPool(ctx context.Context, cfg *Config, form poolForm) (*pool, error) {
 	p := &pool{cfg: *cfg, batches: make([]*poolBatch, poolSize(cfg))}
 	p.sources = make([]sourceBatch, len(p.batches))
-	g, ctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for j := range p.batches {
 		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
+			if err := gctx.Err(); err != nil {
 				return err
 			}
 			pb, err := p.build(j, form)
