@@ -16,8 +16,9 @@ import (
 // end at dataLen, and whose partitions read back whole; and an accepted
 // index must re-encode to the same bytes.
 func FuzzOpenIndex(f *testing.F) {
+	// One directory per fuzzing process; each input overwrites the files.
+	l := Flat(f.TempDir())
 	f.Fuzz(func(t *testing.T, index []byte, dataLen uint16) {
-		l := Flat(t.TempDir())
 		id := ID{1, 2}
 		if err := os.WriteFile(Path(l, IndexName(id)), index, 0o644); err != nil {
 			t.Fatal(err)
