@@ -154,7 +154,7 @@ func (r *Reader) readFrame(buf []byte) (Frame, error) {
 	case want <= r.prealloc:
 		f.Payload = make([]byte, want)
 	default:
-		f.Payload = make([]byte, min(want, max(initialPayload, r.w-r.r)))
+		f.Payload = make([]byte, min(want, initialPayload)) // >= the buffered bytes: readBufSize < initialPayload
 	}
 	n := copy(f.Payload, r.buf[r.r:r.w])
 	r.r += n
@@ -224,6 +224,9 @@ func (r *Reader) fill() error {
 	n, err := r.recv(r.buf[r.w:])
 	r.w += n
 	if n > 0 {
+		if errors.Is(err, ErrBadFrame) { // descriptors passed against the rules
+			return err
+		}
 		return nil
 	}
 	if err == nil {

@@ -172,6 +172,10 @@ func TestReaderRefusesBadFDs(t *testing.T) {
 		{"two fds in one message", func(t *testing.T, c *net.UnixConn, fds []int) {
 			c.WriteMsgUnix(mustFrame(t, 1, memfdBatch(1)), unix.UnixRights(fds...), nil)
 		}, 0},
+		{"two fds with frames that want none", func(t *testing.T, c *net.UnixConn, fds []int) {
+			c.WriteMsgUnix(ping(t, 1), unix.UnixRights(fds...), nil)
+			c.Write(ping(t, 2))
+		}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -72,7 +72,7 @@ func Activated() ([]*net.UnixListener, error) {
 			continue
 		}
 		ul, ok := ln.(*net.UnixListener)
-		if !ok {
+		if !ok || ln.Addr().Network() != "unix" { // not unixpacket or unixgram either
 			ln.Close()
 			firstErr = fmt.Errorf("unixsock: socket activation: descriptor %d (%s) is a %s listener, want a Unix stream socket",
 				fd, name, ln.Addr().Network())
