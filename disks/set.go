@@ -261,7 +261,6 @@ func (d *Disk) reserve(app string, estimate int64) (r *Reservation, why string, 
 			return nil, fmt.Sprintf("statfs: %v", err), false
 		}
 		avail, low, high = d.figuresLocked()
-		held = false
 	}
 	if !held {
 		d.updateFullLocked(avail, low, high)
@@ -297,11 +296,11 @@ func (d *Disk) figuresLocked() (avail, low, high int64) {
 
 func clampInt64(v uint64) int64 { return int64(min(v, 1<<63-1)) }
 
-// noSpaceHeldLocked reports an ENOSPC newer than the free-space figure
-// and the refresh bound: the disk stays full whatever the figure says
-// until the figure is read again after the bound.
+// noSpaceHeldLocked reports an ENOSPC within the refresh bound: the disk
+// stays full for that long whatever a fresh figure says (inodes or a
+// quota may be what ran out).
 func (d *Disk) noSpaceHeldLocked() bool {
-	return !d.mu.noSpaceAt.IsZero() && !d.mu.noSpaceAt.Before(d.mu.readAt) && !d.staleLocked()
+	return !d.mu.noSpaceAt.IsZero() && d.set.opts.now().Sub(d.mu.noSpaceAt) <= d.set.opts.refresh
 }
 
 func (d *Disk) staleLocked() bool {
@@ -363,11 +362,10 @@ func (d *Disk) reportLocked(err error) {
 	case isFullErr(err):
 		avail, low, _ := d.figuresLocked()
 		d.setFullLocked(avail, low, err.Error())
-		// ENOSPC is fresher than the figure: hold the disk full until
-		// the figure is read again after the refresh bound, even where
-		// the figure shows space (inodes or a quota ran out).
-		d.mu.readAt = d.set.opts.now()
-		d.mu.noSpaceAt = d.mu.readAt
+		// ENOSPC is fresher than the figure: hold the disk full for the
+		// refresh bound, even where the figure shows space (inodes or a
+		// quota ran out).
+		d.mu.noSpaceAt = d.set.opts.now()
 	case isIOErr(err):
 		d.mu.errors++
 		d.mu.consecutive++

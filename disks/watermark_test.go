@@ -360,3 +360,27 @@ func TestReadBetweenGrowAndWrite(t *testing.T) {
 		t.Fatalf("Grow(1) at the low watermark = %v, want ErrDiskFull", err)
 	}
 }
+
+// TestENOSPCHoldSurvivesReads checks that a fresh statfs read forced by a
+// large request does not end the ENOSPC hold early.
+func TestENOSPCHoldSurvivesReads(t *testing.T) {
+	f := newFakeSet(t, 1, testTotal, 0, watermarks()...)
+	d0 := f.Disk(f.dirs[0])
+	f.ReportError(d0, syscall.ENOSPC)
+	if _, err := f.Reserve("app", int64(testTotal)); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Reserve(whole disk) after ENOSPC = %v, want ErrDiskFull", err)
+	}
+	f.clock.Advance(DefaultRefresh / 2)
+	if r, err := f.Reserve("app", 0); !errors.Is(err, ErrDiskFull) {
+		if r != nil {
+			r.Release()
+		}
+		t.Fatalf("Reserve(0) within the refresh bound of an ENOSPC, after a forced read = %v, want ErrDiskFull", err)
+	}
+	f.clock.Advance(DefaultRefresh)
+	r, err := f.Reserve("app", 0)
+	if err != nil {
+		t.Fatalf("Reserve(0) after the hold, with space = %v", err)
+	}
+	r.Release()
+}
