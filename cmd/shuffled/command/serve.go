@@ -50,11 +50,9 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		debug.SetMemoryLimit(cfg.LimitBytes + memoryHeadroom)
 	}
 
-	m := metrics.New()
-	s, err := server.New(cfg, server.WithLogger(log), server.WithMetrics(m))
-	if err != nil {
-		return err
-	}
+	// Take the socket first: a second daemon started by mistake must stop
+	// at "another daemon is serving" before it sweeps the live one's temp
+	// files.
 	listeners, err := unixsock.Activated()
 	if err != nil {
 		return err
@@ -67,11 +65,28 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		listeners = []*net.UnixListener{ln}
 	}
+	closeListeners := func() {
+		for _, ln := range listeners {
+			ln.Close()
+		}
+		if !activated {
+			_ = os.Remove(cfg.SocketPath)
+		}
+	}
+
+	m := metrics.New()
+	s, err := server.New(cfg, server.WithLogger(log), server.WithMetrics(m))
+	if err != nil {
+		closeListeners()
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		cancel() // stops the metrics endpoint and the watchdog before waiting for them
+		wg.Wait()
+	}()
 	if cfg.MetricsAddr != "" {
 		wg.Add(1)
 		go func() {
@@ -113,9 +128,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := s.Shutdown(drainCtx); err != nil {
 		log.Warn("drain", "err", err)
 	}
-	if !activated {
-		_ = os.Remove(cfg.SocketPath)
-	}
+	closeListeners()
 	log.Info("shuffled stopped")
 	return runErr
 }
