@@ -112,6 +112,11 @@ func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 	s.mu.Lock()
 	if a := s.mu.apps[app]; a != nil && a.sessions == 0 {
 		delete(s.mu.apps, app)
+		for _, l := range a.local {
+			for _, d := range l.(shufflefile.SparkHashed).LocalDirs {
+				delete(s.mu.localDirs, d)
+			}
+		}
 	}
 	s.metrics.Applications.Set(float64(len(s.mu.apps)))
 	s.mu.Unlock()

@@ -48,6 +48,7 @@ type Server struct {
 		sessions  map[*session]struct{}
 		apps      map[string]*application
 		swept     map[string]bool                 // local dirs swept of temp files
+		localDirs map[string]string               // registered Spark local dir -> its application
 		open      int                             // map outputs open, all sessions
 		outputs   map[string]map[*output]struct{} // open map outputs by application
 		idle      chan struct{}                   // closed when open reaches 0 while draining
@@ -154,6 +155,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.sessions = make(map[*session]struct{})
 	s.mu.apps = make(map[string]*application)
 	s.mu.swept = make(map[string]bool)
+	s.mu.localDirs = make(map[string]string)
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.stop = make(chan struct{})
 	s.loops.Add(1)

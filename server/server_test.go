@@ -337,6 +337,32 @@ func TestSparkLocalDirs(t *testing.T) {
 	}
 }
 
+// TestLocalDirBelongsToOneApp refuses a registration naming local dirs
+// that another application registered.
+func TestLocalDirBelongsToOneApp(t *testing.T) {
+	allowed := t.TempDir()
+	dir := filepath.Join(allowed, "blockmgr-a")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, func(c *Config) { c.AllowedRoots = []string{allowed} })
+	ctx := context.Background()
+	for i, app := range []string{"first", "second"} {
+		c, err := client.Dial(ctx, d.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, err = c.Register(ctx, protocol.RegisterExecutor{AppID: app, ExecutorID: "1", LocalDirs: []string{dir}, SubDirs: 64})
+		if i == 0 && err != nil {
+			t.Fatalf("Register(first) = %v", err)
+		}
+		if i == 1 && protocol.CodeOf(err) != protocol.CodePermissionDenied {
+			t.Errorf("Register(second) with the first's local dir = %v, want PermissionDenied", err)
+		}
+	}
+}
+
 // javaHash is Java's String.hashCode made non-negative as Spark's
 // Utils.nonNegativeHash does, written out here independently of
 // shufflefile.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/shuffled/shuffled/checksum"
@@ -596,7 +597,7 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		}
 	} else {
 		for i, d := range m.LocalDirs {
-			resolved, err := s.allowedDir(d)
+			resolved, err := s.allowedDir(uid, d)
 			if err != nil {
 				return nil, fmt.Errorf("RegisterExecutor.local_dirs[%d]: %w", i, err)
 			}
@@ -614,6 +615,17 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 	app := s.mu.apps[m.AppID]
 	if app != nil && app.uid != uid {
 		return nil, fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, m.AppID, app.uid, uid)
+	}
+	if reg.layout != nil {
+		// A local dir holds the outputs of one application only.
+		for _, d := range reg.dirs {
+			if other, ok := s.mu.localDirs[d]; ok && other != m.AppID {
+				return nil, fmt.Errorf("%w: local dir %q is registered by application %q", errPermission, d, other)
+			}
+		}
+		for _, d := range reg.dirs {
+			s.mu.localDirs[d] = m.AppID
+		}
 	}
 	if app == nil {
 		app = &application{uid: uid}
@@ -644,7 +656,10 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 
 // allowedDir resolves a client-named local dir and checks that it is a
 // directory under one of the allowed roots, after symlinks.
-func (s *Server) allowedDir(dir string) (string, error) {
+//
+// The peer must own the directory (root and the daemon's own user aside):
+// a client may name only its own executor's dirs, never another user's.
+func (s *Server) allowedDir(uid uint32, dir string) (string, error) {
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
@@ -655,6 +670,9 @@ func (s *Server) allowedDir(dir string) (string, error) {
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && uid != 0 && uid != uint32(os.Getuid()) && st.Uid != uid {
+		return "", fmt.Errorf("%w: %q belongs to uid %d, not to the peer's uid %d", errPermission, dir, st.Uid, uid)
 	}
 	for _, root := range s.roots {
 		if resolved == root || strings.HasPrefix(resolved, root+string(filepath.Separator)) {
