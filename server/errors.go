@@ -39,7 +39,7 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodePermissionDenied
 	case errors.Is(err, errNotFound):
 		return protocol.CodeNotFound
-	case errors.Is(err, errPrecondition):
+	case errors.Is(err, errPrecondition), errors.Is(err, shufflefile.ErrInvalidCommit):
 		return protocol.CodeFailedPrecondition
 	case errors.Is(err, errExhausted), errors.Is(err, disks.ErrDiskFull), errors.Is(err, disks.ErrDiskFailed),
 		errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):

@@ -272,6 +272,13 @@ func (s *Server) expire(now time.Time) {
 		}
 	}
 	for _, app := range expired {
+		s.mu.Lock()
+		a := s.mu.apps[app]
+		back := a != nil && (a.sessions > 0 || len(s.mu.outputs[app]) > 0)
+		s.mu.Unlock()
+		if back { // it reconnected since the decision
+			continue
+		}
 		if _, err := s.removeApplication(app, metrics.RemovalExpired); err != nil {
 			s.log.Warn("removing expired application", "app", app, "err", err)
 		}

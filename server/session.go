@@ -209,6 +209,9 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 	if !sess.hello {
 		h, ok := m.(*protocol.Hello)
 		if !ok {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 			sess.reply(id, protocol.Errorf(protocol.CodeFailedPrecondition, "first frame is %v, want Hello", m.Type()))
 			return false
 		}

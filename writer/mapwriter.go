@@ -2,7 +2,9 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -73,7 +75,22 @@ func (w *MapWriter) init() error {
 		return nil
 	}
 	w.dataPath = shufflefile.Path(w.spec.Layout, shufflefile.DataName(w.spec.ID))
-	if err := w.e.opts.fs.MkdirAll(filepath.Dir(w.dataPath), 0o750); err != nil {
+	dir := filepath.Dir(w.dataPath)
+	fsys := w.e.opts.fs
+	if _, err := fsys.Stat(dir); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("writer: map output %s: %w", w.name(), err)
+	}
+	// A directory made here (a Spark hashed sub-directory, an executor's
+	// dir in the daemon's root) lets in whoever may read the files: the
+	// file mode plus x wherever it has r (0640 gives 0750), whatever the
+	// umask, as shufflefile.Commit does for the directories it makes.
+	mode := w.e.opts.fileMode | (w.e.opts.fileMode&0o444)>>2
+	if err := fsys.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("writer: map output %s: %w", w.name(), err)
+	}
+	if err := fsys.Chmod(dir, mode); err != nil {
 		return fmt.Errorf("writer: map output %s: %w", w.name(), err)
 	}
 	return nil
@@ -411,6 +428,10 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
 	}
 	res.MergeBytes = mergeBytes
+	if w.aborted.Load() { // an Abort that came during the merge still wins
+		_ = w.e.opts.fs.Remove(dataTemp)
+		return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
+	}
 	c := shufflefile.Commit{
 		FS:        w.e.opts.fs,
 		Layout:    w.spec.Layout,

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -522,4 +523,29 @@ func TestCancelWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkQuiet(t, e)
+}
+
+// TestDirMode checks that a directory the writer makes for the files lets
+// in whoever may read them, whatever the umask.
+func TestDirMode(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	for _, mode := range []os.FileMode{0o640, 0o644} {
+		e := newEngine(t, WithFileMode(mode))
+		root := t.TempDir()
+		spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: 1}, NumPartitions: 1, Codec: codec.None,
+			Layout: shufflefile.SparkHashed{LocalDirs: []string{root}, SubDirs: 64}}
+		if _, err := writeAll(t, e, spec, []op{{0, []byte("x")}}); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Dir(shufflefile.Path(spec.Layout, shufflefile.DataName(spec.ID)))
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := mode | (mode&0o444)>>2
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("file mode %#o: sub-directory mode %#o, want %#o", mode, got, want)
+		}
+	}
 }
