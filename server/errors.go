@@ -41,7 +41,7 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeNotFound
 	case errors.Is(err, errPrecondition), errors.Is(err, shufflefile.ErrInvalidCommit):
 		return protocol.CodeFailedPrecondition
-	case errors.Is(err, errExhausted), errors.Is(err, disks.ErrDiskFull), errors.Is(err, disks.ErrDiskFailed),
+	case errors.Is(err, errExhausted), errors.Is(err, writer.ErrTooManyRuns), errors.Is(err, disks.ErrDiskFull), errors.Is(err, disks.ErrDiskFailed),
 		errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return protocol.CodeResourceExhausted
 	case errors.Is(err, errUnsupported), errors.Is(err, protocol.ErrUnsupported):

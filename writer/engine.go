@@ -23,6 +23,9 @@ var (
 	ErrAborted = errors.New("writer: map output aborted")
 	// ErrCommitted is returned by calls on a map output that was committed.
 	ErrCommitted = errors.New("writer: map output already committed")
+	// ErrTooManyRuns is returned when a map output's partition ids go
+	// backwards more often than MaxRuns allows.
+	ErrTooManyRuns = errors.New("writer: too many runs")
 	// ErrClosed is returned by Open on an Engine that was closed.
 	ErrClosed = errors.New("writer: engine closed")
 )
@@ -177,6 +180,15 @@ type Spec struct {
 type Space interface {
 	Grow(n int64) error
 }
+
+// Bounds on the runs of one map output: each run holds a file open until
+// the merge (which opens them all) and a length and checksum per partition.
+const (
+	MaxRuns = 1024
+	// maxRunSegments bounds runs × partitions: 32 Mi segments, 384 MiB of
+	// segment tables at most.
+	maxRunSegments = 1 << 25
+)
 
 // MaxPartitions bounds NumPartitions, as Spark bounds a shuffle's reducers
 // (2^24, PartitionIdPassthrough's practical limit).

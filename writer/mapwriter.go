@@ -151,6 +151,11 @@ func (w *MapWriter) checkPartition(p int) error {
 
 // startRun closes the current run's queue, if any, and starts a new stream.
 func (w *MapWriter) startRun() error {
+	if n := len(w.streams) + 1; w.spec.Mode == Stream && (n > MaxRuns || n*w.spec.NumPartitions > maxRunSegments) {
+		err := fmt.Errorf("%w: map output %s: run %d of %d partitions exceeds %d runs or %d run segments", ErrTooManyRuns, w.name(), n, w.spec.NumPartitions, MaxRuns, maxRunSegments)
+		w.fail(err)
+		return err
+	}
 	var s sink
 	switch w.spec.Mode {
 	case Stream:

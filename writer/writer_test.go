@@ -549,3 +549,30 @@ func TestDirMode(t *testing.T) {
 		}
 	}
 }
+
+// TestTooManyRuns refuses a map output whose partition ids go backwards
+// more than MaxRuns times, and releases everything.
+func TestTooManyRuns(t *testing.T) {
+	e := newEngine(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	w, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 1, Map: 1}, NumPartitions: 2, Codec: codec.None, Layout: shufflefile.Flat(dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxRuns {
+		if err := w.Write(ctx, 1, []byte("a")); err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+		if err := w.Write(ctx, 0, []byte("b")); err != nil && i < MaxRuns-1 {
+			t.Fatalf("run %d: %v", i+2, err)
+		} else if i == MaxRuns-1 && !errors.Is(err, ErrTooManyRuns) {
+			t.Fatalf("run %d: %v, want ErrTooManyRuns", MaxRuns+1, err)
+		}
+	}
+	if _, err := w.Commit(ctx); !errors.Is(err, ErrTooManyRuns) {
+		t.Errorf("Commit after too many runs = %v, want ErrTooManyRuns", err)
+	}
+	noTemps(t, dir)
+	checkQuiet(t, e)
+}
