@@ -32,6 +32,11 @@ const (
 	maxVersion = 1
 )
 
+// maxInline is the largest inline payload announced: the frame limit less
+// room for the Batch head and its layout (partition offsets, column
+// descriptors), so a payload of max_inline bytes still fits in a frame.
+func maxInline(maxFrame int) int { return max(maxFrame-1<<20, maxFrame/2) }
+
 // maxOutputsPerSession bounds the map outputs one connection holds open.
 const maxOutputsPerSession = 4096
 
@@ -229,7 +234,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 		sess.send(id, &protocol.ServerHello{
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
-			MaxInline: uint32(sess.s.cfg.MaxFrame),
+			MaxInline: uint32(maxInline(sess.s.cfg.MaxFrame)),
 			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | deviceFeatures,
 			Server:    "shuffled " + Version,
 		})
