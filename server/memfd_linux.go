@@ -34,6 +34,12 @@ func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 	if length == 0 {
 		return nil, func() {}, nil
 	}
+	// Reading a hole of a memfd allocates it, charged to the daemon and
+	// outside the bytes-in-flight limit; a batch the client really wrote
+	// has no holes.
+	if allocated := st.Blocks * 512; allocated < length {
+		return nil, nil, fmt.Errorf("%w: memfd region of %d bytes, but only %d bytes of the memfd are written (it has holes)", errInvalid, length, allocated)
+	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
 	// MAP_POPULATE maps every page now, in one call, rather than one fault
