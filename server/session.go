@@ -80,14 +80,13 @@ type registration struct {
 
 // output is one open map output of a session.
 type output struct {
-	w       *writer.MapWriter
-	kind    protocol.PayloadKind
-	app     string
-	id      shufflefile.ID
-	res     *disks.Reservation // nil outside the daemon's root
-	failed  error              // a batch failed: the map output is aborted
-	started time.Time
-	ended   sync.Once // counts the output as ended, once
+	w      *writer.MapWriter
+	kind   protocol.PayloadKind
+	app    string
+	id     shufflefile.ID
+	res    *disks.Reservation // nil outside the daemon's root
+	failed error              // a batch failed: the map output is aborted
+	ended  sync.Once          // counts the output as ended, once
 }
 
 // end counts the map output as no longer open, committed or aborted, and
@@ -362,7 +361,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	if err := oid.Validate(); err != nil {
 		return err
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, started: time.Now()}
+	o := &output{kind: m.Kind, app: sess.reg.app, id: oid}
 	layout := sess.reg.layout
 	if layout == nil {
 		dir, res, err := s.place(sess.reg, oid)

@@ -10,7 +10,6 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/shufflefile"
-	"github.com/shuffled/shuffled/vfs"
 )
 
 // Sentinel errors. Errors returned by the writer wrap one of them (or a
@@ -45,19 +44,6 @@ const (
 	// compression ceiling, with no I/O at all. Commit writes nothing.
 	Ceiling
 )
-
-// ParseMode returns the mode named s: "stream", "legacy" or "ceiling".
-func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "stream":
-		return Stream, nil
-	case "legacy":
-		return Legacy, nil
-	case "ceiling":
-		return Ceiling, nil
-	}
-	return 0, fmt.Errorf("%w: unknown mode %q (want stream, legacy or ceiling)", ErrInvalid, s)
-}
 
 func (m Mode) String() string {
 	switch m {
@@ -117,9 +103,6 @@ func New(opts ...Option) (*Engine, error) {
 
 // Limiter returns the engine's bytes-in-flight limiter.
 func (e *Engine) Limiter() *limiter.Limiter { return e.lim }
-
-// FS returns the file system the engine writes through.
-func (e *Engine) FS() vfs.FS { return e.opts.fs }
 
 // Close stops the workers once every record already submitted is encoded.
 // Map outputs still open must be committed or aborted first; Close returns

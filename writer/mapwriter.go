@@ -627,17 +627,3 @@ func (w *MapWriter) abortLocked() {
 	w.state = aborted
 	w.e.done()
 }
-
-// Stats of an open map output, for progress reports.
-type Stats struct {
-	Runs    int
-	Records int64
-	BytesIn int64
-}
-
-// Stats returns the map output's figures so far.
-func (w *MapWriter) Stats() Stats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return Stats{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
-}
