@@ -319,7 +319,7 @@ func (c *Client) roundTrip(ctx context.Context, req protocol.Message, fd int, wa
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	cl := &call{resp: make(chan response, 1), onLate: onLate}
 	id, err := c.register(cl)
@@ -328,9 +328,9 @@ func (c *Client) roundTrip(ctx context.Context, req protocol.Message, fd int, wa
 	}
 	select {
 	case c.wlock <- struct{}{}:
-	case <-ctx.Done():
+	case <-ctx.Done(): // nothing went out: the map output stays usable
 		c.forget(id)
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
 	case <-c.done:
 		c.forget(id)
 		return nil, c.connErr()

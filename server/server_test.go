@@ -489,3 +489,30 @@ func TestSparseMemfd(t *testing.T) {
 		t.Errorf("mapMemfd of a sparse memfd = %v, want an invalid-argument error about holes", err)
 	}
 }
+
+// TestCancelledWriteKeepsMapOutput cancels a write before it is sent: the
+// map output stays usable and commits what is written after.
+func TestCancelledWriteKeepsMapOutput(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := dial(t, d, "app")
+	ctx := context.Background()
+	mo, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: 1, NumPartitions: 1, Kind: protocol.KindOpaque})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := mo.WriteOpaque(cancelled, []byte("lost"), []int64{0, 4}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteOpaque with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := mo.WriteOpaque(ctx, []byte("kept"), []int64{0, 4}); err != nil {
+		t.Fatalf("WriteOpaque after a cancelled one: %v", err)
+	}
+	if _, err := mo.Commit(ctx); err != nil {
+		t.Fatalf("Commit after a cancelled write: %v", err)
+	}
+	got := readOutput(t, shufflefile.Flat(filepath.Join(d.root, "app", "1")), shufflefile.ID{Shuffle: 1, Map: 1}, codec.LZ4)
+	if string(got[0]) != "kept" {
+		t.Errorf("partition 0 = %q, want %q", got[0], "kept")
+	}
+}
