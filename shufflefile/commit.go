@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/vfs"
@@ -150,6 +151,9 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 	}
 	if c.FileMode != 0 {
 		if err := c.FS.Chmod(c.DataTemp, c.FileMode); err != nil {
+			return nil, nil, false, err
+		}
+		if err := takeDirGroup(c.FS, c.DataTemp); err != nil {
 			return nil, nil, false, err
 		}
 	}
@@ -362,7 +366,35 @@ func (a *attempt) writeTemp(final string, b []byte) (string, error) {
 	if err == nil && c.FileMode != 0 {
 		err = c.FS.Chmod(tmp, c.FileMode)
 	}
+	if err == nil && c.FileMode != 0 {
+		err = takeDirGroup(c.FS, tmp)
+	}
 	return tmp, err
+}
+
+// takeDirGroup gives a file its directory's group when it has another, so
+// that the node's shuffle service, which reads Spark's local dirs through
+// their group, can read what the daemon wrote there (SPARK-37618). A daemon
+// that may not take the group (not root and not a member) fails the commit
+// rather than commit files the shuffle service cannot serve.
+func takeDirGroup(fsys vfs.FS, file string) error {
+	dfi, err := fsys.Stat(filepath.Dir(file))
+	if err != nil {
+		return err
+	}
+	ffi, err := fsys.Stat(file)
+	if err != nil {
+		return err
+	}
+	dst, ok1 := dfi.Sys().(*syscall.Stat_t)
+	fst, ok2 := ffi.Sys().(*syscall.Stat_t)
+	if !ok1 || !ok2 || dst.Gid == fst.Gid {
+		return nil
+	}
+	if err := fsys.Chown(file, -1, int(dst.Gid)); err != nil {
+		return fmt.Errorf("give %s its directory's group %d, so the shuffle service can read it: %w", file, dst.Gid, err)
+	}
+	return nil
 }
 
 // rename renames an owned temp file into place and records it.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/shuffled/shuffled/checksum"
@@ -427,5 +428,36 @@ func TestSweep(t *testing.T) {
 	checkOutput(t, l, id, checksum.Adler32, parts("keep", "me"))
 	if _, err := Sweep(vfs.Default, filepath.Join(root, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Sweep(missing dir) = %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestCommitTakesDirGroup checks that committed files take their
+// directory's group, which the shuffle service reads them through. It
+// needs root (to give the directory another group) and fails otherwise
+// only if the files end up in another group.
+func TestCommitTakesDirGroup(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a directory a group the test user is not in")
+	}
+	const gid = 54321
+	dir := t.TempDir()
+	if err := os.Chown(dir, -1, gid); err != nil {
+		t.Fatal(err)
+	}
+	l := Flat(dir)
+	id := ID{Shuffle: 3, Map: 4}
+	c := newCommit(t, vfs.Default, l, id, checksum.Adler32, parts("ab", "c"))
+	c.FileMode = 0o640
+	if _, _, _, err := c.Do(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{DataName(id), IndexName(id), ChecksumName(id, checksum.Adler32)} {
+		fi, err := os.Stat(Path(l, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := fi.Sys().(*syscall.Stat_t).Gid; g != gid {
+			t.Errorf("%s: group %d, want the directory's %d", name, g, gid)
+		}
 	}
 }

@@ -55,6 +55,8 @@ type FS interface {
 	SyncDir(dir string) error
 	// Chmod sets name's permission bits exactly, whatever the umask.
 	Chmod(name string, mode fs.FileMode) error
+	// Chown sets name's owner and group; -1 leaves one as it is.
+	Chown(name string, uid, gid int) error
 }
 
 // RangeCopier is implemented by a File that wants to handle CopyRange
@@ -96,6 +98,7 @@ func (osFS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(di
 func (osFS) ReadDir(dir string) ([]fs.DirEntry, error)   { return os.ReadDir(dir) }
 func (osFS) Stat(name string) (fs.FileInfo, error)       { return os.Stat(name) }
 func (osFS) Chmod(name string, mode fs.FileMode) error   { return os.Chmod(name, mode) }
+func (osFS) Chown(name string, uid, gid int) error       { return os.Chown(name, uid, gid) }
 
 func (osFS) SyncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -16,7 +16,7 @@
 //	}
 //
 // Counted operations (OpKind): FS Create, Open, Remove, Rename, Link,
-// MkdirAll, ReadDir, Stat, SyncDir, Chmod; File Read and ReadAt (OpRead),
+// MkdirAll, ReadDir, Stat, SyncDir, Chmod, Chown; File Read and ReadAt (OpRead),
 // Write, Sync, Stat, Close; and vfs.CopyRange into a file of this FS
 // (OpCopyRange, one operation per call). Seek and Name do no I/O and are
 // not counted.
@@ -63,6 +63,7 @@ const (
 	OpSyncDir
 	OpChmod
 	OpCopyRange
+	OpChown
 )
 
 var opNames = [...]string{
@@ -81,6 +82,7 @@ var opNames = [...]string{
 	OpSyncDir:   "syncdir",
 	OpChmod:     "chmod",
 	OpCopyRange: "copyrange",
+	OpChown:     "chown",
 }
 
 func (k OpKind) String() string {
@@ -309,6 +311,14 @@ func (f *FS) SyncDir(dir string) error {
 		return err
 	}
 	return f.inner.SyncDir(dir)
+}
+
+// Chown sets name's owner and group in the inner FS.
+func (f *FS) Chown(name string, uid, gid int) error {
+	if err := f.check(OpChown, name); err != nil {
+		return err
+	}
+	return f.inner.Chown(name, uid, gid)
 }
 
 // Chmod sets name's mode in the inner FS.
