@@ -233,8 +233,13 @@ func (rm *remover) removeTree(dir string) {
 		}
 		files = append(files, f)
 	}
+	// An executor's directory holds whole outputs: what an index failure
+	// keeps here says nothing of a same-named output in another directory.
+	outer := rm.kept
+	rm.kept = nil
 	rm.remove(files, true)
 	rm.remove(files, false)
+	rm.kept = outer
 	for _, e := range ents {
 		if e.IsDir() {
 			rm.removeTree(filepath.Join(dir, e.Name()))
