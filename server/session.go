@@ -289,15 +289,12 @@ func (sess *session) reply(id uint32, err error) {
 	if errors.As(err, &pe) {
 		msg = pe.Message
 	}
-	if len(msg) > 65535 {
-		msg = msg[:65535]
-	}
 	if code == protocol.CodeInternal {
 		sess.log.Error("request failed", "id", id, "err", err)
 	} else {
 		sess.log.Debug("request refused", "id", id, "code", code, "err", err)
 	}
-	sess.send(id, &protocol.Error{Code: code, Message: msg})
+	sess.send(id, protocol.Errorf(code, "%s", msg)) // Errorf cuts an overlong message on a character boundary
 }
 
 // send writes one response frame; a client that does not read within
