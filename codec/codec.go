@@ -302,3 +302,28 @@ func readPayload(r io.Reader, buf []byte, n int) ([]byte, error) {
 	}
 	return buf, nil
 }
+
+// writeBlocks appends p to a block-framed stream being built (lz4-java and
+// snappy-java frame fixed-size blocks): whole blocks of p go straight to
+// emit, and the rest waits in *buf, of capacity size, for the next write
+// or the end of the stream.
+func writeBlocks(out []byte, buf *[]byte, p []byte, size int, emit func(dst, block []byte) []byte) []byte {
+	for len(p) > 0 {
+		if len(*buf) == 0 && len(p) >= size {
+			out = emit(out, p[:size])
+			p = p[size:]
+			continue
+		}
+		if *buf == nil {
+			*buf = make([]byte, 0, size)
+		}
+		k := min(size-len(*buf), len(p))
+		*buf = append(*buf, p[:k]...)
+		p = p[k:]
+		if len(*buf) == size {
+			out = emit(out, *buf)
+			*buf = (*buf)[:0]
+		}
+	}
+	return out
+}

@@ -73,26 +73,8 @@ func (e *snappyEncoder) Write(p []byte) (int, error) {
 	if !e.open {
 		e.Reset(nil)
 	}
-	n := len(p)
-	bs := e.o.blockSize
-	for len(p) > 0 {
-		if len(e.buf) == 0 && len(p) >= bs {
-			e.out = appendSnappyChunk(e.out, p[:bs])
-			p = p[bs:]
-			continue
-		}
-		if e.buf == nil {
-			e.buf = make([]byte, 0, bs)
-		}
-		k := min(bs-len(e.buf), len(p))
-		e.buf = append(e.buf, p[:k]...)
-		p = p[k:]
-		if len(e.buf) == bs {
-			e.out = appendSnappyChunk(e.out, e.buf)
-			e.buf = e.buf[:0]
-		}
-	}
-	return n, nil
+	e.out = writeBlocks(e.out, &e.buf, p, e.o.blockSize, appendSnappyChunk)
+	return len(p), nil
 }
 
 func (e *snappyEncoder) Finish() []byte {
