@@ -10,30 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/internal/tmpfs"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
-
-// mountTmpfs mounts a tmpfs of size (e.g. "2m") on a fresh directory and
-// unmounts it when the test ends. It skips the test where mounting is not
-// permitted.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	err := unix.Mount("shuffled-test", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size="+size+",mode=0755")
-	if errors.Is(err, unix.EPERM) {
-		t.Skipf("mount -t tmpfs on %s: %v: a real small file system needs CAP_SYS_ADMIN (run as root)", dir, err)
-	}
-	if err != nil {
-		t.Fatalf("mount -t tmpfs -o size=%s on %s: %v", size, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 func realFree(t *testing.T, dir string) uint64 {
 	t.Helper()
@@ -85,7 +65,7 @@ func writeThrough(t *testing.T, r *Reservation, id shufflefile.ID, max int) (str
 }
 
 func TestRealSmallFileSystem(t *testing.T) {
-	mnt := mountTmpfs(t, "2m")
+	mnt := tmpfs.Mount(t, "2m")
 	opts := []Option{WithLowWatermark(Bytes(tmpfsLow)), WithHighWatermark(Bytes(tmpfsHi))}
 
 	t.Run("ledger alone stops at the watermark", func(t *testing.T) {

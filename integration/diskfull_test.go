@@ -13,30 +13,10 @@ import (
 
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/internal/leakcheck"
+	"github.com/shuffled/shuffled/internal/tmpfs"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 )
-
-// relMountTmpfs mounts a tmpfs of size (e.g. "8m") on a fresh directory
-// and unmounts it when the test ends. It skips the test where mounting is
-// not permitted (it needs CAP_SYS_ADMIN).
-func relMountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	err := unix.Mount("shuffled-integration", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size="+size+",mode=0755")
-	if errors.Is(err, unix.EPERM) {
-		t.Skipf("mount -t tmpfs on %s: %v: a real small file system needs CAP_SYS_ADMIN", dir, err)
-	}
-	if err != nil {
-		t.Fatalf("mount -t tmpfs -o size=%s on %s: %v", size, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 // relRefused checks that err is the clear refusal of a full disk: a
 // protocol error with code ResourceExhausted whose message names the disk
@@ -71,7 +51,7 @@ func relRefused(err error, disk string) error {
 func TestDiskFullTmpfs(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := context.Background()
-	mnt := relMountTmpfs(t, "8m")
+	mnt := tmpfs.Mount(t, "8m")
 	root := filepath.Join(mnt, "root")
 	d := startDaemon(t, config{root: root, args: []string{
 		"--disk-low-watermark", "1MiB", "--disk-high-watermark", "2MiB", "--limit", "4MiB", "--log-level", "info",
