@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
@@ -75,13 +76,13 @@ func hostBatch(cfg *Config, j int) (*poolBatch, error) {
 		return nil, err
 	}
 	pb := &poolBatch{index: j, rows: b.Rows, raw: b}
-	size, layout := columnarLayout(b)
+	size, layout := columnar.Layout(b)
 	pb.layout = layout
 	pb.dev = &deviceBatch{region: protocol.Region{Length: int64(size)}}
 	// Whole words past the last buffer: the kernels write validity
 	// bitmaps a 4-byte word at a time.
-	pb.payload = make([]byte, size+payloadAlign)
-	fillColumnar(pb.payload, b, &pb.layout)
+	pb.payload = make([]byte, size+columnar.Align)
+	columnar.Fill(pb.payload, b, &pb.layout)
 	return pb, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
 )
 
@@ -20,9 +21,9 @@ func TestSameRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, layout := columnarLayout(want)
+	size, layout := columnar.Layout(want)
 	payload := make([]byte, size)
-	fillColumnar(payload, want, &layout)
+	columnar.Fill(payload, want, &layout)
 	if err := sameRows(batchView(payload, &layout), want); err != nil {
 		t.Fatalf("sameRows(the batch read back, the batch) = %v, want nil", err)
 	}

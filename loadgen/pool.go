@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/shuffled/shuffled/client"
+	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
@@ -16,10 +17,6 @@ import (
 // keyColumns are the columns the generator hashes to partition rows: every
 // synth schema's key is column 0.
 var keyColumns = []int{0}
-
-// payloadAlign is the alignment of every column buffer in a columnar
-// payload, as Arrow recommends.
-const payloadAlign = 64
 
 // poolBatch is one pre-generated, hash-partitioned batch in the form the
 // run sends it.
@@ -227,7 +224,7 @@ func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
 		}
 		size = int(pb.offsets[p.cfg.Partitions])
 	} else {
-		size, pb.layout = columnarLayout(b)
+		size, pb.layout = columnar.Layout(b)
 	}
 	if form.payload == PayloadColumnar && form.batch && !form.memfd {
 		pb.held = int64(size) // the in-process writer takes the batch itself
@@ -248,7 +245,7 @@ func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
 			partition.AppendSlice(dst[pb.offsets[q]:pb.offsets[q]], b, q)
 		}
 	} else {
-		fillColumnar(dst, b, &pb.layout)
+		columnar.Fill(dst, b, &pb.layout)
 	}
 	if pb.memfd != nil {
 		if err := pb.memfd.Seal(); err != nil {
@@ -257,66 +254,6 @@ func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
 		}
 	}
 	return pb, nil
-}
-
-func alignUp(n int64) int64 { return (n + payloadAlign - 1) &^ (payloadAlign - 1) }
-
-// columnarLayout places b's column buffers in one payload, each aligned to
-// payloadAlign, and returns the payload size and the wire layout.
-func columnarLayout(b *partition.Batch) (int, protocol.ColumnarLayout) {
-	l := protocol.ColumnarLayout{
-		Rows:          int64(b.Rows),
-		Columns:       make([]protocol.Column, len(b.Columns)),
-		PartitionRows: make([]int64, len(b.PartitionOffsets)),
-	}
-	for i, off := range b.PartitionOffsets {
-		l.PartitionRows[i] = int64(off)
-	}
-	var pos int64
-	place := func(n int64) protocol.Buffer {
-		if n == 0 {
-			return protocol.Buffer{}
-		}
-		buf := protocol.Buffer{Offset: pos, Length: n}
-		pos = alignUp(pos + n)
-		return buf
-	}
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		wc := &l.Columns[i]
-		wc.Type = protocol.ColumnType(c.Type) // the type ids are the same
-		wc.Precision, wc.Scale = int32(c.Precision), int32(c.Scale)
-		wc.Name = c.Name
-		if c.Validity != nil {
-			wc.Validity = place(int64(b.Rows+7) / 8)
-		}
-		if c.Type.VarWidth() {
-			wc.Offsets = place(4 * int64(b.Rows+1))
-			wc.Data = place(int64(c.Offsets[b.Rows]))
-		} else {
-			wc.Data = place(int64(b.Rows * c.Type.Width()))
-		}
-	}
-	return int(pos), l
-}
-
-// fillColumnar copies b's buffers into dst where l places them.
-func fillColumnar(dst []byte, b *partition.Batch, l *protocol.ColumnarLayout) {
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		wc := &l.Columns[i]
-		at := func(buf protocol.Buffer) []byte { return dst[buf.Offset : buf.Offset+buf.Length] }
-		if wc.Validity.Length > 0 {
-			copy(at(wc.Validity), c.Validity)
-		}
-		if wc.Offsets.Length > 0 {
-			out := at(wc.Offsets)
-			for r, off := range c.Offsets[:b.Rows+1] {
-				putUint32(out[4*r:], uint32(off))
-			}
-		}
-		copy(at(wc.Data), c.Data)
-	}
 }
 
 func putUint32(b []byte, v uint32) {

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"testing"
 
+	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -27,8 +28,8 @@ func fromPayload(t *testing.T, payload []byte, l *protocol.ColumnarLayout) *part
 		b.PartitionOffsets = append(b.PartitionOffsets, int32(off))
 	}
 	at := func(buf protocol.Buffer) []byte {
-		if buf.Offset%payloadAlign != 0 {
-			t.Errorf("buffer at %d is not %d-byte aligned", buf.Offset, payloadAlign)
+		if buf.Offset%columnar.Align != 0 {
+			t.Errorf("buffer at %d is not %d-byte aligned", buf.Offset, columnar.Align)
 		}
 		return payload[buf.Offset : buf.Offset+buf.Length]
 	}
@@ -61,13 +62,13 @@ func TestColumnarPayload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		size, l := columnarLayout(src)
+		size, l := columnar.Layout(src)
 		if err := (&protocol.Batch{Handle: 1, Kind: protocol.KindColumnar, Plane: protocol.PlaneInline, Inline: make([]byte, size), Columnar: l}).Validate(); err != nil {
 			t.Errorf("%s: layout: %v", schema, err)
 			continue
 		}
 		payload := make([]byte, size)
-		fillColumnar(payload, src, &l)
+		columnar.Fill(payload, src, &l)
 		got := fromPayload(t, payload, &l)
 		for p := range cfg.Partitions {
 			if a, b := partition.AppendSlice(nil, got, p), partition.AppendSlice(nil, src, p); !bytes.Equal(a, b) {
