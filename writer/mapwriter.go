@@ -118,6 +118,11 @@ func (w *MapWriter) usable() error {
 	case aborted:
 		return fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
 	}
+	return w.stopped()
+}
+
+// stopped reports the map output's own abort or first failure, if any.
+func (w *MapWriter) stopped() error {
 	if w.aborted.Load() {
 		return fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
 	}
@@ -125,6 +130,19 @@ func (w *MapWriter) usable() error {
 		return fmt.Errorf("writer: map output %s: %w", w.name(), *p)
 	}
 	return nil
+}
+
+// writing runs add holding w.mu, with a context that the map output's
+// abort or failure cancels too, if the map output still takes writes.
+func (w *MapWriter) writing(ctx context.Context, add func(ctx context.Context) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		return err
+	}
+	ctx, stop := w.join(ctx)
+	defer stop()
+	return add(ctx)
 }
 
 // join returns a context cancelled with ctx or with the map output.
@@ -196,13 +214,12 @@ func (w *MapWriter) WriteBatch(ctx context.Context, b *partition.Batch, onDone f
 	if n := b.NumPartitions(); n != w.spec.NumPartitions {
 		return fmt.Errorf("%w: map output %s: batch has %d partitions, want %d", ErrInvalid, w.name(), n, w.spec.NumPartitions)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.usable(); err != nil {
-		return err
-	}
-	ctx, stop := w.join(ctx)
-	defer stop()
+	return w.writing(ctx, func(ctx context.Context) error { return w.writeColumnar(ctx, b, ref) })
+}
+
+// writeColumnar queues the records of every partition's slice of b. The
+// caller holds w.mu.
+func (w *MapWriter) writeColumnar(ctx context.Context, b *partition.Batch, ref *batchRef) error {
 	for p := range w.spec.NumPartitions {
 		start, end := b.PartitionRows(p)
 		if start == end {
@@ -239,14 +256,7 @@ func (w *MapWriter) Write(ctx context.Context, p int, data []byte) error {
 	if p < 0 || p >= w.spec.NumPartitions {
 		return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.usable(); err != nil {
-		return err
-	}
-	ctx, stop := w.join(ctx)
-	defer stop()
-	return w.writeOpaque(ctx, p, data, nil)
+	return w.writing(ctx, func(ctx context.Context) error { return w.writeOpaque(ctx, p, data, nil) })
 }
 
 // WriteOpaque adds an opaque batch: partition p is data[offsets[p]:
@@ -261,19 +271,14 @@ func (w *MapWriter) WriteOpaque(ctx context.Context, data []byte, offsets []int6
 	if err := checkOffsets(offsets, w.spec.NumPartitions, int64(len(data))); err != nil {
 		return fmt.Errorf("%w: map output %s: %w", ErrInvalid, w.name(), err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.usable(); err != nil {
-		return err
-	}
-	ctx, stop := w.join(ctx)
-	defer stop()
-	for p := range w.spec.NumPartitions {
-		if err := w.writeOpaque(ctx, p, data[offsets[p]:offsets[p+1]], ref); err != nil {
-			return err
+	return w.writing(ctx, func(ctx context.Context) error {
+		for p := range w.spec.NumPartitions {
+			if err := w.writeOpaque(ctx, p, data[offsets[p]:offsets[p+1]], ref); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func checkOffsets(offsets []int64, numPartitions int, size int64) error {
@@ -348,11 +353,8 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 // wrapCtx explains a context error: the caller's, or the map output's own
 // abort or failure.
 func (w *MapWriter) wrapCtx(err error) error {
-	if w.aborted.Load() {
-		return fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
-	}
-	if p := w.failure.Load(); p != nil {
-		return fmt.Errorf("writer: map output %s: %w", w.name(), *p)
+	if stop := w.stopped(); stop != nil {
+		return stop
 	}
 	return fmt.Errorf("writer: map output %s: %w", w.name(), err)
 }
@@ -422,10 +424,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 		} else {
 			seg = newSegments(w.spec.NumPartitions, w.spec.Checksum)
 		}
-		res.Lengths, res.Checksums = seg.lengths, seg.checksums
-		for _, n := range seg.lengths {
-			res.BytesOut += n
-		}
+		res.Lengths, res.Checksums, res.BytesOut = seg.lengths, seg.checksums, sum(seg.lengths)
 		return res, nil
 	}
 	dataTemp, seg, mergeBytes, err := w.assemble(ctx)
@@ -452,10 +451,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("writer: map output %s: commit: %w", w.name(), err)
 	}
-	res.Lengths, res.Checksums, res.Existing = lengths, sums, existing
-	for _, n := range lengths {
-		res.BytesOut += n
-	}
+	res.Lengths, res.Checksums, res.Existing, res.BytesOut = lengths, sums, existing, sum(lengths)
 	return res, nil
 }
 
@@ -514,18 +510,14 @@ func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, c
 	if err := ctx.Err(); err != nil {
 		return "", segments{}, 0, err
 	}
-	if w.spec.Space != nil {
-		// The merged copy holds the runs' bytes a second time until the
-		// runs are removed.
-		var total int64
-		for _, r := range runs {
-			for _, n := range r.Lengths {
-				total += n
-			}
-		}
-		if err := w.spec.Space.Grow(total); err != nil {
-			return "", segments{}, 0, err
-		}
+	// The merged copy holds the runs' bytes a second time until the runs
+	// are removed.
+	var total int64
+	for _, r := range runs {
+		total += sum(r.Lengths)
+	}
+	if err := w.grow(total); err != nil {
+		return "", segments{}, 0, err
 	}
 	path = shufflefile.TempName(w.dataPath)
 	dst, err := fsys.Create(path, 0o600)
@@ -542,19 +534,29 @@ func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, c
 	return path, segments{alg: w.spec.Checksum, lengths: res.Lengths, checksums: res.Checksums}, res.Bytes, nil
 }
 
+// grow admits n more bytes on disk with the map output's Space, if any.
+func (w *MapWriter) grow(n int64) error {
+	if w.spec.Space == nil {
+		return nil
+	}
+	return w.spec.Space.Grow(n)
+}
+
+func sum(lengths []int64) int64 {
+	var total int64
+	for _, n := range lengths {
+		total += n
+	}
+	return total
+}
+
 // concatPartitions is the Legacy commit: partition files copied one after
 // the other into the data file.
 func (w *MapWriter) concatPartitions(ctx context.Context) (string, segments, int64, error) {
 	fsys := w.e.opts.fs
 	pf := w.streams[0].sink.(*partitionFiles)
-	if w.spec.Space != nil {
-		var total int64
-		for _, n := range pf.lengths {
-			total += n
-		}
-		if err := w.spec.Space.Grow(total); err != nil {
-			return "", segments{}, 0, err
-		}
+	if err := w.grow(sum(pf.lengths)); err != nil {
+		return "", segments{}, 0, err
 	}
 	path := shufflefile.TempName(w.dataPath)
 	dst, err := fsys.Create(path, 0o600)
