@@ -275,6 +275,9 @@ func TestMemfdSealedAndMapped(t *testing.T) {
 	defer unix.Close(fd)
 	unix.Write(fd, []byte("ab"))
 	b := &protocol.Batch{Kind: protocol.KindOpaque, Plane: protocol.PlaneMemfd, Region: protocol.Region{Length: 2}, Opaque: protocol.OpaqueLayout{PartitionOffsets: []int64{0, 1, 2}}}
+	if err := m.check(b); err != nil {
+		t.Fatal(err)
+	}
 	err = m.send(ctx, b, fd)
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidArgument || !strings.Contains(pe.Message, "seals") {

@@ -32,5 +32,8 @@ func (m *MapOutput) writeDevice(ctx context.Context, b *protocol.Batch, ipc prot
 	b.Plane = protocol.PlaneCUDAIPC
 	b.IPC = ipc
 	b.Region = region
+	if err := m.check(b); err != nil {
+		return err
+	}
 	return m.send(ctx, b, -1)
 }

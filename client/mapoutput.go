@@ -134,6 +134,9 @@ func (m *MapOutput) writeBytes(ctx context.Context, b *protocol.Batch, data []by
 		}
 		b.Plane = protocol.PlaneInline
 		b.Inline = data
+		if err := m.check(b); err != nil {
+			return err
+		}
 		return m.send(ctx, b, -1)
 	}
 	b.Plane = protocol.PlaneMemfd
@@ -158,6 +161,9 @@ func (m *MapOutput) writeMemfd(ctx context.Context, b *protocol.Batch, f *Memfd)
 	}
 	b.Plane = protocol.PlaneMemfd
 	b.Region = protocol.Region{Length: int64(f.size)}
+	if err := m.check(b); err != nil {
+		return err
+	}
 	return m.send(ctx, b, f.fd)
 }
 
@@ -193,10 +199,8 @@ func (m *MapOutput) state() error {
 	return nil
 }
 
+// send sends a batch that check passed.
 func (m *MapOutput) send(ctx context.Context, b *protocol.Batch, fd int) error {
-	if err := m.check(b); err != nil {
-		return err
-	}
 	_, err := m.c.roundTrip(ctx, b, fd, protocol.TypeBatchAccepted, nil)
 	if err != nil {
 		if errors.Is(err, errNotSent) {
