@@ -187,29 +187,51 @@ func (e shortError) Error() string { return e.err.Error() }
 // picks. It is safe for concurrent use; concurrent operations take
 // indexes in the order they start.
 type FS struct {
-	inner    vfs.FS
-	inj      Injector
-	ops      atomic.Int64
-	injected atomic.Int64
+	inner vfs.FS
+	inj   Injector
+	n     *counters // shared with the FS's confined children
 }
 
-var _ vfs.FS = (*FS)(nil)
+type counters struct{ ops, injected atomic.Int64 }
+
+var (
+	_ vfs.FS       = (*FS)(nil)
+	_ vfs.Confiner = (*FS)(nil)
+)
 
 // New wraps inner; inj may be nil (count only).
 func New(inner vfs.FS, inj Injector) *FS {
-	return &FS{inner: inner, inj: inj}
+	return &FS{inner: inner, inj: inj, n: &counters{}}
 }
 
 // Ops returns the number of operations started so far.
-func (f *FS) Ops() int64 { return f.ops.Load() }
+func (f *FS) Ops() int64 { return f.n.ops.Load() }
 
 // Injected returns the number of operations failed so far.
-func (f *FS) Injected() int64 { return f.injected.Load() }
+func (f *FS) Injected() int64 { return f.n.injected.Load() }
+
+// Confine confines the inner FS (vfs.Confine) and wraps the result: its
+// operations are counted and injected with f's, in one sequence.
+func (f *FS) Confine(dirs []string, opts vfs.ConfineOptions) (vfs.Confined, error) {
+	c, err := vfs.Confine(f.inner, dirs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return confined{FS: &FS{inner: c, inj: f.inj, n: f.n}, c: c}, nil
+}
+
+type confined struct {
+	*FS
+	c vfs.Confined
+}
+
+func (c confined) Dirs() []string { return c.c.Dirs() }
+func (c confined) Close() error   { return c.c.Close() }
 
 // maybe counts an operation and asks the injector about it; it returns
 // the injected failure or nil.
 func (f *FS) maybe(kind OpKind, path, newPath string) *Error {
-	op := Op{Kind: kind, Path: path, NewPath: newPath, Index: f.ops.Add(1) - 1}
+	op := Op{Kind: kind, Path: path, NewPath: newPath, Index: f.n.ops.Add(1) - 1}
 	if f.inj == nil {
 		return nil
 	}
@@ -217,7 +239,7 @@ func (f *FS) maybe(kind OpKind, path, newPath string) *Error {
 	if err == nil {
 		return nil
 	}
-	f.injected.Add(1)
+	f.n.injected.Add(1)
 	var se shortError
 	if errors.As(err, &se) {
 		return &Error{Op: op, Short: true, Err: se.err}
