@@ -42,9 +42,8 @@ type Commit struct {
 	// (chmod, so the umask does not narrow it; e.g. 0640 to let the
 	// shuffle service's group read them). Zero creates files 0644 less
 	// the umask. A directory Do creates (Spark's hashed sub-directories)
-	// gets the mode plus x wherever it has r (0640 gives 0750), exactly
-	// when FileMode is set; parents it creates get that mode less the
-	// umask.
+	// gets DirMode(FileMode) and its parent's setgid bit, exactly when
+	// FileMode is set (EnsureDir).
 	FileMode fs.FileMode
 }
 
@@ -57,8 +56,8 @@ type Commit struct {
 // Algorithm is checksum.None, the committed checksums, with existing true.
 // When the committed output has no usable checksum file for Algorithm, Do
 // computes the checksums from the committed data and writes that file. A
-// committed output with another number of partitions is an error
-// (ErrInvalidCommit), and it stays as it is.
+// committed output with another number of partitions does not count as
+// committed (as in Spark): this attempt replaces it.
 //
 // Otherwise Do checks that the data temp file's length is the sum of
 // Lengths (else ErrInvalidCommit, nothing committed), writes the checksum
@@ -124,7 +123,7 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 	}
 
 	// The first commit wins.
-	offsets, staleIndex, err := committedOffsets(c.FS, dataPath, indexPath)
+	offsets, staleIndex, err := committedOffsets(c.FS, dataPath, indexPath, len(c.Lengths))
 	if err != nil {
 		df.Close()
 		return nil, nil, false, err
@@ -232,18 +231,20 @@ func offsetAt(index []byte, i int) int64 {
 	return int64(binary.BigEndian.Uint64(index[8*i:]))
 }
 
-// committedOffsets returns the offsets of the committed output whose index
-// and data files are at the given paths, or nil when none is committed:
-// no index, no data file, a malformed index, or an index whose last offset
-// is not the data file's length. staleIndex reports an index file that
+// committedOffsets returns the offsets of the committed output of n
+// partitions whose index and data files are at the given paths, or nil
+// when none is committed: no index, no data file, a malformed index, an
+// index of another partition count, or one whose last offset is not the
+// data file's length (Spark's checkIndexAndDataFile, except that a missing
+// data file never passes for an empty one). staleIndex reports an index file that
 // exists but marks nothing committed. Other errors (I/O) are returned:
 // they say nothing about what is committed.
-func committedOffsets(fsys vfs.FS, dataPath, indexPath string) (offsets []int64, staleIndex bool, err error) {
+func committedOffsets(fsys vfs.FS, dataPath, indexPath string, n int) (offsets []int64, staleIndex bool, err error) {
 	offsets, err = readIndex(fsys, indexPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, false, nil
-	case errors.Is(err, ErrCorrupt):
+	case errors.Is(err, ErrCorrupt), err == nil && len(offsets)-1 != n:
 		return nil, true, nil
 	case err != nil:
 		return nil, false, err
@@ -406,12 +407,9 @@ func (a *attempt) rename(tmp, final string) error {
 	return nil
 }
 
-// makeDirs creates the missing directories of the given paths ("" skipped),
-// with c's directory mode, exact when FileMode is set.
+// makeDirs creates the missing directories of the given paths ("" skipped)
+// with EnsureDir.
 func (a *attempt) makeDirs(paths ...string) error {
-	c := a.c
-	perm := c.perm()
-	perm |= (perm & 0o444) >> 2
 	var done []string
 	for _, p := range paths {
 		if p == "" {
@@ -422,20 +420,8 @@ func (a *attempt) makeDirs(paths ...string) error {
 			continue
 		}
 		done = append(done, d)
-		_, err := c.FS.Stat(d)
-		switch {
-		case err == nil:
-			continue
-		case !errors.Is(err, fs.ErrNotExist):
+		if err := EnsureDir(a.c.FS, d, a.c.FileMode); err != nil {
 			return err
-		}
-		if err := c.FS.MkdirAll(d, perm); err != nil {
-			return err
-		}
-		if c.FileMode != 0 {
-			if err := c.FS.Chmod(d, perm); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

@@ -218,20 +218,44 @@ func TestCommitDataTempIsFinalName(t *testing.T) {
 	checkOutput(t, l, id, checksum.None, parts("abc"))
 }
 
-func TestCommitPartitionCountConflict(t *testing.T) {
+// TestCommitPartitionCountDiffers: an index of another partition count
+// does not mark the output committed, as in Spark's
+// IndexShuffleBlockResolver.checkIndexAndDataFile: the new attempt
+// overwrites it.
+func TestCommitPartitionCountDiffers(t *testing.T) {
 	root := t.TempDir()
 	l := Flat(root)
 	id := ID{4, 4}
-	first := parts("ab", "cd")
-	mustCommit(t, l, id, checksum.CRC32, first)
-	c := newCommit(t, vfs.Default, l, id, checksum.CRC32, parts("a", "b", "cd"))
-	_, _, _, err := c.Do()
-	if !errors.Is(err, ErrInvalidCommit) || !strings.Contains(err.Error(), "2 partitions") || !strings.Contains(err.Error(), "has 3") {
-		t.Errorf("Do() with another partition count = %v, want ErrInvalidCommit naming 2 and 3", err)
+	mustCommit(t, l, id, checksum.CRC32, parts("ab", "cd"))
+	second := parts("a", "b", "cd")
+	c := newCommit(t, vfs.Default, l, id, checksum.CRC32, second)
+	lengths, _, existing, err := c.Do()
+	if err != nil || existing || len(lengths) != 3 {
+		t.Fatalf("Do() with another partition count = %v, existing %v, %v; want a fresh commit of 3 partitions", lengths, existing, err)
 	}
-	checkOutput(t, l, id, checksum.CRC32, first)
+	checkOutput(t, l, id, checksum.CRC32, second)
 	if ts := temps(t, root); len(ts) != 0 {
 		t.Errorf("temp files left: %v", ts)
+	}
+}
+
+// TestCommitIndexWithoutData: an index whose data file is missing marks
+// nothing committed (Spark overwrites it), even when its offsets are all 0.
+func TestCommitIndexWithoutData(t *testing.T) {
+	for _, first := range []attemptData{parts("ab", "cd"), parts("", "")} {
+		root := t.TempDir()
+		l := Flat(root)
+		id := ID{5, 5}
+		mustCommit(t, l, id, checksum.CRC32, first)
+		if err := os.Remove(Path(l, DataName(id))); err != nil {
+			t.Fatal(err)
+		}
+		second := parts("xyz", "w")
+		c := newCommit(t, vfs.Default, l, id, checksum.CRC32, second)
+		if _, _, existing, err := c.Do(); err != nil || existing {
+			t.Fatalf("Do() over an index without data (first %q) = existing %v, %v; want a fresh commit", first, existing, err)
+		}
+		checkOutput(t, l, id, checksum.CRC32, second)
 	}
 }
 

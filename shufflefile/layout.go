@@ -11,6 +11,9 @@ import (
 type Layout interface {
 	// Dir returns the directory that holds the file named fileName.
 	Dir(fileName string) string
+	// Dirs returns the layout's top directories and whether files lie in
+	// hashed sub-directories of them (ListDirs finds those).
+	Dirs() (dirs []string, hashed bool)
 }
 
 // Path returns the path of the file named name under l.
@@ -21,6 +24,9 @@ type Flat string
 
 // Dir returns the directory itself, whatever the name.
 func (f Flat) Dir(string) string { return string(f) }
+
+// Dirs returns the directory itself, not hashed.
+func (f Flat) Dirs() ([]string, bool) { return []string{string(f)}, false }
 
 // DefaultSubDirs is Spark's default number of sub-directories per local
 // directory (spark.diskStore.subDirectories).
@@ -58,6 +64,9 @@ func (l SparkHashed) Validate() error {
 	}
 	return nil
 }
+
+// Dirs returns the local dirs, hashed.
+func (l SparkHashed) Dirs() ([]string, bool) { return append([]string(nil), l.LocalDirs...), true }
 
 // Dir returns the hashed directory of fileName. l must be valid
 // (Validate); Dir panics when LocalDirs is empty.

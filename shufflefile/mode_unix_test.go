@@ -38,8 +38,8 @@ func TestCommitFileMode(t *testing.T) {
 			continue // made by the test, before Do
 		}
 		di, err := os.Stat(dir)
-		if err != nil || di.Mode().Perm() != 0o750 {
-			t.Errorf("mode of %s's directory %s = %v, %v, want 0750", name, dir, di.Mode(), err)
+		if err != nil || di.Mode().Perm() != 0o770 {
+			t.Errorf("mode of %s's directory %s = %v, %v, want 0770 (group-writable, as Spark's)", name, dir, di.Mode(), err)
 		}
 	}
 }
