@@ -380,7 +380,8 @@ func TestRemoveShuffleInSparkHashed(t *testing.T) {
 
 type otherLayout struct{}
 
-func (otherLayout) Dir(string) string { return "/" }
+func (otherLayout) Dir(string) string      { return "/" }
+func (otherLayout) Dirs() ([]string, bool) { return nil, false }
 
 func TestRemoveShuffleInArguments(t *testing.T) {
 	tests := []struct {
@@ -390,7 +391,7 @@ func TestRemoveShuffleInArguments(t *testing.T) {
 		want    error
 	}{
 		{"negative shuffle", shufflefile.Flat(t.TempDir()), -1, shufflefile.ErrInvalidID},
-		{"unknown layout", otherLayout{}, 1, ErrInvalidArgument},
+		{"layout without dirs", otherLayout{}, 1, shufflefile.ErrInvalidLayout},
 		{"empty hashed layout", shufflefile.SparkHashed{}, 1, shufflefile.ErrInvalidLayout},
 		{"nil hashed layout", (*shufflefile.SparkHashed)(nil), 1, ErrInvalidArgument},
 	}

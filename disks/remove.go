@@ -1,10 +1,11 @@
 package disks
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,42 +55,43 @@ func RemoveShuffleIn(fsys vfs.FS, l shufflefile.Layout, shuffle int32) (outputs 
 
 // layoutDirs lists the directories where l puts files.
 func layoutDirs(fsys vfs.FS, l shufflefile.Layout) ([]string, error) {
-	switch l := l.(type) {
-	case shufflefile.Flat:
-		return []string{string(l)}, nil
-	case shufflefile.SparkHashed:
-		return hashedDirs(fsys, l)
-	case *shufflefile.SparkHashed:
-		if l != nil {
-			return hashedDirs(fsys, *l)
-		}
+	if h, ok := l.(*shufflefile.SparkHashed); l == nil || ok && h == nil {
+		return nil, fmt.Errorf("%w: no layout", ErrInvalidArgument)
 	}
-	return nil, fmt.Errorf("%w: layout %T is neither shufflefile.Flat nor shufflefile.SparkHashed", ErrInvalidArgument, l)
+	return shufflefile.ListDirs(fsys, l)
 }
 
-// hashedDirs lists each local dir and its sub-directories.
-func hashedDirs(fsys vfs.FS, l shufflefile.SparkHashed) ([]string, error) {
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
-	var dirs []string
-	var errs []error
-	for _, local := range l.LocalDirs {
-		ents, err := fsys.ReadDir(local)
-		if err != nil {
-			if !notExist(err) {
-				errs = append(errs, err)
+// ListShufflesIn returns the shuffles with files in the directories of
+// layout l (as RemoveShuffleIn finds them), ascending by id. Bytes count
+// every file of the shuffle, committed and temp.
+func ListShufflesIn(fsys vfs.FS, l shufflefile.Layout) ([]ShuffleUsage, error) {
+	dirs, err := layoutDirs(fsys, l)
+	errs := []error{err}
+	byID := map[int32]*ShuffleUsage{}
+	for _, dir := range dirs {
+		files, err := shuffleFiles(fsys, dir, func(int32) bool { return true })
+		errs = append(errs, err)
+		for _, f := range files {
+			u := byID[f.shuffle]
+			if u == nil {
+				u = &ShuffleUsage{Shuffle: f.shuffle}
+				byID[f.shuffle] = u
 			}
-			continue
-		}
-		dirs = append(dirs, local)
-		for _, e := range ents {
-			if e.IsDir() {
-				dirs = append(dirs, filepath.Join(local, e.Name()))
+			u.Bytes += f.size
+			if f.index {
+				u.Outputs++
 			}
 		}
 	}
-	return dirs, errors.Join(errs...)
+	out := make([]ShuffleUsage, 0, len(byID))
+	for _, u := range byID {
+		out = append(out, *u)
+	}
+	slices.SortFunc(out, func(a, b ShuffleUsage) int { return cmp.Compare(a.Shuffle, b.Shuffle) })
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("disks: list shuffles: %w", err)
+	}
+	return out, nil
 }
 
 // shuffleFile is one file of a shuffle, as listed.
@@ -139,27 +141,17 @@ func shuffleFiles(fsys vfs.FS, dir string, keep func(int32) bool) ([]shuffleFile
 	return out, errors.Join(errs...)
 }
 
-// shuffleOf returns the shuffle id of a shuffle file name,
-// "shuffle_{s}_..." (committed or temp), and false for other names.
+// shuffleOf returns the shuffle id of a map output file name (committed
+// or temp, shufflefile.ParseName), and false for other names.
 func shuffleOf(name string) (int32, bool) {
-	rest, ok := strings.CutPrefix(name, "shuffle_")
-	if !ok {
-		return 0, false
-	}
-	digits, _, ok := strings.Cut(rest, "_")
-	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return 0, false
-	}
-	s, err := strconv.ParseInt(digits, 10, 32)
-	if err != nil {
-		return 0, false
-	}
-	return int32(s), true
+	n, ok := shufflefile.ParseName(name)
+	return n.ID.Shuffle, ok
 }
 
 // isIndexName reports a committed index file's name (not a temp one).
 func isIndexName(name string) bool {
-	return strings.HasSuffix(name, ".index") && strings.HasPrefix(name, "shuffle_")
+	n, ok := shufflefile.ParseName(name)
+	return ok && n.Kind == shufflefile.KindIndex
 }
 
 // remover removes files and counts what it freed.
