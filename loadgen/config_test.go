@@ -46,7 +46,7 @@ func TestParseArgsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--partitions", "0"}, "--partitions must be >= 1, got 0"},
-		{[]string{"--partitions", "16777217"}, "--partitions must be <= 16777216, got 16777217"},
+		{[]string{"--partitions", "1048577"}, "--partitions must be <= 1048576, got 1048577"},
 		{[]string{"--rows", "-1"}, "--rows must be >= 1, got -1"},
 		{[]string{"--tasks", "0"}, "--tasks must be >= 1 (or give --duration), got 0"},
 		{[]string{"--concurrency", "0"}, "--concurrency must be >= 1, got 0"},

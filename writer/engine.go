@@ -175,7 +175,7 @@ const (
 
 // MaxPartitions bounds NumPartitions, as Spark bounds a shuffle's reducers
 // (2^24, PartitionIdPassthrough's practical limit).
-const MaxPartitions = 1 << 24
+const MaxPartitions = shufflefile.MaxPartitions
 
 func (s *Spec) validate() error {
 	if s.ID.Shuffle < 0 {

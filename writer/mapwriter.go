@@ -2,9 +2,7 @@ package writer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -32,6 +30,7 @@ type MapWriter struct {
 	e        *Engine
 	spec     Spec
 	enc      *codec.Pool
+	fs       vfs.FS // the layout's own (shufflefile.FSOf), else the engine's
 	dataPath string
 
 	ctx     context.Context // cancelled by Abort and by the first failure
@@ -66,6 +65,7 @@ type Result struct {
 
 func newMapWriter(e *Engine, spec Spec) *MapWriter {
 	w := &MapWriter{e: e, spec: spec, enc: e.encoders[spec.Codec], last: -1}
+	w.fs = shufflefile.FSOf(spec.Layout, e.opts.fs)
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
 }
@@ -75,22 +75,9 @@ func (w *MapWriter) init() error {
 		return nil
 	}
 	w.dataPath = shufflefile.Path(w.spec.Layout, shufflefile.DataName(w.spec.ID))
-	dir := filepath.Dir(w.dataPath)
-	fsys := w.e.opts.fs
-	if _, err := fsys.Stat(dir); err == nil {
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("writer: map output %s: %w", w.name(), err)
-	}
 	// A directory made here (a Spark hashed sub-directory, an executor's
-	// dir in the daemon's root) lets in whoever may read the files: the
-	// file mode plus x wherever it has r (0640 gives 0750), whatever the
-	// umask, as shufflefile.Commit does for the directories it makes.
-	mode := w.e.opts.fileMode | (w.e.opts.fileMode&0o444)>>2
-	if err := fsys.MkdirAll(dir, mode); err != nil {
-		return fmt.Errorf("writer: map output %s: %w", w.name(), err)
-	}
-	if err := fsys.Chmod(dir, mode); err != nil {
+	// dir in the daemon's root) gets shufflefile.DirMode, as Commit's do.
+	if err := shufflefile.EnsureDir(w.fs, filepath.Dir(w.dataPath), w.e.opts.fileMode); err != nil {
 		return fmt.Errorf("writer: map output %s: %w", w.name(), err)
 	}
 	return nil
@@ -177,7 +164,7 @@ func (w *MapWriter) startRun() error {
 	var s sink
 	switch w.spec.Mode {
 	case Stream:
-		rf, err := newRunFile(w.e.opts.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
+		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
 		if err != nil {
 			err = fmt.Errorf("writer: map output %s: run %d: %w", w.name(), len(w.streams), err)
 			w.fail(err)
@@ -185,7 +172,7 @@ func (w *MapWriter) startRun() error {
 		}
 		s = rf
 	case Legacy:
-		s = newPartitionFiles(w.e.opts.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
+		s = newPartitionFiles(w.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
 	case Ceiling:
 		s = &discard{newSegments(w.spec.NumPartitions, w.spec.Checksum)}
 	}
@@ -433,11 +420,11 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 	}
 	res.MergeBytes = mergeBytes
 	if w.aborted.Load() { // an Abort that came during the merge still wins
-		_ = w.e.opts.fs.Remove(dataTemp)
+		_ = w.fs.Remove(dataTemp)
 		return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
 	}
 	c := shufflefile.Commit{
-		FS:        w.e.opts.fs,
+		FS:        w.fs,
 		Layout:    w.spec.Layout,
 		ID:        w.spec.ID,
 		DataTemp:  dataTemp,
@@ -460,7 +447,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 // partition files (Legacy). Run and partition files are removed once merged;
 // on error, assemble removes what it made and abortLocked removes the rest.
 func (w *MapWriter) assemble(ctx context.Context) (string, segments, int64, error) {
-	fsys := w.e.opts.fs
+	fsys := w.fs
 	switch {
 	case len(w.streams) == 0:
 		// No record at all: an empty data file.
@@ -486,7 +473,7 @@ func (w *MapWriter) assemble(ctx context.Context) (string, segments, int64, erro
 }
 
 func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, copied int64, err error) {
-	fsys := w.e.opts.fs
+	fsys := w.fs
 	runs := make([]merge.Run, 0, len(w.streams))
 	defer func() {
 		for _, r := range runs {
@@ -553,7 +540,7 @@ func sum(lengths []int64) int64 {
 // concatPartitions is the Legacy commit: partition files copied one after
 // the other into the data file.
 func (w *MapWriter) concatPartitions(ctx context.Context) (string, segments, int64, error) {
-	fsys := w.e.opts.fs
+	fsys := w.fs
 	pf := w.streams[0].sink.(*partitionFiles)
 	if err := w.grow(sum(pf.lengths)); err != nil {
 		return "", segments{}, 0, err

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"fmt"
+	"github.com/shuffled/shuffled/shufflefile"
 	"io/fs"
 	"runtime"
 
@@ -19,9 +20,8 @@ const (
 	DefaultRecordSize = 1 << 20
 	// DefaultBlockSize is Spark's spark.io.compression.{lz4,snappy}.blockSize.
 	DefaultBlockSize = 32 << 10
-	// DefaultFileMode leaves committed files readable by the group, which the
-	// node's shuffle service is in (SPARK-37618).
-	DefaultFileMode fs.FileMode = 0o640
+	// DefaultFileMode is shufflefile.DefaultFileMode.
+	DefaultFileMode fs.FileMode = shufflefile.DefaultFileMode
 	// runBufferSize is the write buffer of one run file.
 	runBufferSize = 256 << 10
 )

@@ -543,7 +543,7 @@ func TestDirMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := mode | (mode&0o444)>>2
+		want := shufflefile.DirMode(mode)
 		if got := fi.Mode().Perm(); got != want {
 			t.Errorf("file mode %#o: sub-directory mode %#o, want %#o", mode, got, want)
 		}
