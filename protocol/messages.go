@@ -37,7 +37,7 @@ const (
 	MaxSubDirs       = 1 << 16 // RegisterExecutor.SubDirs
 	MaxTokenLen      = 32      // OpenMapOutput.Codec, OpenMapOutput.Checksum
 	MaxStatNameLen   = 64      // Stat.Name
-	MaxPartitions    = 1 << 24 // OpenMapOutput.NumPartitions
+	MaxPartitions    = 1 << 20 // OpenMapOutput.NumPartitions: its CommitResult is at most 16 MiB + 32 bytes
 	MaxStats         = 4096    // StatsResult.Stats
 	MaxShuffles      = 1 << 20 // ShuffleList.Shuffles
 )

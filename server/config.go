@@ -17,6 +17,8 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/metrics"
+	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/shufflefile"
 )
 
 // ErrInvalidConfig is wrapped by every error of Validate and ApplyEnv.
@@ -61,6 +63,16 @@ type Config struct {
 	// PoolSize is the number of goroutines that serialize and compress
 	// records (--pool). Default GOMAXPROCS, which follows the CPU quota.
 	PoolSize int
+	// PartitionStateLimit bounds the memory that open map outputs hold per
+	// partition (lengths, checksums and run tables, charged at Open as
+	// num_partitions x PartitionStateBytes), daemon-wide
+	// (--partition-state-limit). Default 256 MiB: about 10 million open
+	// partitions. An Open over it is refused (ResourceExhausted).
+	PartitionStateLimit int64
+	// MaxOpenOutputs bounds the map outputs open at once, daemon-wide
+	// (--max-open-outputs). Default 65536; one connection holds at most
+	// MaxOutputsPerConnection of them.
+	MaxOpenOutputs int
 
 	// DefaultCodec is used when a map output names none (--codec): none,
 	// lz4, zstd or snappy. Default lz4, as Spark.
@@ -93,8 +105,9 @@ type Config struct {
 	// TimeoutStopSec= must exceed it.
 	DrainTimeout time.Duration
 	// FileMode is the mode of the shuffle files written (--file-mode).
-	// Default 0640: the node's shuffle service reads them through the
-	// group. World-writable modes are refused.
+	// Default 0644, as Spark makes shuffle files when the external shuffle
+	// service serves them (SPARK-37618); 0640 limits them to the group of
+	// the local dirs. World-writable modes are refused.
 	FileMode fs.FileMode
 	// SocketMode is the mode of the Unix socket (--socket-mode). Default
 	// 0660; peer credentials are checked on top of it.
@@ -127,19 +140,21 @@ type Config struct {
 // defaultConfig holds the value EnsureDefaults gives each zero field, except
 // PoolSize, which is GOMAXPROCS at the time of the call.
 var defaultConfig = Config{
-	SocketPath:       "/run/shuffled/shuffled.sock",
-	Root:             "/var/lib/shuffled",
-	DiskLowWatermark: "256MiB",
-	LimitBytes:       512 << 20,
-	DefaultCodec:     "lz4",
-	DefaultChecksum:  "ADLER32",
-	BlockSize:        32 << 10,
-	DrainTimeout:     30 * time.Second,
-	FileMode:         0o640,
-	SocketMode:       0o660,
-	MaxFrame:         64 << 20,
-	LogFormat:        "text",
-	SubDirs:          64,
+	SocketPath:          "/run/shuffled/shuffled.sock",
+	Root:                "/var/lib/shuffled",
+	DiskLowWatermark:    "256MiB",
+	LimitBytes:          512 << 20,
+	PartitionStateLimit: 256 << 20,
+	MaxOpenOutputs:      65536,
+	DefaultCodec:        "lz4",
+	DefaultChecksum:     "ADLER32",
+	BlockSize:           32 << 10,
+	DrainTimeout:        30 * time.Second,
+	FileMode:            shufflefile.DefaultFileMode,
+	SocketMode:          0o660,
+	MaxFrame:            64 << 20,
+	LogFormat:           "text",
+	SubDirs:             64,
 }
 
 // Bounds that Validate enforces.
@@ -147,7 +162,7 @@ const (
 	maxSocketPath = 107 // sun_path holds 108 bytes with the NUL
 	minBlockSize  = 64  // lz4-java's LZ4BlockOutputStream bounds
 	maxBlockSize  = 32 << 20
-	minMaxFrame   = 64 << 10 // the protocol's floor for ServerHello.max_frame
+	minMaxFrame   = protocol.MinMaxFrame
 	maxMaxFrame   = 1 << 30
 )
 
@@ -163,6 +178,8 @@ func (c *Config) EnsureDefaults() *Config {
 	setDefault(&c.DiskLowWatermark, d.DiskLowWatermark)
 	setDefault(&c.LimitBytes, d.LimitBytes)
 	setDefault(&c.PoolSize, runtime.GOMAXPROCS(0))
+	setDefault(&c.PartitionStateLimit, d.PartitionStateLimit)
+	setDefault(&c.MaxOpenOutputs, d.MaxOpenOutputs)
 	setDefault(&c.DefaultCodec, d.DefaultCodec)
 	setDefault(&c.DefaultChecksum, d.DefaultChecksum)
 	setDefault(&c.BlockSize, d.BlockSize)
@@ -269,6 +286,12 @@ func (c *Config) Validate() error {
 	if c.PoolSize <= 0 {
 		bad("pool", "must be > 0, got %d", c.PoolSize)
 	}
+	if c.PartitionStateLimit <= 0 {
+		bad("partition-state-limit", "must be > 0, got %d", c.PartitionStateLimit)
+	}
+	if c.MaxOpenOutputs <= 0 {
+		bad("max-open-outputs", "must be > 0, got %d", c.MaxOpenOutputs)
+	}
 	if !isCodec(c.DefaultCodec) {
 		bad("codec", "must be one of %s, got %q", strings.Join(codecNames, ", "), c.DefaultCodec)
 	}
@@ -343,6 +366,8 @@ func (c *Config) settings() []setting {
 		{"disk-high-watermark", "free space (`size` or percentage) above which a full root disk is used again (default twice the low)", stringValue(&c.DiskHighWatermark, nil)},
 		{"limit", "bytes-in-flight limit of the whole daemon, a `size` such as 512MiB or 1g", sizeValue(&c.LimitBytes)},
 		{"pool", "`goroutines` that serialize and compress records", intValue(&c.PoolSize)},
+		{"partition-state-limit", "memory `size` that open map outputs may hold per partition, daemon-wide", sizeValue(&c.PartitionStateLimit)},
+		{"max-open-outputs", "map outputs open at once, daemon-wide (`count`)", intValue(&c.MaxOpenOutputs)},
 		{"codec", "default `codec`: none, lz4, zstd, snappy", stringValue(&c.DefaultCodec, canonicalCodec)},
 		{"checksum", "default checksum `algorithm`: none, ADLER32, CRC32, CRC32C", stringValue(&c.DefaultChecksum, canonicalChecksum)},
 		{"block-size", "codec block `size` (Spark's spark.io.compression.lz4.blockSize)", intSizeValue(&c.BlockSize)},

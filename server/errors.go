@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"syscall"
 
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
 )
 
@@ -35,7 +37,7 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeUnavailable
 	case errors.Is(err, writer.ErrAborted), errors.Is(err, context.Canceled):
 		return protocol.CodeAborted
-	case errors.Is(err, errPermission):
+	case errors.Is(err, errPermission), errors.Is(err, vfs.ErrRefused), errors.Is(err, fs.ErrPermission):
 		return protocol.CodePermissionDenied
 	case errors.Is(err, errNotFound):
 		return protocol.CodeNotFound

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/shuffled/shuffled/disks"
@@ -46,14 +49,12 @@ func (s *Server) place(reg *registration, id shufflefile.ID) (string, *disks.Res
 // or, for an application not registered since the daemon started, root or
 // the daemon's own uid.
 func (s *Server) owns(uid uint32, app string) error {
-	s.mu.Lock()
-	a := s.mu.apps[app]
-	s.mu.Unlock()
+	owner, known := s.apps.owner(app)
 	switch {
-	case a != nil && a.uid == uid:
+	case known && owner == uid:
 		return nil
-	case a != nil:
-		return fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, app, a.uid, uid)
+	case known:
+		return fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, app, owner, uid)
 	case uid == 0 || uid == uint32(os.Getuid()):
 		return nil
 	}
@@ -84,12 +85,13 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 	aborted := s.abortOutputs(app, shuffle)
 	n, freed, err := s.disks.RemoveShuffle(app, shuffle)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
-	for _, l := range s.localLayouts(app) {
-		n, freed, lerr := disks.RemoveShuffleIn(s.fs, l, shuffle)
+	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
+		n, freed, err := disks.RemoveShuffleIn(r.FS(), r, shuffle)
 		removed.MapOutputs += int64(n)
 		removed.Bytes += freed
-		err = errors.Join(err, lerr)
-	}
+		return err
+	})
+	err = errors.Join(err, lerr)
 	s.metrics.Removals.WithLabelValues(metrics.RemovalShuffle).Inc()
 	s.log.Info("shuffle removed", "app", app, "shuffle", shuffle, "outputs", removed.MapOutputs, "bytes", removed.Bytes, "aborted", aborted, "err", err)
 	return removed, err
@@ -101,66 +103,51 @@ func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 	aborted := s.abortOutputs(app, -1)
 	n, freed, err := s.disks.RemoveApplication(app)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
-	for _, l := range s.localLayouts(app) {
-		for _, sh := range localShuffles(s, l) {
-			n, freed, lerr := disks.RemoveShuffleIn(s.fs, l, sh)
+	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
+		usage, err := disks.ListShufflesIn(r.FS(), r)
+		for _, u := range usage {
+			n, freed, rerr := disks.RemoveShuffleIn(r.FS(), r, u.Shuffle)
 			removed.MapOutputs += int64(n)
 			removed.Bytes += freed
-			err = errors.Join(err, lerr)
+			err = errors.Join(err, rerr)
 		}
-	}
-	s.mu.Lock()
-	if a := s.mu.apps[app]; a != nil && a.sessions == 0 {
-		delete(s.mu.apps, app)
-		for _, l := range a.local {
-			for _, d := range l.(shufflefile.SparkHashed).LocalDirs {
-				delete(s.mu.localDirs, d)
-			}
-		}
-	}
-	s.metrics.Applications.Set(float64(len(s.mu.apps)))
-	s.mu.Unlock()
+		return err
+	})
+	err = errors.Join(err, lerr)
+	s.metrics.Applications.Set(float64(s.apps.forget(app)))
 	s.metrics.Removals.WithLabelValues(kind).Inc()
 	s.log.Info("application removed", "app", app, "why", kind, "outputs", removed.MapOutputs, "bytes", removed.Bytes, "aborted", aborted, "err", err)
 	return removed, err
 }
 
-// localShuffles lists the shuffle ids with files in a Spark layout; it is
-// best effort (RemoveShuffleIn reports the errors that matter).
-func localShuffles(s *Server, l shufflefile.Layout) []int32 {
-	seen := map[int32]bool{}
-	var ids []int32
-	sh, ok := l.(shufflefile.SparkHashed)
-	if !ok {
-		return nil
-	}
-	for _, dir := range sh.LocalDirs {
-		subs, _ := s.fs.ReadDir(dir)
-		for _, sub := range subs {
-			if !sub.IsDir() {
-				continue
+// eachLocalRoot opens each set of Spark local dirs registered for app (as
+// a Root, confined, sub-dirs owned by the registrant or the daemon) and
+// runs f on it. A set that cannot be opened (removed since) is skipped
+// when it is gone, reported otherwise.
+func (s *Server) eachLocalRoot(app string, f func(*shufflefile.Root) error) error {
+	sets, uid := s.apps.local(app)
+	var errs []error
+	for _, l := range sets {
+		r, err := shufflefile.OpenRoot(s.fs, l, s.owners(uid))
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
 			}
-			ents, _ := s.fs.ReadDir(dir + "/" + sub.Name())
-			for _, e := range ents {
-				var shuffle int32
-				var m int64
-				if _, err := fmt.Sscanf(e.Name(), "shuffle_%d_%d_0.index", &shuffle, &m); err == nil && !seen[shuffle] {
-					seen[shuffle] = true
-					ids = append(ids, shuffle)
-				}
-			}
+			continue
 		}
+		errs = append(errs, f(r))
+		r.Close()
 	}
-	return ids
+	return errors.Join(errs...)
 }
 
-func (s *Server) localLayouts(app string) []shufflefile.Layout {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a := s.mu.apps[app]; a != nil {
-		return append([]shufflefile.Layout(nil), a.local...)
+// owners are the uids a sub-dir of uid's local dirs may belong to: uid and
+// the daemon's own.
+func (s *Server) owners(uid uint32) []uint32 {
+	if self := uint32(os.Getuid()); self != uid {
+		return []uint32{uid, self}
 	}
-	return nil
+	return []uint32{uid}
 }
 
 func (sess *session) removeShuffle(id uint32, m *protocol.RemoveShuffle) error {
@@ -188,17 +175,41 @@ func (sess *session) removeApplication(id uint32, m *protocol.RemoveApplication)
 }
 
 func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
-	if err := sess.s.owns(sess.cred.UID, m.AppID); err != nil {
+	s := sess.s
+	if err := s.owns(sess.cred.UID, m.AppID); err != nil {
 		return err
 	}
-	usage, err := sess.s.disks.ListShuffles(m.AppID)
+	usage, err := s.disks.ListShuffles(m.AppID)
 	if err != nil {
 		return err
 	}
-	list := &protocol.ShuffleList{Shuffles: make([]protocol.ShuffleInfo, len(usage))}
-	for i, u := range usage {
-		list.Shuffles[i] = protocol.ShuffleInfo{ShuffleID: u.Shuffle, MapOutputs: int64(u.Outputs), Bytes: u.Bytes}
+	byID := map[int32]*protocol.ShuffleInfo{}
+	add := func(u disks.ShuffleUsage) {
+		si := byID[u.Shuffle]
+		if si == nil {
+			si = &protocol.ShuffleInfo{ShuffleID: u.Shuffle}
+			byID[u.Shuffle] = si
+		}
+		si.MapOutputs += int64(u.Outputs)
+		si.Bytes += u.Bytes
 	}
+	for _, u := range usage {
+		add(u)
+	}
+	if err := s.eachLocalRoot(m.AppID, func(r *shufflefile.Root) error {
+		usage, err := disks.ListShufflesIn(r.FS(), r)
+		for _, u := range usage {
+			add(u)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	list := &protocol.ShuffleList{Shuffles: make([]protocol.ShuffleInfo, 0, len(byID))}
+	for _, si := range byID {
+		list.Shuffles = append(list.Shuffles, *si)
+	}
+	slices.SortFunc(list.Shuffles, func(a, b protocol.ShuffleInfo) int { return cmp.Compare(a.ShuffleID, b.ShuffleID) })
 	sess.send(id, list)
 	return nil
 }
@@ -252,18 +263,13 @@ func (s *Server) exportDisks() {
 // those only on disk (from before a restart) from their newest file.
 func (s *Server) expire(now time.Time) {
 	cut := now.Add(-s.cfg.Retention)
+	idle, known := s.apps.idle(cut)
 	var expired []string
-	s.mu.Lock()
-	for name, a := range s.mu.apps {
-		if a.sessions == 0 && a.lastSeen.Before(cut) && len(s.mu.outputs[name]) == 0 {
+	for _, name := range idle {
+		if s.openOutputs(name) == 0 {
 			expired = append(expired, name)
 		}
 	}
-	known := make(map[string]bool, len(s.mu.apps))
-	for name := range s.mu.apps {
-		known[name] = true
-	}
-	s.mu.Unlock()
 	if usage, err := s.disks.Applications(); err == nil {
 		for _, u := range usage {
 			if !known[u.App] && u.ModTime.Before(cut) {
@@ -272,15 +278,18 @@ func (s *Server) expire(now time.Time) {
 		}
 	}
 	for _, app := range expired {
-		s.mu.Lock()
-		a := s.mu.apps[app]
-		back := a != nil && (a.sessions > 0 || len(s.mu.outputs[app]) > 0)
-		s.mu.Unlock()
-		if back { // it reconnected since the decision
+		if s.apps.connected(app) || s.openOutputs(app) > 0 { // it reconnected since the decision
 			continue
 		}
 		if _, err := s.removeApplication(app, metrics.RemovalExpired); err != nil {
 			s.log.Warn("removing expired application", "app", app, "err", err)
 		}
 	}
+}
+
+// openOutputs returns the map outputs of app open now.
+func (s *Server) openOutputs(app string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.outputs[app])
 }

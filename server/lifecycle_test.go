@@ -233,9 +233,7 @@ func TestRetention(t *testing.T) {
 	}
 	// Wait for the server to see the disconnect.
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		d.s.mu.Lock()
-		n := d.s.mu.apps["gone"].sessions
-		d.s.mu.Unlock()
+		n := d.s.apps.sessionsOf("gone")
 		if n == 0 {
 			break
 		}

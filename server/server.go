@@ -15,7 +15,6 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/metrics"
-	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
 )
@@ -42,26 +41,19 @@ type Server struct {
 
 	sessions sync.WaitGroup
 
+	apps *registry // applications, owners, local dir claims; its own lock
+
 	mu struct {
 		sync.Mutex
 		listeners map[net.Listener]struct{}
 		sessions  map[*session]struct{}
-		apps      map[string]*application
-		swept     map[string]bool                 // local dirs swept of temp files
-		localDirs map[string]string               // registered Spark local dir -> its application
 		open      int                             // map outputs open, all sessions
+		admitted  int                             // map outputs admitted (admitOutput), all sessions
+		state     int64                           // partition-state bytes charged by admitted map outputs
 		outputs   map[string]map[*output]struct{} // open map outputs by application
 		idle      chan struct{}                   // closed when open reaches 0 while draining
 		draining  bool
 	}
-}
-
-// application is what the daemon knows of one application id.
-type application struct {
-	uid      uint32               // the peer uid that registered it first; it owns the outputs
-	sessions int                  // connections registered for it now
-	lastSeen time.Time            // when its last connection ended
-	local    []shufflefile.Layout // registered Spark local dirs, distinct
 }
 
 // Option configures a Server.
@@ -153,9 +145,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	})
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.sessions = make(map[*session]struct{})
-	s.mu.apps = make(map[string]*application)
-	s.mu.swept = make(map[string]bool)
-	s.mu.localDirs = make(map[string]string)
+	s.apps = newRegistry()
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.stop = make(chan struct{})
 	s.loops.Add(1)
@@ -216,6 +206,33 @@ func (s *Server) isDraining() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.draining
+}
+
+// admitOutput charges a map output about to open against the daemon's
+// bounds: MaxOpenOutputs outputs and PartitionStateLimit bytes of
+// per-partition state. It refuses (ResourceExhausted) rather than wait:
+// Open runs on the connection's reader.
+func (s *Server) admitOutput(o *output) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.admitted >= s.cfg.MaxOpenOutputs {
+		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errExhausted, s.mu.admitted)
+	}
+	if s.mu.state+o.state > s.cfg.PartitionStateLimit {
+		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d needs %d bytes of partition state; %d of --partition-state-limit %d are held by open map outputs",
+			errExhausted, o.state/PartitionStateBytes, o.state, s.mu.state, s.cfg.PartitionStateLimit)
+	}
+	s.mu.admitted++
+	s.mu.state += o.state
+	return nil
+}
+
+// releaseOutput gives back what admitOutput charged.
+func (s *Server) releaseOutput(o *output) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.admitted--
+	s.mu.state -= o.state
 }
 
 // outputOpened counts a map output as open; it refuses while draining.

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
 	"golang.org/x/sys/unix"
 )
@@ -37,8 +37,18 @@ const (
 // descriptors), so a payload of max_inline bytes still fits in a frame.
 func maxInline(maxFrame int) int { return max(maxFrame-1<<20, maxFrame/2) }
 
-// maxOutputsPerSession bounds the map outputs one connection holds open.
-const maxOutputsPerSession = 4096
+// MaxOutputsPerConnection bounds the map outputs one connection holds open.
+const MaxOutputsPerConnection = 4096
+
+// PartitionStateBytes is what an open map output is charged per partition
+// against Config.PartitionStateLimit: the writer's per-run lengths and
+// checksums (12 bytes), the index it encodes (8) and the CommitResult
+// (16), rounded up for a second run and the tables' slack.
+const PartitionStateBytes = 48
+
+// commitResultSize is the payload size of a CommitResult of n partitions
+// with checksums: the largest response a map output of n partitions gets.
+func commitResultSize(n int) int { return 4 + 4 + 4 + 8*n + 4 + 8*n }
 
 // writeTimeout bounds how long a response may wait for a client that does
 // not read; past it the connection is closed.
@@ -75,6 +85,7 @@ type session struct {
 type registration struct {
 	app, executor string
 	layout        shufflefile.Layout
+	root          *shufflefile.Root // the opened local dirs; closed when the session ends
 	dirs          []string
 }
 
@@ -85,6 +96,7 @@ type output struct {
 	app    string
 	id     shufflefile.ID
 	res    *disks.Reservation // nil outside the daemon's root
+	state  int64              // partition-state bytes charged (PartitionStateBytes each)
 	failed error              // a batch failed: the map output is aborted
 	ended  sync.Once          // counts the output as ended, once
 }
@@ -100,6 +112,7 @@ func (o *output) end(s *Server, aborted bool) {
 			o.res.Release()
 		}
 		s.outputEnded(o)
+		s.releaseOutput(o)
 	})
 }
 
@@ -172,6 +185,17 @@ func (sess *session) serve() {
 				sess.log.Warn("closing connection: framing error", "err", err)
 				sess.reply(0, fmt.Errorf("%w: %v", errInvalid, err))
 			}
+			return
+		}
+		if f.ID == 0 {
+			// Id 0 is the connection-level error's: a response to it could
+			// not be told from one. A protocol violation, like a framing
+			// error.
+			if f.FD >= 0 {
+				unix.Close(f.FD)
+			}
+			sess.log.Warn("closing connection: request with the reserved id 0", "type", f.Type)
+			sess.reply(0, fmt.Errorf("%w: %v request with id 0: the id is reserved for connection-level errors", errInvalid, f.Type))
 			return
 		}
 		if f.Type.IsResponse() {
@@ -337,8 +361,12 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	if sess.reg == nil {
 		return fmt.Errorf("%w: OpenMapOutput before RegisterExecutor", errPrecondition)
 	}
-	if len(sess.outputs) >= maxOutputsPerSession {
+	if len(sess.outputs) >= MaxOutputsPerConnection {
 		return fmt.Errorf("%w: %d map outputs already open on this connection", errExhausted, len(sess.outputs))
+	}
+	if n := commitResultSize(int(m.NumPartitions)); n > s.cfg.MaxFrame {
+		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d: its CommitResult (%d bytes) would not fit in max_frame %d",
+			errInvalid, m.NumPartitions, n, s.cfg.MaxFrame)
 	}
 	k := s.codec
 	if m.Codec != "" {
@@ -358,7 +386,16 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	if err := oid.Validate(); err != nil {
 		return err
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, id: oid}
+	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes}
+	if err := s.admitOutput(o); err != nil {
+		return err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			s.releaseOutput(o)
+		}
+	}()
 	layout := sess.reg.layout
 	if layout == nil {
 		dir, res, err := s.place(sess.reg, oid)
@@ -393,6 +430,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		}
 		return err
 	}
+	opened = true // o.end releases the admission from now on
 	sess.handle++
 	sess.outputs[sess.handle] = o
 	sess.send(id, &protocol.Opened{Handle: sess.handle})
@@ -446,6 +484,9 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 	release := func() {}
 	switch m.Plane {
 	case protocol.PlaneInline:
+		if limit := maxInline(sess.s.cfg.MaxFrame); len(m.Inline) > limit {
+			return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errExhausted, len(m.Inline), limit)
+		}
 		payload = m.Inline
 		if frame := sess.inline; frame != nil {
 			sess.inline = nil
@@ -568,21 +609,25 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 }
 
 func (s *Server) sessionEnded(sess *session) {
+	if sess.reg != nil {
+		s.apps.ended(sess.reg.app)
+		if sess.reg.root != nil {
+			sess.reg.root.Close()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.mu.sessions, sess)
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
-	if sess.reg != nil {
-		if app := s.mu.apps[sess.reg.app]; app != nil {
-			app.sessions--
-			app.lastSeen = time.Now()
-		}
-	}
 	s.sessions.Done()
 }
 
 // register resolves where an executor's map outputs go and records the
-// application's owner.
+// application's owner. Spark local dirs are opened once (a
+// shufflefile.Root): every later file operation in them runs relative to
+// those descriptors. The first registration of a local dir in this process
+// sweeps the temp files a crash left there, outside every lock; a
+// concurrent registration of the same dir waits for that sweep.
 func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registration, error) {
 	if err := protocol.ValidateName("RegisterExecutor.app_id", m.AppID); err != nil {
 		return nil, err
@@ -591,6 +636,7 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		return nil, err
 	}
 	reg := &registration{app: m.AppID, executor: m.ExecutorID}
+	var hashed *shufflefile.SparkHashed
 	if len(m.LocalDirs) == 0 {
 		for _, d := range s.disks.Disks() {
 			dir, err := d.ExecutorDir(m.AppID, m.ExecutorID)
@@ -601,82 +647,56 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		}
 	} else {
 		for i, d := range m.LocalDirs {
-			resolved, err := s.allowedDir(uid, d)
+			resolved, err := s.allowedDir(d)
 			if err != nil {
 				return nil, fmt.Errorf("RegisterExecutor.local_dirs[%d]: %w", i, err)
 			}
 			reg.dirs = append(reg.dirs, resolved)
 		}
-		l := shufflefile.SparkHashed{LocalDirs: reg.dirs, SubDirs: int(m.SubDirs)}
-		if err := l.Validate(); err != nil {
+		hashed = &shufflefile.SparkHashed{LocalDirs: reg.dirs, SubDirs: int(m.SubDirs)}
+		if err := hashed.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: RegisterExecutor: %v", errInvalid, err)
 		}
-		reg.layout = l
+		root, err := shufflefile.OpenRoot(s.fs, *hashed, s.owners(uid))
+		if err != nil {
+			return nil, fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errPermission, err)
+		}
+		if err := s.checkLocalDirs(root, uid); err != nil {
+			root.Close()
+			return nil, err
+		}
+		reg.layout, reg.root = root, root
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	app := s.mu.apps[m.AppID]
-	if app != nil && app.uid != uid {
-		return nil, fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, m.AppID, app.uid, uid)
-	}
-	if reg.layout != nil {
-		// A local dir holds the outputs of one application only.
-		for _, d := range reg.dirs {
-			if other, ok := s.mu.localDirs[d]; ok && other != m.AppID {
-				return nil, fmt.Errorf("%w: local dir %q is registered by application %q", errPermission, d, other)
-			}
+	mine, others, napps, err := s.apps.claim(uid, m.AppID, hashed)
+	if err != nil {
+		if reg.root != nil {
+			reg.root.Close()
 		}
-		for _, d := range reg.dirs {
-			s.mu.localDirs[d] = m.AppID
+		return nil, err
+	}
+	s.metrics.Applications.Set(float64(napps))
+	for d, done := range mine {
+		if n, err := shufflefile.Sweep(reg.root.FS(), d); err != nil {
+			s.log.Warn("sweeping local dir", "dir", d, "err", err)
+		} else if n > 0 {
+			s.log.Info("removed temp files left by an earlier run", "dir", d, "files", n)
 		}
+		close(done)
 	}
-	if app == nil {
-		app = &application{uid: uid}
-		s.mu.apps[m.AppID] = app
-		s.metrics.Applications.Set(float64(len(s.mu.apps)))
-	}
-	app.sessions++
-	if reg.layout != nil && !slices.ContainsFunc(app.local, func(l shufflefile.Layout) bool {
-		return slices.Equal(l.(shufflefile.SparkHashed).LocalDirs, reg.dirs)
-	}) {
-		app.local = append(app.local, reg.layout)
-	}
-	// The first registration of a local dir in this process sweeps the
-	// temp files a crash left there; nothing of this process writes there
-	// before it.
-	for _, d := range reg.dirs {
-		if len(m.LocalDirs) > 0 && !s.mu.swept[d] {
-			s.mu.swept[d] = true
-			if n, err := shufflefile.Sweep(s.fs, d); err != nil {
-				s.log.Warn("sweeping local dir", "dir", d, "err", err)
-			} else if n > 0 {
-				s.log.Info("removed temp files left by an earlier run", "dir", d, "files", n)
-			}
-		}
+	for _, done := range others {
+		<-done
 	}
 	return reg, nil
 }
 
 // allowedDir resolves a client-named local dir and checks that it is a
-// directory under one of the allowed roots, after symlinks.
-//
-// The peer must own the directory (root and the daemon's own user aside):
-// a client may name only its own executor's dirs, never another user's.
-func (s *Server) allowedDir(uid uint32, dir string) (string, error) {
+// directory under one of the allowed roots, after symlinks. Whether the
+// peer owns it is checked on the opened directory (checkLocalDirs).
+func (s *Server) allowedDir(dir string) (string, error) {
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
-	}
-	fi, err := s.fs.Stat(resolved)
-	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && uid != 0 && uid != uint32(os.Getuid()) && st.Uid != uid {
-		return "", fmt.Errorf("%w: %q belongs to uid %d, not to the peer's uid %d", errPermission, dir, st.Uid, uid)
 	}
 	for _, root := range s.roots {
 		if resolved == root || strings.HasPrefix(resolved, root+string(filepath.Separator)) {
@@ -686,11 +706,56 @@ func (s *Server) allowedDir(uid uint32, dir string) (string, error) {
 	return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errPermission, dir, resolved, s.roots)
 }
 
+// checkLocalDirs checks the opened local dirs of a registration: each a
+// directory of the peer (root and the daemon's own user aside: a client may
+// name only its own executor's dirs), and each, with the hashed sub-dirs it
+// already has, writable by the daemon, so that a setup that cannot work is
+// refused at registration, plainly, rather than at the first commit.
+func (s *Server) checkLocalDirs(r *shufflefile.Root, uid uint32) error {
+	fsys := r.FS()
+	tops, _ := r.Dirs()
+	for i, d := range tops {
+		fi, err := fsys.Stat(d)
+		if err != nil {
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q: %v", errInvalid, i, d, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q is not a directory", errInvalid, i, d)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && uid != 0 && uid != uint32(os.Getuid()) && st.Uid != uid {
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q belongs to uid %d, not to the peer's uid %d", errPermission, i, d, st.Uid, uid)
+		}
+	}
+	dirs, err := shufflefile.ListDirs(fsys, r)
+	if err != nil {
+		return fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errPermission, err)
+	}
+	for _, d := range dirs {
+		if err := probeWritable(fsys, d); err != nil {
+			return fmt.Errorf("%w: the daemon (uid %d) cannot create files in %s: %v; "+
+				"local dirs and their sub-dirs must be writable by a group the daemon is in "+
+				"(Spark makes them so with spark.shuffle.service.removeShuffle=true)", errPermission, os.Getuid(), d, err)
+		}
+	}
+	return nil
+}
+
+// probeWritable creates and removes a temp file in dir.
+func probeWritable(fsys vfs.FS, dir string) error {
+	name := shufflefile.TempName(filepath.Join(dir, "probe"))
+	f, err := fsys.Create(name, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return fsys.Remove(name)
+}
+
 // stats answers Stats.
 func (s *Server) stats() *protocol.StatsResult {
 	ls := s.eng.Limiter().Stats()
 	s.mu.Lock()
-	open, conns := s.mu.open, len(s.mu.sessions)
+	open, conns, state := s.mu.open, len(s.mu.sessions), s.mu.state
 	s.mu.Unlock()
 	return &protocol.StatsResult{Stats: []protocol.Stat{
 		{Name: "bytes_in_flight", Value: ls.InFlight},
@@ -699,6 +764,8 @@ func (s *Server) stats() *protocol.StatsResult {
 		{Name: "limiter_waits", Value: ls.Waits},
 		{Name: "limiter_wait_ns", Value: int64(ls.WaitTime)},
 		{Name: "open_map_outputs", Value: int64(open)},
+		{Name: "partition_state_bytes", Value: state},
+		{Name: "partition_state_limit", Value: s.cfg.PartitionStateLimit},
 		{Name: "connections", Value: int64(conns)},
 		{Name: "peak_rss_bytes", Value: peakRSS()},
 	}}
