@@ -50,6 +50,8 @@ type config struct {
 	// socket activation does: descriptor 3, LISTEN_PID, LISTEN_FDS and
 	// LISTEN_FDNAMES.
 	activated *os.File
+	// cred, when set, runs the daemon as that uid, gid and groups.
+	cred *syscall.Credential
 }
 
 // startDaemon starts shuffled and waits until its socket serves. The daemon
@@ -92,6 +94,9 @@ func launch(t testing.TB, cfg config) *daemon {
 		exited: make(chan struct{}),
 	}
 	d.cmd.Env = append(os.Environ(), cfg.env...)
+	if cfg.cred != nil {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cfg.cred}
+	}
 	d.cmd.Stdout = d.log
 	d.cmd.Stderr = d.log
 	d.launched = time.Now()

@@ -373,11 +373,12 @@ func (a *attempt) writeTemp(final string, b []byte) (string, error) {
 	return tmp, err
 }
 
-// takeDirGroup gives a file its directory's group when it has another, so
-// that the node's shuffle service, which reads Spark's local dirs through
-// their group, can read what the daemon wrote there (SPARK-37618). A daemon
-// that may not take the group (not root and not a member) fails the commit
-// rather than commit files the shuffle service cannot serve.
+// takeDirGroup gives a file (or a directory) its directory's group when it
+// has another, so that the node's shuffle service, which reads Spark's
+// local dirs through their group, can read what the daemon wrote there
+// (SPARK-37618). A daemon that may not take the group (not root and not a
+// member) fails the commit rather than commit files the shuffle service
+// cannot serve.
 func takeDirGroup(fsys vfs.FS, file string) error {
 	dfi, err := fsys.Stat(filepath.Dir(file))
 	if err != nil {

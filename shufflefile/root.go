@@ -96,9 +96,11 @@ func DirMode(fileMode fs.FileMode) fs.FileMode {
 }
 
 // EnsureDir makes dir (and missing parents) when it does not exist. With
-// fileMode set, the new directory's mode is exactly DirMode(fileMode),
-// plus setgid when its parent has it (so files keep the group of Spark's
-// local dirs); with fileMode 0 it is 0775 less the umask.
+// fileMode set, the new directory takes its parent's group (so that the
+// executor and the shuffle service, who share the group of Spark's local
+// dirs, may write and delete in it) and gets exactly DirMode(fileMode),
+// plus setgid when its parent has it; with fileMode 0 it is 0775 less the
+// umask.
 func EnsureDir(fsys vfs.FS, dir string, fileMode fs.FileMode) error {
 	_, err := fsys.Stat(dir)
 	switch {
@@ -123,6 +125,10 @@ func EnsureDir(fsys vfs.FS, dir string, fileMode fs.FileMode) error {
 	}
 	if pfi.Mode()&fs.ModeSetgid != 0 {
 		mode |= fs.ModeSetgid
+	}
+	// The group first: chown may clear setgid.
+	if err := takeDirGroup(fsys, dir); err != nil {
+		return err
 	}
 	return fsys.Chmod(dir, mode)
 }
