@@ -36,9 +36,14 @@ func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 	}
 	// Reading a hole of a memfd allocates it, charged to the daemon and
 	// outside the bytes-in-flight limit; a batch the client really wrote
-	// has no holes.
-	if allocated := st.Blocks * 512; allocated < length {
-		return nil, nil, fmt.Errorf("%w: memfd region of %d bytes, but only %d bytes of the memfd are written (it has holes)", errInvalid, length, allocated)
+	// has no holes. The rule is on the region's own pages: the first hole
+	// at or after off must lie at or past its end.
+	hole, err := unix.Seek(fd, off, unix.SEEK_HOLE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("memfd: lseek SEEK_HOLE at %d: %w", off, err)
+	}
+	if hole < off+length {
+		return nil, nil, fmt.Errorf("%w: memfd region [%d, %d) has holes (the first at byte %d): write every byte of a batch before sending it", errInvalid, off, off+length, hole)
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
