@@ -472,9 +472,24 @@ func (s *Set) Stats() []DiskStats {
 // Refusals returns how many Reserve calls found no disk.
 func (s *Set) Refusals() uint64 { return s.refusals.Load() }
 
+// RegistryName is the file, in the first disk's directory, where the
+// daemon keeps what it must know across a restart (RegistryPath). No
+// application may have that id.
+const RegistryName = ".shuffled-registry"
+
+// RegistryPath returns the path of the daemon's registry file.
+func (s *Set) RegistryPath() string { return filepath.Join(s.disks[0].dir, RegistryName) }
+
+// ValidateApp checks an application id: a plain name (protocol.ValidateName)
+// other than RegistryName.
+func ValidateApp(app string) error { return validateApp(app) }
+
 func validateApp(app string) error {
 	if err := protocol.ValidateName("application id", app); err != nil {
 		return fmt.Errorf("disks: %w", err)
+	}
+	if app == RegistryName {
+		return fmt.Errorf("disks: %w: application id %q is reserved for the daemon's registry file", protocol.ErrMalformed, app)
 	}
 	return nil
 }

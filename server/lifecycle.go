@@ -114,7 +114,11 @@ func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 		return err
 	})
 	err = errors.Join(err, lerr)
-	s.metrics.Applications.Set(float64(s.apps.forget(app)))
+	napps, forgotten := s.apps.forget(app)
+	s.metrics.Applications.Set(float64(napps))
+	if forgotten {
+		s.saveRegistry()
+	}
 	s.metrics.Removals.WithLabelValues(kind).Inc()
 	s.log.Info("application removed", "app", app, "why", kind, "outputs", removed.MapOutputs, "bytes", removed.Bytes, "aborted", aborted, "err", err)
 	return removed, err
@@ -139,6 +143,45 @@ func (s *Server) eachLocalRoot(app string, f func(*shufflefile.Root) error) erro
 		r.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// saveRegistry persists the registry; a failure is logged (the outputs
+// are safe; only a restart before the next successful save would miss
+// what changed).
+func (s *Server) saveRegistry() {
+	if err := s.persist.save(s.apps); err != nil {
+		s.log.Error("saving the registry", "path", s.persist.path, "err", err)
+	}
+}
+
+// loadRegistry reads the registry file and sweeps the temp files a crash
+// left in every Spark local dir it names. Run it at start, before serving.
+func (s *Server) loadRegistry() error {
+	if err := s.persist.load(s.apps, time.Now()); err != nil {
+		return err
+	}
+	for app, sets := range s.apps.all() {
+		uid, _ := s.apps.owner(app)
+		for _, l := range sets {
+			s.apps.swept(l.LocalDirs)
+			r, err := shufflefile.OpenRoot(s.fs, l, s.owners(uid))
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					s.log.Warn("opening registered local dirs", "app", app, "dirs", l.LocalDirs, "err", err)
+				}
+				continue
+			}
+			for _, d := range l.LocalDirs {
+				if n, err := shufflefile.Sweep(r.FS(), d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					s.log.Warn("sweeping local dir", "dir", d, "err", err)
+				} else if n > 0 {
+					s.log.Info("removed temp files left by an earlier run", "dir", d, "files", n)
+				}
+			}
+			r.Close()
+		}
+	}
+	return nil
 }
 
 // owners are the uids a sub-dir of uid's local dirs may belong to: uid and

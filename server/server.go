@@ -41,7 +41,8 @@ type Server struct {
 
 	sessions sync.WaitGroup
 
-	apps *registry // applications, owners, local dir claims; its own lock
+	apps    *registry    // applications, owners, local dir claims; its own lock
+	persist *persistence // the registry's file
 
 	mu struct {
 		sync.Mutex
@@ -118,6 +119,14 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}
 		s.roots = append(s.roots, resolved)
 	}
+	s.apps = newRegistry()
+	s.persist = &persistence{fs: s.fs, path: s.disks.RegistryPath(), sync: cfg.Sync}
+	if err := s.loadRegistry(); err != nil {
+		// The daemon still serves: what it forgets are the Spark local
+		// dirs of applications registered before the restart, until they
+		// register again.
+		s.log.Error("reading the registry; Spark local dirs registered before this start are not covered until registered again", "path", s.persist.path, "err", err)
+	}
 	if n, err := s.disks.SweepTemps(); err != nil {
 		return nil, fmt.Errorf("server: sweep %s: %w", cfg.Root, err)
 	} else if n > 0 {
@@ -145,7 +154,6 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	})
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.sessions = make(map[*session]struct{})
-	s.apps = newRegistry()
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.stop = make(chan struct{})
 	s.loops.Add(1)

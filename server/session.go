@@ -632,6 +632,9 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 	if err := protocol.ValidateName("RegisterExecutor.app_id", m.AppID); err != nil {
 		return nil, err
 	}
+	if err := disks.ValidateApp(m.AppID); err != nil {
+		return nil, fmt.Errorf("RegisterExecutor.app_id: %w", err)
+	}
 	if err := protocol.ValidateName("RegisterExecutor.executor_id", m.ExecutorID); err != nil {
 		return nil, err
 	}
@@ -668,15 +671,18 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		reg.layout, reg.root = root, root
 	}
 
-	mine, others, napps, err := s.apps.claim(uid, m.AppID, hashed)
+	claim, err := s.apps.claim(uid, m.AppID, hashed)
 	if err != nil {
 		if reg.root != nil {
 			reg.root.Close()
 		}
 		return nil, err
 	}
-	s.metrics.Applications.Set(float64(napps))
-	for d, done := range mine {
+	s.metrics.Applications.Set(float64(claim.apps))
+	if claim.changed {
+		s.saveRegistry()
+	}
+	for d, done := range claim.mine {
 		if n, err := shufflefile.Sweep(reg.root.FS(), d); err != nil {
 			s.log.Warn("sweeping local dir", "dir", d, "err", err)
 		} else if n > 0 {
@@ -684,7 +690,7 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		}
 		close(done)
 	}
-	for _, done := range others {
+	for _, done := range claim.others {
 		<-done
 	}
 	return reg, nil

@@ -498,3 +498,31 @@ func lockOutput(indexPath string) (unlock func()) {
 		outputLocks.Unlock()
 	}
 }
+
+// ReplaceFile writes data to path atomically, with the steps of Do: a temp
+// file beside path (TempName) written, synced when sync, given mode
+// exactly (when non-zero) and its directory's group, renamed over path,
+// and the directory synced when sync. On error the temp file is gone and
+// path is as it was. Writers of one path must not run concurrently.
+func ReplaceFile(fsys vfs.FS, path string, data []byte, mode fs.FileMode, sync bool) (err error) {
+	a := &attempt{c: &Commit{FS: fsys, Sync: sync, FileMode: mode}}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("shufflefile: replace %s: %w", path, err)
+			if uerr := a.undo(); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("clean up: %w", uerr))
+			}
+		}
+	}()
+	tmp, err := a.writeTemp(path, data)
+	if err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return err
+	}
+	if sync {
+		return fsys.SyncDir(filepath.Dir(path))
+	}
+	return nil
+}
