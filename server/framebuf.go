@@ -3,6 +3,8 @@ package server
 import (
 	"math/bits"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Frame payload buffers are recycled through size-classed pools (powers of
@@ -53,4 +55,42 @@ func frameClass(n int) int {
 		return -1
 	}
 	return c
+}
+
+// held is what one request frame brought that the daemon must give back:
+// the descriptor passed with it (SCM_RIGHTS) and, for an inline Batch, the
+// pooled buffer its payload lies in. A handler takes what it hands on
+// (takeFD, takeInline); release gives back the rest, once, on every path.
+type held struct {
+	fd     int    // -1: none, or taken
+	inline []byte // nil: none, or taken
+}
+
+// takeFD hands the descriptor to the caller, who closes it; -1 if none.
+func (h *held) takeFD() int {
+	fd := h.fd
+	h.fd = -1
+	return fd
+}
+
+// takeInline hands the inline frame to the caller: the function that
+// recycles it, to call once nothing reads the payload.
+func (h *held) takeInline() (release func()) {
+	frame := h.inline
+	h.inline = nil
+	if frame == nil {
+		return func() {}
+	}
+	return func() { putFrame(frame) }
+}
+
+// release closes a descriptor nobody took. An inline frame nobody took is
+// left to the collector rather than recycled: a writer that refused the
+// batch may not say whether it still reads it.
+func (h *held) release() {
+	if h.fd >= 0 {
+		unix.Close(h.fd)
+		h.fd = -1
+	}
+	h.inline = nil
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
-	"golang.org/x/sys/unix"
 )
 
 // Protocol versions this daemon speaks.
@@ -70,7 +69,6 @@ type session struct {
 	wbuf []byte
 
 	// Owned by the reader goroutine.
-	inline  []byte // the frame of the inline batch being applied, recycled on release
 	hello   bool
 	reg     *registration
 	outputs map[uint64]*output
@@ -187,25 +185,22 @@ func (sess *session) serve() {
 			}
 			return
 		}
+		h := held{fd: f.FD}
 		if f.ID == 0 {
 			// Id 0 is the connection-level error's: a response to it could
 			// not be told from one. A protocol violation, like a framing
 			// error.
-			if f.FD >= 0 {
-				unix.Close(f.FD)
-			}
+			h.release()
 			sess.log.Warn("closing connection: request with the reserved id 0", "type", f.Type)
 			sess.reply(0, fmt.Errorf("%w: %v request with id 0: the id is reserved for connection-level errors", errInvalid, f.Type))
 			return
 		}
 		if f.Type.IsResponse() {
-			if f.FD >= 0 {
-				unix.Close(f.FD)
-			}
+			h.release()
 			sess.reply(f.ID, fmt.Errorf("%w: %v is a response type, not a request", errInvalid, f.Type))
 			continue
 		}
-		m, err := protocol.DecodeFrame(&f)
+		m, err := protocol.DecodeFrame(&f) // closes f.FD on error
 		if err != nil {
 			if sess.hello {
 				sess.failUndecoded(&f, err)
@@ -216,14 +211,13 @@ func (sess *session) serve() {
 			}
 			continue
 		}
+		_, isBatch := m.(*protocol.Batch)
 		if b, ok := m.(*protocol.Batch); ok && b.Plane == protocol.PlaneInline {
-			// The writer holds the payload; the batch's release recycles it.
-			sess.inline = f.Payload
+			h.inline = f.Payload // the writer holds the payload; the batch's release recycles it
 		}
-		more := sess.handle1(rd, f.ID, m, f.FD)
-		if sess.inline != nil {
-			sess.inline = nil // a path that did not hand it to the writer: left to the GC
-		} else if _, ok := m.(*protocol.Batch); !ok {
+		more := sess.handle1(rd, f.ID, m, &h)
+		h.release()
+		if !isBatch {
 			putFrame(f.Payload)
 		}
 		if !more {
@@ -233,23 +227,20 @@ func (sess *session) serve() {
 }
 
 // handle1 applies one request; false ends the session.
-func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message, fd int) bool {
+func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message, h *held) bool {
 	if !sess.hello {
-		h, ok := m.(*protocol.Hello)
+		hello, ok := m.(*protocol.Hello)
 		if !ok {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
 			sess.reply(id, protocol.Errorf(protocol.CodeFailedPrecondition, "first frame is %v, want Hello", m.Type()))
 			return false
 		}
-		v, err := protocol.Negotiate(h, minVersion, maxVersion)
+		v, err := protocol.Negotiate(hello, minVersion, maxVersion)
 		if err != nil {
 			sess.reply(id, err)
 			return false
 		}
 		sess.hello = true
-		sess.log = sess.log.With("client", h.Client)
+		sess.log = sess.log.With("client", hello.Client)
 		// An allowed peer that completed the handshake gets its frames
 		// allocated whole; before, a declared length costs only what
 		// arrives.
@@ -271,7 +262,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 	case *protocol.OpenMapOutput:
 		sess.reply(id, sess.open(id, m))
 	case *protocol.Batch:
-		sess.reply(id, sess.batch(id, m, fd))
+		sess.reply(id, sess.batch(id, m, h))
 	case *protocol.Commit:
 		if err := sess.commit(id, m); err != nil {
 			sess.reply(id, err)
@@ -439,21 +430,15 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 
 // batch applies one Batch. Any failure aborts the map output; later
 // requests on its handle get Aborted.
-func (sess *session) batch(id uint32, m *protocol.Batch, fd int) error {
+func (sess *session) batch(id uint32, m *protocol.Batch, h *held) error {
 	o, ok := sess.outputs[m.Handle]
 	if !ok {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
 		return fmt.Errorf("%w: handle %d is not an open map output of this connection", errNotFound, m.Handle)
 	}
 	if o.failed != nil {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
 		return fmt.Errorf("%w: map output %d/%d: %v", writer.ErrAborted, o.id.Shuffle, o.id.Map, o.failed)
 	}
-	err := sess.applyBatch(o, m, fd)
+	err := sess.applyBatch(o, m, h)
 	if err != nil {
 		o.failed = err
 		sess.abort(o, "batch failed")
@@ -463,11 +448,10 @@ func (sess *session) batch(id uint32, m *protocol.Batch, fd int) error {
 	return nil
 }
 
-func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
+// applyBatch hands the batch to the writer. What it takes of h (the
+// descriptor, the inline frame) it owns; the caller releases the rest.
+func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	if m.Kind != o.kind {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
 		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errPrecondition, m.Kind, o.kind)
 	}
 	parts := len(m.Opaque.PartitionOffsets) - 1
@@ -475,9 +459,6 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 		parts = len(m.Columnar.PartitionRows) - 1
 	}
 	if parts != o.w.NumPartitions() {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
 		return fmt.Errorf("%w: Batch has %d partitions, but the map output was opened with %d", errPrecondition, parts, o.w.NumPartitions())
 	}
 	var payload []byte
@@ -487,23 +468,16 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 		if limit := maxInline(sess.s.cfg.MaxFrame); len(m.Inline) > limit {
 			return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errExhausted, len(m.Inline), limit)
 		}
-		payload = m.Inline
-		if frame := sess.inline; frame != nil {
-			sess.inline = nil
-			release = func() { putFrame(frame) }
-		}
+		payload, release = m.Inline, h.takeInline()
 	case protocol.PlaneMemfd:
-		data, unmap, err := mapMemfd(fd, m.Region.Offset, m.Region.Length)
+		data, unmap, err := mapMemfd(h.takeFD(), m.Region.Offset, m.Region.Length)
 		if err != nil {
 			return err
 		}
 		payload, release = data, unmap
 	case protocol.PlaneCUDAIPC:
-		return sess.deviceBatch(o, m, fd)
+		return sess.deviceBatch(o, m, h.takeFD())
 	default:
-		if fd >= 0 {
-			unix.Close(fd)
-		}
 		return fmt.Errorf("%w: data plane %v is not supported by this build", errUnsupported, m.Plane)
 	}
 	bytesIn := int64(len(payload))
