@@ -17,7 +17,7 @@ import (
 
 // compareLimit is the bytes-in-flight limit of the compare mode's engine:
 // the daemon's default.
-const compareLimit = 512 << 20
+const compareLimit = writer.DefaultLimit
 
 // compareModes are the writer modes the compare mode runs, in the order of
 // its first repetition.

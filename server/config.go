@@ -19,6 +19,7 @@ import (
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/writer"
 )
 
 // ErrInvalidConfig is wrapped by every error of Validate and ApplyEnv.
@@ -143,7 +144,7 @@ var defaultConfig = Config{
 	SocketPath:          "/run/shuffled/shuffled.sock",
 	Root:                "/var/lib/shuffled",
 	DiskLowWatermark:    "256MiB",
-	LimitBytes:          512 << 20,
+	LimitBytes:          writer.DefaultLimit,
 	PartitionStateLimit: 256 << 20,
 	MaxOpenOutputs:      65536,
 	DefaultCodec:        "lz4",
@@ -152,7 +153,7 @@ var defaultConfig = Config{
 	DrainTimeout:        30 * time.Second,
 	FileMode:            shufflefile.DefaultFileMode,
 	SocketMode:          0o660,
-	MaxFrame:            64 << 20,
+	MaxFrame:            protocol.DefaultMaxFrame,
 	LogFormat:           "text",
 	SubDirs:             64,
 }

@@ -68,7 +68,6 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	if a == nil {
 		a = &application{uid: uid}
 		r.apps[app] = a
-		c.changed = true
 	}
 	a.sessions++
 	c.apps = len(r.apps)
@@ -101,7 +100,7 @@ type claimed struct {
 	// each channel when done); others those whose sweep another runs.
 	mine, others map[string]chan struct{}
 	apps         int  // applications known
-	changed      bool // a new application or set of local dirs: persist
+	changed      bool // a new set of local dirs: persist
 }
 
 // swept marks dirs as swept (at start, before any session).
@@ -210,9 +209,11 @@ func (r *registry) sessionsOf(app string) int {
 }
 
 // registryFile is the registry's persistent part, in the daemon's root
-// (disks.RegistryPath): each application's owner and the Spark local dirs
-// it registered, so that after a restart removal, listing, retention and
-// the start-up sweep cover every dir the daemon ever wrote into.
+// (disks.RegistryPath): the applications that registered Spark local dirs,
+// with their owner and those dirs, so that after a restart removal,
+// listing, retention and the start-up sweep cover every dir the daemon
+// ever wrote into. Applications of the daemon's root alone are found by
+// listing the root.
 type registryFile struct {
 	Version int             `json:"version"`
 	Apps    []registeredApp `json:"apps"`
@@ -251,6 +252,9 @@ func (r *registry) snapshot() registryFile {
 	defer r.mu.Unlock()
 	f := registryFile{Version: registryVersion}
 	for name, a := range r.apps {
+		if len(a.local) == 0 {
+			continue // its outputs are in the daemon's root, found by listing it
+		}
 		ra := registeredApp{App: name, UID: a.uid}
 		for _, l := range a.local {
 			ra.Local = append(ra.Local, registeredSet{Dirs: l.LocalDirs, SubDirs: l.SubDirs})
@@ -262,11 +266,20 @@ func (r *registry) snapshot() registryFile {
 }
 
 // save writes r's persistent part (ReplaceFile: temp, rename, and fsyncs
-// with --sync).
+// with --sync), or removes the file when no application is known.
 func (p *persistence) save(r *registry) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b, err := json.Marshal(r.snapshot())
+	snap := r.snapshot()
+	if len(snap.Apps) == 0 {
+		// Nothing to remember: no file, so a root whose applications are
+		// all removed is empty.
+		if err := p.fs.Remove(p.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.Marshal(snap)
 	if err != nil {
 		return err
 	}

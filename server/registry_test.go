@@ -82,6 +82,9 @@ func TestRestartKeepsLocalDirs(t *testing.T) {
 	if _, err := os.Stat(local); err != nil {
 		t.Errorf("the Spark local dir itself: %v, want it kept (it is the executor's)", err)
 	}
+	if _, err := os.Stat(filepath.Join(cfg.Root, disks.RegistryName)); !os.IsNotExist(err) {
+		t.Errorf("registry file after its last application was removed: %v, want none", err)
+	}
 }
 
 // TestRegistryFileDamaged starts on a registry file that does not parse:
@@ -100,8 +103,13 @@ func TestRegistryFileDamaged(t *testing.T) {
 	if err := os.WriteFile(path+".0123456789abcdef"+shufflefile.TempSuffix, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemonWith(t, Config{SocketPath: filepath.Join(dir, "s.sock"), Root: root, LimitBytes: 4 << 20, PoolSize: 2})
-	c := dial(t, d, "app")
+	allowed := t.TempDir()
+	local := filepath.Join(allowed, "blockmgr-a")
+	if err := os.Mkdir(local, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, Config{SocketPath: filepath.Join(dir, "s.sock"), Root: root, LimitBytes: 4 << 20, PoolSize: 2, AllowedRoots: []string{allowed}})
+	c := registerLocal(t, d, "app", local)
 	if err := c.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}

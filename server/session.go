@@ -25,11 +25,6 @@ import (
 	"github.com/shuffled/shuffled/writer"
 )
 
-// Protocol versions this daemon speaks.
-const (
-	minVersion = 1
-	maxVersion = 1
-)
 
 // maxInline is the largest inline payload announced: the frame limit less
 // room for the Batch head and its layout (partition offsets, column
@@ -234,7 +229,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			sess.reply(id, protocol.Errorf(protocol.CodeFailedPrecondition, "first frame is %v, want Hello", m.Type()))
 			return false
 		}
-		v, err := protocol.Negotiate(hello, minVersion, maxVersion)
+		v, err := protocol.Negotiate(hello, protocol.MinVersion, protocol.MaxVersion)
 		if err != nil {
 			sess.reply(id, err)
 			return false

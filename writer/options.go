@@ -13,8 +13,8 @@ import (
 // Defaults for an Engine.
 const (
 	// DefaultLimit is the bytes-in-flight limit when neither WithLimit nor
-	// WithLimiter is given.
-	DefaultLimit = 256 << 20
+	// WithLimiter is given; the daemon's --limit defaults to it too.
+	DefaultLimit = 512 << 20
 	// DefaultRecordSize is the largest record the writer makes when it splits
 	// a big partition slice; it bounds the memory of one unit of work.
 	DefaultRecordSize = 1 << 20
