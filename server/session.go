@@ -25,7 +25,6 @@ import (
 	"github.com/shuffled/shuffled/writer"
 )
 
-
 // maxInline is the largest inline payload announced: the frame limit less
 // room for the Batch head and its layout (partition offsets, column
 // descriptors), so a payload of max_inline bytes still fits in a frame.
