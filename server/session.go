@@ -714,8 +714,13 @@ func (s *Server) checkLocalDirs(r *shufflefile.Root, uid uint32) error {
 	return nil
 }
 
-// probeWritable creates and removes a temp file in dir.
+// probeWritable checks that the daemon may create files in dir: by
+// faccessat where the file system can, else by creating and removing a
+// temp file.
 func probeWritable(fsys vfs.FS, dir string) error {
+	if wc, ok := fsys.(vfs.WritableChecker); ok {
+		return wc.CheckWritable(dir)
+	}
 	name := shufflefile.TempName(filepath.Join(dir, "probe"))
 	f, err := fsys.Create(name, 0o600)
 	if err != nil {

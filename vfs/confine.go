@@ -42,6 +42,13 @@ type Confined interface {
 	Close() error
 }
 
+// WritableChecker is implemented by a file system that can tell whether
+// the caller may create files in a directory without creating one (the
+// confined FS of the operating system: faccessat).
+type WritableChecker interface {
+	CheckWritable(dir string) error
+}
+
 // ConfineOptions say what a confined FS accepts below its directories.
 type ConfineOptions struct {
 	// Owners are the uids a sub-directory may belong to; empty accepts any.

@@ -450,6 +450,24 @@ func (c *osConfined) Chown(name string, uid, gid int) error {
 	})
 }
 
+// CheckWritable reports whether the caller may create and remove files in
+// dir (write and search permission, by the effective ids; faccessat with
+// AT_EACCESS), without following a symbolic link.
+func (c *osConfined) CheckWritable(dir string) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	fd, base, rel, err := c.at(dir)
+	if err != nil {
+		return pathErr("access", dir, err)
+	}
+	dfd, err := c.dirOf(fd, base, rel, unix.O_PATH)
+	if err != nil {
+		return pathErr("access", dir, err)
+	}
+	defer unix.Close(dfd)
+	return pathErr("access", dir, unix.Faccessat(dfd, ".", unix.W_OK|unix.X_OK, unix.AT_EACCESS))
+}
+
 // syscallMode converts a FileMode's permission and special bits.
 func syscallMode(m fs.FileMode) uint32 {
 	o := uint32(m.Perm())

@@ -166,3 +166,29 @@ func TestConfinedRefusesForeignOwner(t *testing.T) {
 		wantRefused(t, "MkdirAll of a foreign-owned sub-dir", c.MkdirAll(sub, 0o755), sub)
 	})
 }
+
+func TestConfinedCheckWritable(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "0a")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := mustConfine(t, []string{dir})
+	wc := c.(WritableChecker)
+	if err := wc.CheckWritable(sub); err != nil {
+		t.Errorf("CheckWritable of an own dir: %v", err)
+	}
+	if err := wc.CheckWritable(dir); err != nil {
+		t.Errorf("CheckWritable of the confining dir: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		return // root may write anywhere; the separate-users test covers the refusal
+	}
+	if err := os.Chmod(sub, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(sub, 0o755)
+	if err := wc.CheckWritable(sub); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("CheckWritable of a read-only dir = %v, want a permission error", err)
+	}
+}
