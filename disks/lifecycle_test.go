@@ -485,3 +485,10 @@ func TestSweepTempsAndLocate(t *testing.T) {
 		}
 	}
 }
+
+// outputBase returns the part of a map output file's name before the
+// first dot, "shuffle_{s}_{m}_0", which all its files share.
+func outputBase(name string) string {
+	base, _, _ := strings.Cut(name, ".")
+	return base
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/shuffled/shuffled/shufflefile"
@@ -17,9 +16,10 @@ import (
 // layout l, which is a shufflefile.Flat or a shufflefile.SparkHashed (an
 // executor's own local dirs, whose hashed sub-directories it scans): the
 // map outputs' data, index and checksum files, and the temp files of
-// outputs in flight. It removes every index file of the shuffle first, so
-// that a reader never finds an index without its data, and counts the
-// outputs removed by their index files. Missing directories and files are
+// outputs in flight. Each output's files go under the output's lock
+// (shufflefile.LockOutput, which its commit takes), index first, so that a
+// reader never finds an index without its data and a commit never
+// interleaves with the removal; outputs are counted by their index files. Missing directories and files are
 // fine, so removing twice is harmless; it goes on past errors and returns
 // them all.
 //
@@ -42,10 +42,8 @@ func RemoveShuffleIn(fsys vfs.FS, l shufflefile.Layout, shuffle int32) (outputs 
 		}
 		files = append(files, found...)
 	}
-	var rm remover
-	rm.fsys = fsys
-	rm.remove(files, true)
-	rm.remove(files, false)
+	rm := remover{fsys: fsys}
+	rm.removeOutputs(files, l)
 	errs = append(errs, rm.errs...)
 	if err := errors.Join(errs...); err != nil {
 		return rm.outputs, rm.freed, fmt.Errorf("disks: remove shuffle %d: %w", shuffle, err)
@@ -100,6 +98,10 @@ type shuffleFile struct {
 	shuffle int32
 	size    int64
 	index   bool // a committed index file: it marks one map output
+	// name is the parsed file name; ok false for a file that is no map
+	// output's (removeTree meets those).
+	name shufflefile.Name
+	ok   bool
 }
 
 // shuffleFiles lists the shuffle files in dir (not below it) whose shuffle
@@ -118,14 +120,16 @@ func shuffleFiles(fsys vfs.FS, dir string, keep func(int32) bool) ([]shuffleFile
 		if e.IsDir() {
 			continue
 		}
-		s, ok := shuffleOf(e.Name())
-		if !ok || !keep(s) {
+		n, ok := shufflefile.ParseName(e.Name())
+		if !ok || !keep(n.ID.Shuffle) {
 			continue
 		}
 		f := shuffleFile{
 			path:    filepath.Join(dir, e.Name()),
-			shuffle: s,
-			index:   isIndexName(e.Name()),
+			shuffle: n.ID.Shuffle,
+			index:   n.Kind == shufflefile.KindIndex,
+			name:    n,
+			ok:      true,
 		}
 		fi, err := e.Info()
 		switch {
@@ -148,63 +152,89 @@ func shuffleOf(name string) (int32, bool) {
 	return n.ID.Shuffle, ok
 }
 
-// isIndexName reports a committed index file's name (not a temp one).
-func isIndexName(name string) bool {
-	n, ok := shufflefile.ParseName(name)
-	return ok && n.Kind == shufflefile.KindIndex
-}
-
 // remover removes files and counts what it freed.
 type remover struct {
 	fsys    vfs.FS
 	outputs int
 	freed   int64
 	errs    []error
-	// kept holds the outputBase of outputs whose index could not be
-	// removed.
-	kept map[string]bool
 }
 
-// remove removes the index files among files (indexes true) or the others.
-// The committed files of an output whose index could not be removed stay,
-// so that the output stays whole (as shufflefile.Remove leaves it).
-func (rm *remover) remove(files []shuffleFile, indexes bool) {
+// removeOutputs removes files, which lie in the directories of layout l,
+// each output's under its lock (shufflefile.LockOutput, which its commit
+// takes): first the index files of every output, so that once any data
+// file is gone no index of these outputs is left, then the rest. When an
+// output's index cannot be removed, or a commit placed a new one between
+// the two passes, its data and checksum files stay, so that the output
+// stays whole (as shufflefile.Remove leaves it); its listed temp files go.
+// Files that belong to no map output go last.
+func (rm *remover) removeOutputs(files []shuffleFile, l shufflefile.Layout) {
+	byID := map[shufflefile.ID][]shuffleFile{}
+	var others []shuffleFile
 	for _, f := range files {
-		if f.index != indexes {
+		if !f.ok {
+			others = append(others, f)
 			continue
 		}
-		name := filepath.Base(f.path)
-		if !indexes && !shufflefile.IsTempName(name) && rm.kept[outputBase(name)] {
-			continue
-		}
-		err := rm.fsys.Remove(f.path)
-		switch {
-		case err == nil:
-			rm.freed += f.size
-			if f.index {
-				rm.outputs++
-			}
-		case !notExist(err):
-			rm.errs = append(rm.errs, err)
-			if f.index {
-				if rm.kept == nil {
-					rm.kept = map[string]bool{}
-				}
-				rm.kept[outputBase(name)] = true
+		byID[f.name.ID] = append(byID[f.name.ID], f)
+	}
+	ids := make([]shufflefile.ID, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b shufflefile.ID) int {
+		return cmp.Or(cmp.Compare(a.Shuffle, b.Shuffle), cmp.Compare(a.Map, b.Map))
+	})
+	kept := map[shufflefile.ID]bool{}
+	for _, id := range ids {
+		unlock := shufflefile.LockOutput(l, id)
+		for _, f := range byID[id] {
+			if f.index && !rm.removeOne(f) {
+				kept[id] = true
 			}
 		}
+		unlock()
+	}
+	for _, id := range ids {
+		unlock := shufflefile.LockOutput(l, id)
+		if !kept[id] {
+			if _, err := rm.fsys.Stat(shufflefile.Path(l, shufflefile.IndexName(id))); !notExist(err) {
+				kept[id] = true // committed again since the first pass (or unreadable): it stays
+			}
+		}
+		for _, f := range byID[id] {
+			if f.index || kept[id] && f.name.Kind != shufflefile.KindTemp {
+				continue
+			}
+			rm.removeOne(f)
+		}
+		unlock()
+	}
+	for _, f := range others {
+		rm.removeOne(f)
 	}
 }
 
-// outputBase returns the part of a map output file's name before the
-// first dot, "shuffle_{s}_{m}_0", which all its files share.
-func outputBase(name string) string {
-	base, _, _ := strings.Cut(name, ".")
-	return base
+// removeOne removes f and counts it; false when it is still there.
+func (rm *remover) removeOne(f shuffleFile) bool {
+	err := rm.fsys.Remove(f.path)
+	switch {
+	case err == nil:
+		rm.freed += f.size
+		if f.index {
+			rm.outputs++
+		}
+	case notExist(err):
+	default:
+		rm.errs = append(rm.errs, err)
+		return false
+	}
+	return true
 }
 
-// removeTree removes dir and everything below it, index files of each
-// directory first, without following symbolic links.
+// removeTree removes dir and everything below it, the files of each
+// directory by output (removeOutputs over the directory as a flat layout),
+// without following symbolic links.
 func (rm *remover) removeTree(dir string) {
 	ents, err := rm.fsys.ReadDir(dir)
 	if err != nil {
@@ -215,23 +245,18 @@ func (rm *remover) removeTree(dir string) {
 	}
 	var files []shuffleFile
 	for _, e := range ents {
-		path := filepath.Join(dir, e.Name())
 		if e.IsDir() {
 			continue
 		}
-		f := shuffleFile{path: path, index: isIndexName(e.Name())}
+		f := shuffleFile{path: filepath.Join(dir, e.Name())}
+		f.name, f.ok = shufflefile.ParseName(e.Name())
+		f.index = f.ok && f.name.Kind == shufflefile.KindIndex
 		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
 			f.size = fi.Size()
 		}
 		files = append(files, f)
 	}
-	// An executor's directory holds whole outputs: what an index failure
-	// keeps here says nothing of a same-named output in another directory.
-	outer := rm.kept
-	rm.kept = nil
-	rm.remove(files, true)
-	rm.remove(files, false)
-	rm.kept = outer
+	rm.removeOutputs(files, shufflefile.Flat(dir))
 	for _, e := range ents {
 		if e.IsDir() {
 			rm.removeTree(filepath.Join(dir, e.Name()))

@@ -477,6 +477,12 @@ type outputLock struct {
 	refs int
 }
 
+// LockOutput locks, within the process, the map output id of layout l
+// against its commit and removal (Commit.Do, Remove and disks' removals
+// take it) and returns the unlock function. Hold it briefly: a commit of
+// the output waits for it.
+func LockOutput(l Layout, id ID) (unlock func()) { return lockOutput(Path(l, IndexName(id))) }
+
 // lockOutput locks the output whose index is at indexPath and returns the
 // unlock function.
 func lockOutput(indexPath string) (unlock func()) {

@@ -91,3 +91,34 @@ func TestTempName(t *testing.T) {
 		}
 	}
 }
+
+func TestParseName(t *testing.T) {
+	id := ID{Shuffle: 12, Map: 345}
+	for _, tc := range []struct {
+		name string
+		want Name
+		ok   bool
+	}{
+		{DataName(id), Name{ID: id, Kind: KindData}, true},
+		{IndexName(id), Name{ID: id, Kind: KindIndex}, true},
+		{ChecksumName(id, checksum.CRC32C), Name{ID: id, Kind: KindChecksum, Algorithm: checksum.CRC32C}, true},
+		{TempName(IndexName(id)), Name{ID: id, Kind: KindTemp}, true},
+		{DataName(id) + ".p7.0123456789abcdef" + TempSuffix, Name{ID: id, Kind: KindTemp}, true},
+		{DataName(ID{Shuffle: 2147483647, Map: 9223372036854775807}), Name{ID: ID{Shuffle: 2147483647, Map: 9223372036854775807}, Kind: KindData}, true},
+		{"shuffle_012_345_0.data", Name{}, false},      // leading zero
+		{"shuffle_12_+345_0.data", Name{}, false},      // sign
+		{"shuffle_2147483648_1_0.data", Name{}, false}, // past int32
+		{"shuffle_12_345_1.data", Name{}, false},       // reduce id not 0
+		{"shuffle_12_345_0.checksum.none", Name{}, false},
+		{"shuffle_12_345_0.checksum.crc32", Name{}, false}, // not Spark's spelling
+		{"shuffle_12_345_0.index.xyz" + TempSuffix, Name{}, false},
+		{"shuffle_12_345_0.datax", Name{}, false},
+		{"temp_shuffle_5", Name{}, false},
+		{"", Name{}, false},
+	} {
+		got, ok := ParseName(tc.name)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("ParseName(%q) = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
