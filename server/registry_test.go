@@ -131,3 +131,27 @@ func TestRegistryFileDamaged(t *testing.T) {
 		t.Errorf("Register of the reserved application id %q = %v, want InvalidArgument", disks.RegistryName, err)
 	}
 }
+
+// TestResponseOverMaxFrame lists more shuffles than a ShuffleList of
+// max_frame bytes holds: the answer is ResourceExhausted, never a frame
+// past max_frame.
+func TestResponseOverMaxFrame(t *testing.T) {
+	d := startDaemon(t, func(c *Config) { c.MaxFrame = protocol.MinMaxFrame })
+	dir := filepath.Join(d.root, "app", "1")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	n := protocol.MinMaxFrame/20 + 1 // 20 bytes per shuffle_info
+	for s := range n {
+		if err := os.WriteFile(filepath.Join(dir, shufflefile.IndexName(shufflefile.ID{Shuffle: int32(s)})), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := dial(t, d, "app")
+	if _, err := c.ListShuffles(context.Background(), "app"); protocol.CodeOf(err) != protocol.CodeResourceExhausted {
+		t.Errorf("ListShuffles of %d shuffles with max_frame %d = %v, want ResourceExhausted", n, protocol.MinMaxFrame, err)
+	}
+	if err := c.Ping(context.Background()); err != nil {
+		t.Errorf("Ping after: %v", err)
+	}
+}

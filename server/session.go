@@ -316,6 +316,11 @@ func (sess *session) send(id uint32, m protocol.Message) {
 	if err != nil {
 		sess.log.Error("encoding response", "type", m.Type(), "err", err)
 		sess.wbuf, _ = protocol.AppendFrame(sess.wbuf[:0], id, protocol.Errorf(protocol.CodeInternal, "response %v does not encode: %v", m.Type(), err))
+	} else if n := len(sess.wbuf) - protocol.HeaderSize; n > sess.s.cfg.MaxFrame {
+		// No response is larger than max_frame: a client that accepts
+		// max_frame reads every one.
+		sess.wbuf, _ = protocol.AppendFrame(sess.wbuf[:0], id, protocol.Errorf(protocol.CodeResourceExhausted,
+			"response %v of %d bytes exceeds max_frame %d", m.Type(), n, sess.s.cfg.MaxFrame))
 	}
 	sess.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := sess.conn.Write(sess.wbuf); err != nil {
