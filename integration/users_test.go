@@ -39,33 +39,54 @@ var userHelpers = map[string]func(args []string) error{
 	"reader":   readerHelper,
 }
 
-// executorHelper acts as a Spark executor: args socket, local dir, the mode
-// of the sub-dir it makes first (as Spark does, before the daemon writes)
-// and what to expect: "commit" or "refused". It makes its blockmgr dir
-// 0770, registers it, commits one map output through the daemon, then
-// makes its own file in every sub-dir the output's files are in.
+// executorHelper acts as a Spark executor: args socket, local dir, the
+// executor's umask, what it does to the sub-dir it makes ("g+w": Spark
+// with spark.shuffle.service.removeShuffle, an exact chmod adding group
+// write, which clears the setgid bit; "none": Spark without it; or an
+// octal mode, a dir someone else changed), and what to expect: "commit",
+// or "refused:local" / "refused:sub" (the registration refused, naming
+// the local dir or the sub-dir). Like Spark's DiskBlockManager it makes
+// its blockmgr dir (mkdir under its umask, in the setgid parent) and one
+// hashed sub-dir before the daemon writes, registers, commits one map
+// output through the daemon, then makes its own file in every sub-dir the
+// output's files are in.
 func executorHelper(args []string) error {
-	if len(args) != 4 {
-		return fmt.Errorf("executor: want socket, local dir, sub-dir mode, expectation; got %q", args)
+	if len(args) != 5 {
+		return fmt.Errorf("executor: want socket, local dir, umask, sub-dir change, expectation; got %q", args)
 	}
-	socket, local, expect := args[0], args[1], args[3]
-	subMode, err := strconv.ParseUint(args[2], 8, 32)
+	socket, local, expect := args[0], args[1], args[4]
+	umask, err := strconv.ParseUint(args[2], 8, 32)
 	if err != nil {
 		return err
 	}
-	if err := os.Mkdir(local, 0o770); err != nil {
-		return err
-	}
-	if err := os.Chmod(local, 0o770); err != nil { // Spark's createDirWithPermission770
+	change := args[3]
+	syscall.Umask(int(umask))
+	if err := os.Mkdir(local, 0o777); err != nil {
 		return err
 	}
 	l := shufflefile.SparkHashed{LocalDirs: []string{local}, SubDirs: 64}
 	sparkSub := l.Dir(shufflefile.IndexName(usersID))
-	if err := os.Mkdir(sparkSub, 0o700); err != nil {
+	if err := os.Mkdir(sparkSub, 0o777); err != nil {
 		return err
 	}
-	if err := os.Chmod(sparkSub, os.FileMode(subMode)); err != nil {
-		return err
+	switch change {
+	case "none":
+	case "g+w":
+		fi, err := os.Stat(sparkSub)
+		if err != nil {
+			return err
+		}
+		if err := os.Chmod(sparkSub, fi.Mode().Perm()|0o020); err != nil {
+			return err
+		}
+	default:
+		mode, err := strconv.ParseUint(change, 8, 32)
+		if err != nil {
+			return err
+		}
+		if err := os.Chmod(sparkSub, os.FileMode(mode)); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -75,9 +96,13 @@ func executorHelper(args []string) error {
 	}
 	defer c.Close()
 	_, err = c.Register(ctx, protocol.RegisterExecutor{AppID: "app", ExecutorID: "1", LocalDirs: []string{local}, SubDirs: 64})
-	if expect == "refused" {
-		if protocol.CodeOf(err) != protocol.CodePermissionDenied || !strings.Contains(err.Error(), sparkSub) {
-			return fmt.Errorf("Register with a %#o sub-dir = %v, want PermissionDenied naming %s", subMode, err, sparkSub)
+	if named, ok := strings.CutPrefix(expect, "refused:"); ok {
+		want := local
+		if named == "sub" {
+			want = sparkSub
+		}
+		if protocol.CodeOf(err) != protocol.CodePermissionDenied || !strings.Contains(err.Error(), want+":") {
+			return fmt.Errorf("Register under umask %#o, sub-dir change %s = %v, want PermissionDenied naming %s", umask, change, err, want)
 		}
 		return nil
 	}
@@ -155,21 +180,22 @@ func requireRoot(t *testing.T) {
 
 // TestSeparateUsers runs the daemon, an executor and the shuffle service
 // as three uids that share the spark group, set up as the README's
-// operator section says: the executor makes its blockmgr dir and a
-// group-writable sub-dir as Spark does (spark.shuffle.service.removeShuffle),
-// the daemon commits into it and into sub-dirs it makes, the executor then
-// makes its own files beside the daemon's, and the reader reads the output
-// and removes it. A sub-dir Spark made 0755 (removeShuffle off) is refused
-// at registration, naming it.
+// operator section says: the executor (umask 007, removeShuffle on) makes
+// its blockmgr dir and a sub-dir as Spark does, the daemon commits into it
+// and into sub-dirs it makes, the executor then makes its own files beside
+// the daemon's, and the reader reads the output and removes it. Setups that
+// cannot work are refused at registration, naming the dir at fault: a
+// blockmgr dir made under umask 022 (not group-writable), and a sub-dir
+// that is 0755.
 func TestSeparateUsers(t *testing.T) {
 	requireRoot(t)
 	for _, tc := range []struct {
-		name    string
-		subMode string
-		expect  string
+		name, umask, change, expect string
 	}{
-		{"group-writable", "775", "commit"},
-		{"spark-0755", "755", "refused"},
+		{"umask-007", "007", "g+w", "commit"},
+		{"umask-002-no-remove-shuffle", "002", "none", "commit"},
+		{"umask-022", "022", "g+w", "refused:local"},
+		{"sub-dir-0755", "007", "755", "refused:sub"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base, err := os.MkdirTemp("", "shuffled-users-")
@@ -206,10 +232,10 @@ func TestSeparateUsers(t *testing.T) {
 				cred: &syscall.Credential{Uid: daemonUID, Gid: daemonUID, Groups: []uint32{sparkGID}}})
 
 			local := filepath.Join(spark, "blockmgr-1")
-			if err := runAs(t, execUID, sparkGID, "executor", socket, local, tc.subMode, tc.expect); err != nil {
+			if err := runAs(t, execUID, sparkGID, "executor", socket, local, tc.umask, tc.change, tc.expect); err != nil {
 				t.Fatal(err)
 			}
-			if tc.expect == "refused" {
+			if tc.expect != "commit" {
 				return
 			}
 			l := shufflefile.SparkHashed{LocalDirs: []string{local}, SubDirs: 64}
