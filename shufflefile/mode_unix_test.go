@@ -10,6 +10,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/vfs"
+	"github.com/shuffled/shuffled/vfs/errorfs"
 )
 
 // TestCommitFileMode commits under a umask of 077 and checks that the
@@ -41,5 +42,49 @@ func TestCommitFileMode(t *testing.T) {
 		if err != nil || di.Mode().Perm() != 0o770 {
 			t.Errorf("mode of %s's directory %s = %v, %v, want 0770 (group-writable, as Spark's)", name, dir, di.Mode(), err)
 		}
+	}
+}
+
+// TestEnsureDirKeepsSetgid makes a sub-dir in a setgid parent: it keeps
+// the bit, gets DirMode and the parent's group; under a umask that leaves
+// the mode whole it takes no chmod at all, so a sandbox that forbids
+// setting setgid bits (systemd's RestrictSUIDSGID=) does not stop it.
+func TestEnsureDirKeepsSetgid(t *testing.T) {
+	old := syscall.Umask(0o002)
+	defer syscall.Umask(old)
+	parent := t.TempDir()
+	if err := os.Chmod(parent, os.ModeSetgid|0o775); err != nil {
+		t.Fatal(err)
+	}
+	noSetgid := errorfs.New(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpChmod {
+			return syscall.EPERM // as RestrictSUIDSGID= answers a chmod that sets setgid
+		}
+		return nil
+	}))
+	dir := filepath.Join(parent, "0c")
+	if err := EnsureDir(noSetgid, dir, 0o644); err != nil {
+		t.Fatalf("EnsureDir under umask 0002 in a setgid parent: %v", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fi.Mode()&(os.ModePerm|os.ModeSetgid), DirMode(0o644)|os.ModeSetgid; got != want {
+		t.Errorf("sub-dir mode %v, want %v", got, want)
+	}
+
+	// Under a narrower umask, a chmod adds what mkdir left out, setgid
+	// included.
+	syscall.Umask(0o077)
+	dir = filepath.Join(parent, "0d")
+	if err := EnsureDir(vfs.Default, dir, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err = os.Stat(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fi.Mode()&(os.ModePerm|os.ModeSetgid), DirMode(0o640)|os.ModeSetgid; got != want {
+		t.Errorf("sub-dir mode under umask 077: %v, want %v", got, want)
 	}
 }

@@ -130,6 +130,16 @@ func EnsureDir(fsys vfs.FS, dir string, fileMode fs.FileMode) error {
 	if err := takeDirGroup(fsys, dir); err != nil {
 		return err
 	}
+	fi, err := fsys.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&(fs.ModePerm|fs.ModeSetgid) == mode {
+		// mkdir under a umask that keeps the mode made it right, setgid
+		// inherited: no chmod, which a sandbox that forbids setting
+		// setgid (systemd's RestrictSUIDSGID=) would refuse.
+		return nil
+	}
 	return fsys.Chmod(dir, mode)
 }
 

@@ -82,12 +82,27 @@ func resolve(dirfd int, base, rel string, flags int, mode uint32) (int, error) {
 			return fd, nil
 		case errors.Is(err, unix.ENOSYS):
 			noOpenat2.Store(true)
+		case errors.Is(err, unix.EPERM):
+			// A seccomp filter that does not know openat2 answers EPERM
+			// (systemd's SystemCallErrorNumber=): if the walk succeeds,
+			// that was it.
+			fd, werr := walk(dirfd, base, rel, flags, mode)
+			if werr == nil {
+				noOpenat2.Store(true)
+			}
+			return fd, werr
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ENOTDIR):
 			return -1, refusal(dirfd, base, rel, err)
 		default:
 			return -1, err
 		}
 	}
+	return walk(dirfd, base, rel, flags, mode)
+}
+
+// walk opens rel below dirfd one component at a time, each directory with
+// O_NOFOLLOW|O_DIRECTORY, the last with flags (which hold O_NOFOLLOW).
+func walk(dirfd int, base, rel string, flags int, mode uint32) (int, error) {
 	comps := strings.Split(rel, "/")
 	cur, owned := dirfd, false
 	defer func() {
