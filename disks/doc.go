@@ -1,7 +1,9 @@
 // Package disks manages the daemon's own root when it spans several
 // directories on different disks: it picks the disk of each new map output,
 // admits its bytes against a free-space watermark, takes failing disks out
-// of rotation, and removes and lists what applications left on the disks.
+// of rotation, and finds the applications' trees on the disks (the files in
+// them are listed and removed by package shufflefile, which owns the
+// layout).
 //
 // Main invariant: every byte a map output writes is admitted first, by
 // Reserve and then Grow, against a per-disk ledger that is never older than
@@ -22,8 +24,8 @@
 // The lifecycle operations never follow a symbolic link: one in place of
 // a directory is removed as itself, and nothing behind it is touched.
 // RemoveShuffle, RemoveApplication, ListShuffles and Applications work on
-// these trees; RemoveShuffleIn does the same for an executor's own
-// directories in any shufflefile.Layout (Spark's hashed local dirs).
+// these trees, through shufflefile.RemoveShuffle, RemoveAll and
+// ListShuffles (which serve an executor's own Spark local dirs as well).
 //
 // # Placement
 //

@@ -15,13 +15,7 @@ import (
 )
 
 // ShuffleUsage is what one shuffle of an application holds on the disks.
-type ShuffleUsage struct {
-	Shuffle int32
-	// Outputs counts the committed map outputs (index files).
-	Outputs int
-	// Bytes sums the sizes of the shuffle's files, temp files included.
-	Bytes int64
-}
+type ShuffleUsage = shufflefile.ShuffleUsage
 
 // AppUsage is what one application holds on the disks.
 type AppUsage struct {
@@ -97,7 +91,7 @@ func (s *Set) RemoveShuffle(app string, shuffle int32) (removedOutputs int, free
 	}
 	dirs, errs := s.executorDirs(app)
 	for _, dir := range dirs {
-		n, b, err := RemoveShuffleIn(s.opts.fs, shufflefile.Flat(dir), shuffle)
+		n, b, err := shufflefile.RemoveShuffle(s.opts.fs, shufflefile.Flat(dir), shuffle)
 		removedOutputs += n
 		freedBytes += b
 		if err != nil {
@@ -128,18 +122,20 @@ func (s *Set) RemoveApplication(app string) (removedOutputs int, freedBytes int6
 		if e == nil {
 			continue
 		}
-		rm := remover{fsys: s.opts.fs}
+		var n int
+		var b int64
+		var rerr error
 		if e.IsDir() {
-			rm.removeTree(filepath.Join(d.dir, app))
-		} else if err := rm.fsys.Remove(filepath.Join(d.dir, app)); err != nil && !notExist(err) {
-			rm.errs = append(rm.errs, err) // a file or a symbolic link: itself only
+			n, b, rerr = shufflefile.RemoveAll(s.opts.fs, filepath.Join(d.dir, app))
+		} else if err := s.opts.fs.Remove(filepath.Join(d.dir, app)); err != nil && !notExist(err) {
+			rerr = err // a file or a symbolic link: itself only
 		}
-		removedOutputs += rm.outputs
-		freedBytes += rm.freed
-		for _, err := range rm.errs {
-			s.ReportError(d, err)
+		removedOutputs += n
+		freedBytes += b
+		if rerr != nil {
+			s.ReportError(d, rerr)
+			errs = append(errs, rerr)
 		}
-		errs = append(errs, rm.errs...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return removedOutputs, freedBytes, fmt.Errorf("disks: remove application %q: %w", app, err)
@@ -156,20 +152,18 @@ func (s *Set) ListShuffles(app string) ([]ShuffleUsage, error) {
 	dirs, errs := s.executorDirs(app)
 	byID := map[int32]*ShuffleUsage{}
 	for _, dir := range dirs {
-		files, err := shuffleFiles(s.opts.fs, dir, func(int32) bool { return true })
+		usage, err := shufflefile.ListShuffles(s.opts.fs, shufflefile.Flat(dir))
 		if err != nil {
 			errs = append(errs, err)
 		}
-		for _, f := range files {
-			u := byID[f.shuffle]
-			if u == nil {
-				u = &ShuffleUsage{Shuffle: f.shuffle}
-				byID[f.shuffle] = u
+		for _, u := range usage {
+			sum := byID[u.Shuffle]
+			if sum == nil {
+				sum = &ShuffleUsage{Shuffle: u.Shuffle}
+				byID[u.Shuffle] = sum
 			}
-			u.Bytes += f.size
-			if f.index {
-				u.Outputs++
-			}
+			sum.Outputs += u.Outputs
+			sum.Bytes += u.Bytes
 		}
 	}
 	out := make([]ShuffleUsage, 0, len(byID))

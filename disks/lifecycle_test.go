@@ -2,7 +2,6 @@ package disks
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -336,100 +335,6 @@ func TestRemoveKeepsOutputWhoseIndexStays(t *testing.T) {
 	defer m.Close()
 	if err := m.Verify(); err != nil {
 		t.Errorf("Verify() of the output that stayed = %v", err)
-	}
-}
-
-func TestRemoveShuffleInSparkHashed(t *testing.T) {
-	l := shufflefile.SparkHashed{LocalDirs: []string{t.TempDir(), t.TempDir()}, SubDirs: 8}
-	var want int64
-	for m := range int64(12) {
-		want += commitOutput(t, l, shufflefile.ID{Shuffle: 3, Map: m}, fmt.Sprint("map ", m), "p1")
-	}
-	temp := shufflefile.TempName(shufflefile.Path(l, shufflefile.DataName(shufflefile.ID{Shuffle: 3, Map: 99})))
-	want += writeFile(t, temp, 5)
-	commitOutput(t, l, shufflefile.ID{Shuffle: 30, Map: 0}, "stays")
-
-	fsys, removed := removeOrder(vfs.Default, nil)
-	outputs, freed, err := RemoveShuffleIn(fsys, l, 3)
-	if err != nil || outputs != 12 || freed != want {
-		t.Fatalf("RemoveShuffleIn(shuffle 3) = %d, %d, %v; want 12, %d, nil", outputs, freed, err, want)
-	}
-	// Across the hashed directories, every index goes before any data.
-	seenOther := false
-	for _, name := range *removed {
-		isIndex := strings.HasSuffix(name, ".index")
-		if isIndex && seenOther {
-			t.Fatalf("an index was removed after other files: %q", *removed)
-		}
-		seenOther = seenOther || !isIndex
-	}
-	for _, d := range l.LocalDirs {
-		for _, p := range listFiles(t, d) {
-			if strings.Contains(p, "shuffle_3_") {
-				t.Errorf("file %s of removed shuffle 3 remains", p)
-			}
-		}
-	}
-	if _, err := shufflefile.Open(vfs.Default, l, shufflefile.ID{Shuffle: 30}, checksum.Adler32); err != nil {
-		t.Errorf("shuffle 30 after removing shuffle 3: %v", err)
-	}
-	if outputs, freed, err := RemoveShuffleIn(vfs.Default, l, 3); err != nil || outputs != 0 || freed != 0 {
-		t.Errorf("RemoveShuffleIn again = %d, %d, %v; want 0, 0, nil", outputs, freed, err)
-	}
-}
-
-type otherLayout struct{}
-
-func (otherLayout) Dir(string) string      { return "/" }
-func (otherLayout) Dirs() ([]string, bool) { return nil, false }
-
-func TestRemoveShuffleInArguments(t *testing.T) {
-	tests := []struct {
-		name    string
-		l       shufflefile.Layout
-		shuffle int32
-		want    error
-	}{
-		{"negative shuffle", shufflefile.Flat(t.TempDir()), -1, shufflefile.ErrInvalidID},
-		{"layout without dirs", otherLayout{}, 1, shufflefile.ErrInvalidLayout},
-		{"empty hashed layout", shufflefile.SparkHashed{}, 1, shufflefile.ErrInvalidLayout},
-		{"nil hashed layout", (*shufflefile.SparkHashed)(nil), 1, ErrInvalidArgument},
-	}
-	for _, tt := range tests {
-		if _, _, err := RemoveShuffleIn(vfs.Default, tt.l, tt.shuffle); !errors.Is(err, tt.want) {
-			t.Errorf("RemoveShuffleIn(%s) = %v, want %v", tt.name, err, tt.want)
-		}
-	}
-	n, b, err := RemoveShuffleIn(vfs.Default, shufflefile.Flat(filepath.Join(t.TempDir(), "missing")), 1)
-	if err != nil || n != 0 || b != 0 {
-		t.Errorf("RemoveShuffleIn(missing dir) = %d, %d, %v; want 0, 0, nil", n, b, err)
-	}
-}
-
-func TestShuffleOf(t *testing.T) {
-	tests := []struct {
-		name   string
-		want   int32
-		wantOK bool
-	}{
-		{"shuffle_1_0_0.data", 1, true},
-		{"shuffle_12_3_0.index", 12, true},
-		{"shuffle_0_0_0.checksum.ADLER32", 0, true},
-		{"shuffle_7_1_0.data.0123456789abcdef.shuffled-tmp", 7, true},
-		{"shuffle_2147483647_0_0.data", 2147483647, true},
-		{"shuffle_2147483648_0_0.data", 0, false},
-		{"shuffle_-1_0_0.data", 0, false},
-		{"shuffle_+1_0_0.data", 0, false},
-		{"shuffle__0_0.data", 0, false},
-		{"shuffle_1", 0, false},
-		{"shuffleMerged_1_0_0.data", 0, false},
-		{"notes.txt", 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := shuffleOf(tt.name)
-		if got != tt.want || ok != tt.wantOK {
-			t.Errorf("shuffleOf(%q) = %d, %v, want %d, %v", tt.name, got, ok, tt.want, tt.wantOK)
-		}
 	}
 }
 

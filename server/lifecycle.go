@@ -86,7 +86,7 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 	n, freed, err := s.disks.RemoveShuffle(app, shuffle)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
-		n, freed, err := disks.RemoveShuffleIn(r.FS(), r, shuffle)
+		n, freed, err := shufflefile.RemoveShuffle(r.FS(), r, shuffle)
 		removed.MapOutputs += int64(n)
 		removed.Bytes += freed
 		return err
@@ -104,9 +104,9 @@ func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 	n, freed, err := s.disks.RemoveApplication(app)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
-		usage, err := disks.ListShufflesIn(r.FS(), r)
+		usage, err := shufflefile.ListShuffles(r.FS(), r)
 		for _, u := range usage {
-			n, freed, rerr := disks.RemoveShuffleIn(r.FS(), r, u.Shuffle)
+			n, freed, rerr := shufflefile.RemoveShuffle(r.FS(), r, u.Shuffle)
 			removed.MapOutputs += int64(n)
 			removed.Bytes += freed
 			err = errors.Join(err, rerr)
@@ -227,7 +227,7 @@ func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
 		return err
 	}
 	byID := map[int32]*protocol.ShuffleInfo{}
-	add := func(u disks.ShuffleUsage) {
+	add := func(u shufflefile.ShuffleUsage) {
 		si := byID[u.Shuffle]
 		if si == nil {
 			si = &protocol.ShuffleInfo{ShuffleID: u.Shuffle}
@@ -240,7 +240,7 @@ func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
 		add(u)
 	}
 	if err := s.eachLocalRoot(m.AppID, func(r *shufflefile.Root) error {
-		usage, err := disks.ListShufflesIn(r.FS(), r)
+		usage, err := shufflefile.ListShuffles(r.FS(), r)
 		for _, u := range usage {
 			add(u)
 		}
