@@ -24,6 +24,29 @@
 // "<final name>.<16 hex digits>.shuffled-tmp", in the final file's
 // directory.
 //
+// ParseName is the one parser of these names: it accepts exactly the names
+// DataName, IndexName, ChecksumName and TempName give (canonical decimal
+// ids), and ListShuffles, RemoveShuffle, RemoveAll and Sweep act on what it
+// accepts.
+//
+// # Roots: directories opened once
+//
+// An executor owns its Spark local dirs and can swap a dir or a hashed
+// sub-dir for a symbolic link at any time, so a path checked once proves
+// nothing later. OpenRoot opens a layout's directories once (resolved
+// paths, no symlink on them) and its FS makes every file relative to those
+// descriptors (vfs.Confine: openat2 with RESOLVE_BENEATH and
+// RESOLVE_NO_SYMLINKS, or O_NOFOLLOW per component): nothing below a root
+// is reached through a symbolic link, nothing outside it is reached at
+// all, and a sub-dir that belongs to a uid other than the owners given is
+// refused. The refusals name the directory and match fs.ErrPermission.
+//
+// Directories made for files (EnsureDir, by Commit and the writer) take
+// their parent's group and setgid bit and get DirMode, group-writable, as
+// Spark makes its sub-dirs for the shuffle service (SPARK-37618); committed
+// files get the configured mode (DefaultFileMode, 0644, as Spark) and their
+// directory's group.
+//
 // # Index file
 //
 // numPartitions+1 big-endian int64 offsets into the data file; partition p
@@ -92,8 +115,9 @@
 //
 // # Concurrency
 //
-// Within a process, Do and Remove of one output (keyed by its index path)
-// run one at a time, so the check of step 2 and the renames act as one
+// Within a process, Do, Remove and the removals of RemoveShuffle and
+// RemoveAll of one output (keyed by its index path, LockOutput) run one at
+// a time, so the check of step 2 and the renames act as one
 // step, and a second attempt finds the first one's output. Across
 // processes nothing serializes them: two processes committing one output
 // at once could interleave their data and index renames, and a reader
