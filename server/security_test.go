@@ -299,6 +299,13 @@ func TestDocumentedCodes(t *testing.T) {
 	if _, m := r2.call(2, &protocol.RegisterExecutor{AppID: "app2", ExecutorID: "1", LocalDirs: []string{local + "-missing"}, SubDirs: 64}); codeOfMsg(m) != protocol.CodeInvalidArgument {
 		t.Errorf("Register of a missing local dir answered %v, want InvalidArgument", m)
 	}
+	file := filepath.Join(filepath.Dir(local), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, m := r2.call(3, &protocol.RegisterExecutor{AppID: "app2", ExecutorID: "1", LocalDirs: []string{file}, SubDirs: 64}); codeOfMsg(m) != protocol.CodeInvalidArgument {
+		t.Errorf("Register of a local dir that is a file answered %v, want InvalidArgument", m)
+	}
 }
 
 // TestPartitionStateBudget opens map outputs of many partitions until the

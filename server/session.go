@@ -677,6 +677,11 @@ func (s *Server) allowedDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
 	}
+	if fi, err := s.fs.Stat(resolved); err != nil {
+		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
+	}
 	for _, root := range s.roots {
 		if resolved == root || strings.HasPrefix(resolved, root+string(filepath.Separator)) {
 			return resolved, nil
