@@ -2,11 +2,11 @@ package writer
 
 import (
 	"fmt"
-	"github.com/shuffled/shuffled/shufflefile"
 	"io/fs"
 	"runtime"
 
 	"github.com/shuffled/shuffled/limiter"
+	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
 
