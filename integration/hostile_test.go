@@ -256,6 +256,10 @@ func memfd(size int, allowSealing, sealed bool) (int, error) {
 // hostileMaxFrame is the frame limit of the hostile test's daemon.
 const hostileMaxFrame = 1 << 20
 
+// hostileMaxInline is the max_inline the daemon announces for
+// hostileMaxFrame: the frame less 1 MiB, or half the frame if more.
+const hostileMaxInline = hostileMaxFrame / 2
+
 var fourParts = []int64{0, 10, 20, 30, 40}
 
 func memfdBatch(length int64) *protocol.Batch {
@@ -598,6 +602,19 @@ func hostileCases() []hostileCase {
 			b, _ := columnarBatch()
 			b.Columnar.Columns[0].Type = 200
 			return h.badBatch(protocol.KindColumnar, b, -1, protocol.CodeUnsupported)
+		})},
+
+		// Bounds the protocol states and the daemon enforces.
+		{"inline-over-max-inline", registered(false, func(_ *hostileEnv, h *hostile) error {
+			n := int64(hostileMaxInline + 1)
+			return h.badBatch(protocol.KindOpaque, inlineBatch(make([]byte, n), []int64{0, n, n, n, n}), -1, protocol.CodeResourceExhausted)
+		})},
+		{"commit-result-over-max-frame", registered(false, refusedThenAlive(&protocol.OpenMapOutput{ShuffleID: 1, MapID: 1, NumPartitions: hostileMaxFrame / 16, Kind: protocol.KindOpaque}, protocol.CodeInvalidArgument))},
+		{"request-id-zero", registered(false, func(_ *hostileEnv, h *hostile) error {
+			if _, err := h.uc.Write(frame(protocol.TypePing, 0, 0, nil)); err != nil {
+				return err
+			}
+			return h.closed(protocol.CodeInvalidArgument)
 		})},
 
 		// A client that leaves: its open map output is aborted.
