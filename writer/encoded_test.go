@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shuffled/shuffled/checksum"
@@ -39,21 +40,21 @@ func TestWriteEncoded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := 0
+			var done atomic.Int32
 			// Two calls, the second starting below where the first ends: a new run.
 			half := len(recs) / 2
-			if err := w.WriteEncoded(ctx, recs[:half], func() { done++ }); err != nil {
+			if err := w.WriteEncoded(ctx, recs[:half], func() { done.Add(1) }); err != nil {
 				t.Fatal(err)
 			}
-			if err := w.WriteEncoded(ctx, recs[half:], func() { done++ }); err != nil {
+			if err := w.WriteEncoded(ctx, recs[half:], func() { done.Add(1) }); err != nil {
 				t.Fatal(err)
 			}
 			res, err := w.Commit(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if done != 2 {
-				t.Errorf("onDone called %d times, want 2", done)
+			if n := done.Load(); n != 2 {
+				t.Errorf("onDone called %d times, want 2", n)
 			}
 			checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, 50))
 			var raw int64
