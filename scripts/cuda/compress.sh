@@ -3,9 +3,9 @@
 # tests and the benchmark of GPU compression (--cuda-compress).
 #  1. the lz4 kernels' device tests (output == gpu/lz4ref's, byte for
 #     byte, for the load generator's schemas and random data) and their
-#     benchmark (raw GB/s of the kernels alone); the cuda tests of server
-#     (TestCUDACompress, TestCUDAIPCRoundTrip) and loadgen (TestRunGPU*).
-#     TESTS=0 skips them.
+#     benchmark (raw GB/s of the kernels alone); at the end, the cuda
+#     tests of server (TestCUDACompress, TestCUDAIPCRoundTrip) and loadgen
+#     (TestRunGPU*). TESTS=0 skips them.
 #  2. two daemons side by side, one compressing on its CPU pool (the
 #     default), one with --cuda-compress; a verified --gpu run against
 #     each (the GPU one with --keep: one kept map output is read back with
@@ -44,15 +44,11 @@ trap 'for p in $pids; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 } >"$sum" 2>&1
 
 if [ "${TESTS:-1}" != 0 ]; then
-	(cd gpu && SHUFFLED_LZ4_KEEP="$work/keep" "$bin/gpu.test" -test.run LZ4 -test.v -test.count=1 -test.timeout=3m) >"$logs/gpu-test.log" 2>&1
+	(cd gpu && SHUFFLED_LZ4_KEEP="$work/keep" timeout 150 "$bin/gpu.test" -test.run LZ4 -test.v -test.count=1) >"$logs/gpu-test.log" 2>&1
 	echo "gpu lz4 tests: exit $?" >>"$sum"
-	(cd gpu && "$bin/gpu.test" -test.run '^$' -test.bench LZ4 -test.benchtime 20x -test.timeout=3m) >"$logs/bench.log" 2>&1
+	(cd gpu && timeout 150 "$bin/gpu.test" -test.run '^$' -test.bench LZ4 -test.benchtime 20x) >"$logs/bench.log" 2>&1
 	echo "gpu lz4 benchmark: exit $?" >>"$sum"
 	grep '^Benchmark' "$logs/bench.log" >>"$sum"
-	(cd server && SHUFFLED_LZ4_KEEP="$work/keep" "$bin/server.test" -test.run 'CUDACompress|CUDAIPCRoundTrip' -test.v -test.count=1 -test.timeout=3m) >"$logs/server-test.log" 2>&1
-	echo "server tests: exit $?" >>"$sum"
-	(cd loadgen && "$bin/loadgen.test" -test.run 'RunGPU' -test.v -test.count=1 -test.timeout=3m) >"$logs/loadgen-test.log" 2>&1
-	echo "loadgen tests: exit $?" >>"$sum"
 fi
 
 # daemon NAME FLAGS...: starts a daemon and waits for its ready line.
@@ -86,7 +82,7 @@ run() {
 	b0=$(d2h "$name")
 	echo "== $label: shuffled-loadgen --socket $name.sock --tasks $tasks $lgflags $*" >>"$logs/loadgen.log"
 	# shellcheck disable=SC2086
-	"$bin/shuffled-loadgen" --socket "$work/$name.sock" --tasks "$tasks" --json $lgflags "$@" >"$work/r.json" 2>>"$logs/loadgen.log"
+	timeout 150 "$bin/shuffled-loadgen" --socket "$work/$name.sock" --tasks "$tasks" --json $lgflags "$@" >"$work/r.json" 2>>"$logs/loadgen.log"
 	rc=$?
 	sleep 1 # the daemon logs its totals as the sessions end
 	c1=$(ticks "$pid")
@@ -106,7 +102,7 @@ run cpu-verify cpu --verify
 run gpu-verify gpu $gc --verify --keep
 kept=$(find "$work/gpu-root" -name '*.data' | sort | head -n 1)
 if [ -n "$kept" ]; then
-	"$bin/shuffled" cat "$kept" >"$logs/cat.txt" 2>&1
+	timeout 60 "$bin/shuffled" cat "$kept" >"$logs/cat.txt" 2>&1
 	echo "shuffled cat $(basename "$kept"): exit $? ($(tail -n 1 "$logs/cat.txt"))" >>"$sum"
 	base=${kept%.data}
 	tar -cf "$out/kept.tar" -C "$(dirname "$kept")" $(cd "$(dirname "$kept")" && ls "$(basename "$base")".*)
@@ -120,5 +116,11 @@ run gpu-c8 gpu $gc --concurrency 8
 for p in $pids; do kill -TERM "$p"; done
 wait
 pids=
+if [ "${TESTS:-1}" != 0 ]; then
+	(cd server && SHUFFLED_LZ4_KEEP="$work/keep" timeout 150 "$bin/server.test" -test.run 'CUDACompress|CUDAIPCRoundTrip' -test.v -test.count=1) >"$logs/server-test.log" 2>&1
+	echo "server tests: exit $?" >>"$sum"
+	(cd loadgen && timeout 150 "$bin/loadgen.test" -test.run 'RunGPU' -test.v -test.count=1) >"$logs/loadgen-test.log" 2>&1
+	echo "loadgen tests: exit $?" >>"$sum"
+fi
 tar -czf "$out/logs.tar.gz" -C "$work" logs keep
 cat "$sum"
