@@ -112,13 +112,22 @@ func TestPlanColumnarMatchesSerializer(t *testing.T) {
 	}
 }
 
-// Gather ops split into pieces keep the bytes: a bitmap and offsets longer
-// than one piece, at odd row starts.
+// Gather ops split into pieces keep the bytes: bitmaps, offsets and data
+// longer than one piece, at odd row starts.
 func TestPlanColumnarLargeSections(t *testing.T) {
-	tb := newTestBatch(t, "strings", 700000, 3, 0.3)
+	tb := newTestBatch(t, "strings", 8*gatherPiece+5000, 1, 0.3)
 	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 64<<20)
 	if err != nil {
 		t.Fatal(err)
+	}
+	split := map[uint8]bool{}
+	for i := 1; i < len(pl.Ops); i++ {
+		if a, b := pl.Ops[i-1], pl.Ops[i]; a.Kind == b.Kind && !a.FromMeta && a.Src < b.Src && b.Dst-a.Dst == gatherPiece {
+			split[a.Kind] = true
+		}
+	}
+	if !split[OpCopy] || !split[OpBits] || !split[OpRebase] {
+		t.Fatalf("ops split into pieces: %v, want copies, bitmaps and offsets", split)
 	}
 	got := make([]byte, pl.Gathered)
 	pl.Gather(got, tb.region)
