@@ -3,6 +3,8 @@ package writer
 import (
 	"context"
 	"fmt"
+
+	"github.com/shuffled/shuffled/codec"
 )
 
 // EncodedRecord is a record already encoded elsewhere (on a GPU): Stream
@@ -49,3 +51,6 @@ func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDo
 		return nil
 	})
 }
+
+// Codec is the map output's codec.
+func (w *MapWriter) Codec() codec.Kind { return w.spec.Codec }
