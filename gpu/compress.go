@@ -331,6 +331,43 @@ func (pl *CompressPlan) Streams(payload []byte, blockSize int) [][]byte {
 	return out
 }
 
+// check returns an ErrInvalid error unless every record lies inside the
+// payload (the region of size bytes, or the gathered buffer) and every
+// gather op inside its source and the gathered buffer: what the kernels
+// read and write.
+func (pl *CompressPlan) check(size int64) error {
+	payload := size
+	if pl.Gathered > 0 {
+		payload = pl.Gathered
+	}
+	for i, r := range pl.Records {
+		if r.Off < 0 || r.Len < 0 || r.Off > payload || r.Len > payload-r.Off {
+			return fmt.Errorf("%w: record %d [%d, +%d) outside the payload of %d bytes", ErrInvalid, i, r.Off, r.Len, payload)
+		}
+	}
+	for i, o := range pl.Ops {
+		var in, out int64
+		switch o.Kind {
+		case OpCopy:
+			in, out = o.N, o.N
+		case OpBits:
+			in, out = (o.N+int64(o.Shift)+7)/8, (o.N+7)/8
+		case OpRebase:
+			in, out = 4*o.N, 4*o.N
+		default:
+			return fmt.Errorf("%w: gather op %d: kind %d", ErrInvalid, i, o.Kind)
+		}
+		lim := size
+		if o.FromMeta {
+			lim = int64(len(pl.Meta))
+		}
+		if o.N < 0 || o.N > 1<<40 || o.Shift > 7 || o.Src < 0 || o.Src > lim-in || o.Dst < 0 || o.Dst > pl.Gathered-out {
+			return fmt.Errorf("%w: gather op %d %+v outside its buffers", ErrInvalid, i, o)
+		}
+	}
+	return nil
+}
+
 // compressJob is one framed block of the kernels: len bytes at src of the
 // payload (0: a stream's end mark), framed at slot of the scratch buffer.
 type compressJob struct {

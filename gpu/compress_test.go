@@ -241,3 +241,40 @@ func TestPlanStreamsDecode(t *testing.T) {
 		}
 	}
 }
+
+// check refuses records and gather ops outside their buffers, and passes
+// the plans PlanOpaque and PlanColumnar make.
+func TestPlanCheck(t *testing.T) {
+	tb := newTestBatch(t, "wide", 500, 3, 0.2)
+	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.check(int64(len(tb.region))); err != nil {
+		t.Errorf("PlanColumnar's plan: %v", err)
+	}
+	op, err := PlanOpaque([]int64{0, 4, 10}, 10, 3)
+	if err != nil || op.check(10) != nil {
+		t.Errorf("PlanOpaque's plan: %v, %v", err, op.check(10))
+	}
+	for _, c := range []struct {
+		name string
+		pl   CompressPlan
+		size int64
+	}{
+		{"record past the region", CompressPlan{Records: []Record{{0, 5, 6}}}, 10},
+		{"negative record", CompressPlan{Records: []Record{{0, -1, 2}}}, 10},
+		{"record past the gathered buffer", CompressPlan{Gathered: 8, Records: []Record{{0, 0, 9}}}, 100},
+		{"copy past the region", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpCopy, N: 8, Src: 5}}}, 10},
+		{"copy past the gathered buffer", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpCopy, N: 8, Dst: 1}}}, 10},
+		{"copy past the meta", CompressPlan{Gathered: 8, Meta: make([]byte, 4), Ops: []GatherOp{{Kind: OpCopy, FromMeta: true, N: 5}}}, 10},
+		{"bits past the region", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpBits, N: 9, Shift: 7, Src: 9}}}, 10},
+		{"rebase past the region", CompressPlan{Gathered: 64, Ops: []GatherOp{{Kind: OpRebase, N: 3, Src: 0}}}, 11},
+		{"unknown kind", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: 3, N: 1}}}, 10},
+		{"shift", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpBits, N: 1, Shift: 8}}}, 10},
+	} {
+		if err := c.pl.check(c.size); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: check = %v, want ErrInvalid", c.name, err)
+		}
+	}
+}

@@ -142,25 +142,8 @@ func (c *Compressor) Compress(src uintptr, size int64, pl *CompressPlan, blockSi
 	if err := lz4ref.CheckBlockSize(blockSize); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	payloadSize := size
-	if pl.Gathered > 0 {
-		payloadSize = pl.Gathered
-	}
-	for i, r := range pl.Records {
-		if r.Off < 0 || r.Len < 0 || r.Off > payloadSize || r.Len > payloadSize-r.Off {
-			return nil, fmt.Errorf("%w: record %d [%d, +%d) outside the payload of %d bytes", ErrInvalid, i, r.Off, r.Len, payloadSize)
-		}
-	}
-	for i, o := range pl.Ops {
-		in := map[uint8]int64{OpCopy: o.N, OpBits: (o.N + int64(o.Shift) + 7) / 8, OpRebase: 4 * o.N}[o.Kind]
-		out := map[uint8]int64{OpCopy: o.N, OpBits: (o.N + 7) / 8, OpRebase: 4 * o.N}[o.Kind]
-		lim := size
-		if o.FromMeta {
-			lim = int64(len(pl.Meta))
-		}
-		if o.Kind > OpRebase || o.N < 0 || o.Src < 0 || o.Src > lim-in || o.Dst < 0 || o.Dst > pl.Gathered-out {
-			return nil, fmt.Errorf("%w: gather op %d %+v outside its buffers", ErrInvalid, i, o)
-		}
+	if err := pl.check(size); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	res, err := c.compress(src, pl, blockSize)
