@@ -3,7 +3,10 @@
 // a pool of pinned staging buffers that device bytes are copied into, and a
 // hash partitioning kernel (Spark's Murmur3, seed 42, pmod, stable scatter
 // into partition order) for load generators that stand in for a GPU
-// executor.
+// executor, and an lz4 compressor (Compressor: the records of a device
+// batch gathered, every block compressed in parallel, the streams
+// compacted) that makes the lz4-java streams package lz4ref makes, byte
+// for byte, from plans made on the host (PlanOpaque, PlanColumnar).
 //
 // The implementation lives behind the cuda build tag and uses
 // gorgonia.org/cu, which initializes the driver when the program starts

@@ -70,7 +70,11 @@ func startChild(ctx context.Context, cfg *Config) (_ *child, err error) {
 	readyc := make(chan struct{})
 	go d.awaitReady(readyc)
 
-	d.cmd = exec.Command(cfg.DaemonBin, "serve", "--socket", d.socket, "--root", d.root)
+	args := []string{"serve", "--socket", d.socket, "--root", d.root}
+	if cfg.GPUCompress {
+		args = append(args, "--cuda-compress")
+	}
+	d.cmd = exec.Command(cfg.DaemonBin, args...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath)
 	logs, err := d.cmd.StderrPipe()
 	if err != nil {

@@ -31,3 +31,21 @@ func TestRunGPU(t *testing.T) {
 			rep.Verified, rep.VerifiedMapOutputs, rep.GPUPartitionCheckedRows)
 	}
 }
+
+// TestRunGPUCompress: with --gpu-compress the --daemon-bin child
+// compresses the device batches on the GPU, and every output verifies.
+func TestRunGPUCompress(t *testing.T) {
+	t.Setenv(daemonEnv, "1")
+	t.Setenv("TMPDIR", t.TempDir())
+	cfg, err := ParseArgs(append(small, "--gpu", "--gpu-compress", "--daemon-bin", os.Args[0], "--verify", "--batches-per-task", "2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatalf("Run --gpu --gpu-compress: %v", err)
+	}
+	if !rep.GPUCompress || !rep.Verified || rep.VerifiedMapOutputs != 6 {
+		t.Errorf("report gpu_compress %v, verified %v (%d map outputs); want true, 6 outputs", rep.GPUCompress, rep.Verified, rep.VerifiedMapOutputs)
+	}
+}

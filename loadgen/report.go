@@ -90,6 +90,7 @@ type Report struct {
 	// same batches, single-threaded, and the rows whose partition the two
 	// agreed on, row for row.
 	GPUDevice               string  `json:"gpu_device,omitempty"`
+	GPUCompress             bool    `json:"gpu_compress,omitempty"`
 	GPUPartitionRowsPerS    float64 `json:"gpu_partition_rows_per_s,omitempty"`
 	CPUPartitionRowsPerS    float64 `json:"cpu_partition_rows_per_s,omitempty"`
 	GPUPartitionCheckedRows int64   `json:"gpu_partition_checked_rows,omitempty"`
@@ -180,6 +181,7 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	rep.FirstBatchMs = ms(r.firstBatch)
 	if dp := p.dev; dp != nil {
 		rep.GPUDevice = dp.dev.Name()
+		rep.GPUCompress = p.cfg.GPUCompress
 		if dp.gpuTime > 0 {
 			rep.GPUPartitionRowsPerS = round(float64(dp.rows)/dp.gpuTime.Seconds(), 0)
 		}
@@ -236,7 +238,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d map tasks × %d batches × %d rows (%s, %s), %d partitions, %s/%s, %s over %s, concurrency %d, %s daemon\n",
 		r.Tasks, r.BatchesPerTask, r.RowsPerBatch, r.Schema, keys, r.Partitions, r.Codec, r.Checksum,
 		r.Payload, r.DataPlane, r.Concurrency, r.Daemon)
-	if r.GPUDevice != "" {
+	if r.GPUDevice != "" && r.GPUCompress {
+		fmt.Fprintf(w, "  batches partitioned on %s, compressed there by the daemon (--gpu-compress)\n", r.GPUDevice)
+	} else if r.GPUDevice != "" {
 		fmt.Fprintf(w, "  batches partitioned on %s\n", r.GPUDevice)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -213,6 +213,7 @@ func (sess *session) peers() *peerCache {
 		return got.(*peerCache)
 	}
 	context.AfterFunc(sess.ctx, func() {
+		sess.logDeviceTotals()
 		sessionPeers.Delete(sess)
 		pc.mu.Lock()
 		defer pc.mu.Unlock()
@@ -278,6 +279,9 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	}
 	src := peer.Ptr() + uintptr(r.Offset)
 	lim := sess.s.eng.Limiter()
+	if sess.gpuCompresses(o) {
+		return sess.deviceCompressed(o, m, ds, src, lim)
+	}
 	start := time.Now()
 	switch m.Kind {
 	case protocol.KindOpaque:

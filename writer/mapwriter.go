@@ -328,7 +328,11 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 		return w.wrapCtx(ctx.Err())
 	}
 	w.records++
-	w.bytesIn += r.quota
+	if r.encoded {
+		w.bytesIn += r.raw
+	} else {
+		w.bytesIn += r.quota
+	}
 	if err := w.e.submit(ctx, r); err != nil {
 		r.err = err
 		r.finish() // the stream releases the quota

@@ -22,6 +22,11 @@ type record struct {
 	cols             *partition.Batch
 	rowStart, rowEnd int
 	batch            *batchRef // released once the payload is no longer referenced
+	// encoded: data is already the map output's codec stream of raw
+	// uncompressed bytes (WriteEncoded); it is only copied out and
+	// checksummed.
+	encoded bool
+	raw     int64
 
 	// Results, published by closing done.
 	out  []byte
@@ -37,16 +42,20 @@ func (r *record) encode() {
 	if w.aborted.Load() {
 		r.err = ErrAborted
 	} else {
-		enc := w.enc.Get()
 		buf := getBuffer(int(r.quota))
-		if r.cols != nil {
-			enc.Reset(buf)
-			_, r.err = partition.WriteSlice(enc, r.cols, r.rowStart, r.rowEnd)
-			r.out = enc.Finish()
+		if r.encoded {
+			r.out = append(buf, r.data...)
 		} else {
-			r.out = enc.Encode(buf, r.data)
+			enc := w.enc.Get()
+			if r.cols != nil {
+				enc.Reset(buf)
+				_, r.err = partition.WriteSlice(enc, r.cols, r.rowStart, r.rowEnd)
+				r.out = enc.Finish()
+			} else {
+				r.out = enc.Encode(buf, r.data)
+			}
+			w.enc.Put(enc)
 		}
-		w.enc.Put(enc)
 		if r.err == nil && w.spec.Checksum != 0 {
 			alg := w.spec.Checksum
 			r.sum = alg.Update(alg.Empty(), r.out)

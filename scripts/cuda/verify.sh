@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs on the GPU machine over binaries that build.sh made elsewhere:
-# regenerates the partition kernels' PTX with nvcc when the toolkit is
-# there, runs the cuda tests of gpu and server, then the benchmarks
+# regenerates the partition and lz4 kernels' PTX with nvcc when the
+# toolkit is there, runs the cuda tests of gpu and server, then the benchmarks
 # (staged vs plain device-to-host copies, GPU vs CPU partitioning, pool
 # priming, CUDA IPC vs memfd data planes). Logs go to $OUT (default
 # ./verify-out).
@@ -21,19 +21,25 @@ out=$(cd "$out" && pwd)
 	"$bin/shuffled" version
 } >"$out/env.log" 2>&1
 
-# The binaries carry gpu/kernels/partition.ptx; a PTX regenerated here
-# that differs from it is what the tests load instead (and comes back in
-# $OUT to be committed).
+# The binaries carry gpu/kernels/partition.ptx and lz4.ptx; a PTX
+# regenerated here that differs from its committed one is what the tests
+# load instead (and comes back in $OUT to be committed).
 if command -v nvcc >/dev/null 2>&1; then
-	if (cd gpu/kernels && nvcc -ptx -arch=compute_75 -O3 -o "$out/partition.ptx" partition.cu) >>"$out/env.log" 2>&1; then
-		if cmp -s "$out/partition.ptx" gpu/kernels/partition.ptx; then
-			echo "partition.ptx is up to date" >>"$out/env.log"
-			rm "$out/partition.ptx"
-		else
-			echo "partition.ptx is stale: testing the regenerated one" >>"$out/env.log"
-			export SHUFFLED_PARTITION_PTX="$out/partition.ptx"
+	for k in partition lz4; do
+		if (cd gpu/kernels && nvcc -ptx -arch=compute_75 -O3 -o "$out/$k.ptx" "$k.cu") >>"$out/env.log" 2>&1; then
+			if cmp -s "$out/$k.ptx" "gpu/kernels/$k.ptx"; then
+				echo "$k.ptx is up to date" >>"$out/env.log"
+				rm "$out/$k.ptx"
+			else
+				echo "$k.ptx is stale: testing the regenerated one" >>"$out/env.log"
+				if [ $k = partition ]; then
+					export SHUFFLED_PARTITION_PTX="$out/$k.ptx"
+				else
+					export SHUFFLED_LZ4_PTX="$out/$k.ptx"
+				fi
+			fi
 		fi
-	fi
+	done
 fi
 
 (cd gpu && "$bin/gpu.test" -test.v -test.count=1 -test.timeout=5m) >"$out/gpu-test.log" 2>&1

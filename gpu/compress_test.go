@@ -1,0 +1,280 @@
+package gpu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/shuffled/shuffled/client/columnar"
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/gpu/lz4ref"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/partition/synth"
+	"github.com/shuffled/shuffled/protocol"
+)
+
+// testBatch is a partitioned batch laid out in one region as a client
+// sends it, with what PlanColumnar takes.
+type testBatch struct {
+	b      *partition.Batch
+	region []byte
+	l      Layout
+	meta   []ColumnMeta
+	offs   [][]int32
+	prows  []int64
+}
+
+func newTestBatch(t testing.TB, schema string, rows, parts int, nulls float64) *testBatch {
+	t.Helper()
+	raw, err := synth.Generate(schema, 11, rows, synth.WithNulls(nulls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := partition.Partition(raw, []int{0}, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, wl := columnar.Layout(b)
+	tb := &testBatch{b: b, region: make([]byte, size), prows: wl.PartitionRows}
+	columnar.Fill(tb.region, b, &wl)
+	tb.l, tb.meta, tb.offs = fromWire(&wl, tb.region)
+	return tb
+}
+
+// fromWire converts a wire layout, reading the offsets from region.
+func fromWire(wl *protocol.ColumnarLayout, region []byte) (Layout, []ColumnMeta, [][]int32) {
+	l := Layout{Rows: int(wl.Rows), Columns: make([]Column, len(wl.Columns))}
+	meta := make([]ColumnMeta, len(wl.Columns))
+	offs := make([][]int32, len(wl.Columns))
+	for i, c := range wl.Columns {
+		l.Columns[i] = Column{Type: partition.Type(c.Type), Validity: Range(c.Validity), Offsets: Range(c.Offsets), Data: Range(c.Data)}
+		meta[i] = ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
+		if partition.Type(c.Type).VarWidth() {
+			o := make([]int32, c.Offsets.Length/4)
+			for r := range o {
+				o[r] = int32(binary.LittleEndian.Uint32(region[c.Offsets.Offset+4*int64(r):]))
+			}
+			offs[i] = o
+		}
+	}
+	return l, meta, offs
+}
+
+// The gather program lays out each record exactly as the writer's CPU
+// serializer does: the same row ranges, the same SHFC bytes.
+func TestPlanColumnarMatchesSerializer(t *testing.T) {
+	for _, schema := range synth.Schemas {
+		for _, nulls := range []float64{0, 0.2} {
+			for _, rs := range []int{1 << 20, 5000} {
+				tb := newTestBatch(t, schema, 2000, 9, nulls)
+				pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), rs)
+				if err != nil {
+					t.Fatalf("%s: %v", schema, err)
+				}
+				got := make([]byte, pl.Gathered)
+				pl.Gather(got, tb.region)
+				var want []Record
+				var wantBytes []byte
+				for p := range tb.b.NumPartitions() {
+					s, e := tb.b.PartitionRows(p)
+					if s == e {
+						continue
+					}
+					bounds := []int{s, e}
+					if partition.BlockSize(tb.b, s, e) > rs {
+						bounds = partition.SplitRows(tb.b, s, e, rs)
+					}
+					for k := 1; k < len(bounds); k++ {
+						blk := partition.AppendBlock(nil, tb.b, bounds[k-1], bounds[k])
+						want = append(want, Record{Partition: p, Off: int64(len(wantBytes)), Len: int64(len(blk))})
+						wantBytes = append(wantBytes, blk...)
+					}
+				}
+				name := fmt.Sprintf("%s nulls %v record size %d", schema, nulls, rs)
+				if fmt.Sprint(pl.Records) != fmt.Sprint(want) {
+					t.Fatalf("%s: records %v, want %v", name, pl.Records, want)
+				}
+				if !bytes.Equal(got, wantBytes) {
+					t.Fatalf("%s: gathered bytes differ from the serializer's", name)
+				}
+				if pl.RawBytes != int64(len(wantBytes)) {
+					t.Errorf("%s: RawBytes %d, want %d", name, pl.RawBytes, len(wantBytes))
+				}
+				for _, o := range pl.Ops {
+					if out := map[uint8]int64{OpCopy: o.N, OpBits: (o.N + 7) / 8, OpRebase: 4 * o.N}[o.Kind]; out > gatherPiece {
+						t.Fatalf("%s: op %+v writes %d bytes, more than %d", name, o, out, gatherPiece)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Gather ops split into pieces keep the bytes: bitmaps, offsets and data
+// longer than one piece, at odd row starts.
+func TestPlanColumnarLargeSections(t *testing.T) {
+	tb := newTestBatch(t, "strings", 8*gatherPiece+5000, 1, 0.3)
+	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := map[uint8]bool{}
+	for i := 1; i < len(pl.Ops); i++ {
+		if a, b := pl.Ops[i-1], pl.Ops[i]; a.Kind == b.Kind && !a.FromMeta && a.Src < b.Src && b.Dst-a.Dst == gatherPiece {
+			split[a.Kind] = true
+		}
+	}
+	if !split[OpCopy] || !split[OpBits] || !split[OpRebase] {
+		t.Fatalf("ops split into pieces: %v, want copies, bitmaps and offsets", split)
+	}
+	got := make([]byte, pl.Gathered)
+	pl.Gather(got, tb.region)
+	for _, r := range pl.Records {
+		s, e := tb.b.PartitionRows(r.Partition)
+		if want := partition.AppendBlock(nil, tb.b, s, e); !bytes.Equal(got[r.Off:r.Off+r.Len], want) {
+			t.Fatalf("partition %d differs", r.Partition)
+		}
+	}
+}
+
+func TestPlanColumnarRejects(t *testing.T) {
+	tb := newTestBatch(t, "strings", 100, 4, 0)
+	size := int64(len(tb.region))
+	str := -1
+	for i, c := range tb.l.Columns {
+		if c.Type.VarWidth() {
+			str = i
+			break
+		}
+	}
+	clone := func() [][]int32 {
+		o := make([][]int32, len(tb.offs))
+		for i := range o {
+			o[i] = append([]int32(nil), tb.offs[i]...)
+			if tb.offs[i] == nil {
+				o[i] = nil
+			}
+		}
+		return o
+	}
+	for _, c := range []struct {
+		name  string
+		edit  func(o [][]int32, prows []int64)
+		rsize int
+	}{
+		{"decreasing offsets", func(o [][]int32, _ []int64) { o[str][5] = o[str][4] - 1 }, 1 << 20},
+		{"offsets past the data", func(o [][]int32, _ []int64) { o[str][100] = 1 << 30 }, 1 << 20},
+		{"first offset", func(o [][]int32, _ []int64) { o[str][0] = 1 }, 1 << 20},
+		{"short offsets", func(o [][]int32, _ []int64) { o[str] = o[str][:50] }, 1 << 20},
+		{"offsets of a fixed-width column", func(o [][]int32, _ []int64) { o[0] = []int32{0} }, 1 << 20},
+		{"partition rows decreasing", func(_ [][]int32, p []int64) { p[1], p[2] = 60, 50 }, 1 << 20},
+		{"partition rows last", func(_ [][]int32, p []int64) { p[len(p)-1] = 99 }, 1 << 20},
+		{"record size", func([][]int32, []int64) {}, 0},
+	} {
+		o := clone()
+		prows := append([]int64(nil), tb.prows...)
+		c.edit(o, prows)
+		if _, err := PlanColumnar(tb.l, tb.meta, o, prows, size, c.rsize); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", c.name, err)
+		}
+	}
+	if _, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, size-64, 1<<20); !errors.Is(err, ErrInvalid) {
+		t.Errorf("region too small: err = %v, want ErrInvalid", err)
+	}
+}
+
+func TestPlanOpaque(t *testing.T) {
+	pl, err := PlanOpaque([]int64{0, 0, 10, 10, 35}, 35, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Record{{1, 0, 10}, {3, 10, 10}, {3, 20, 10}, {3, 30, 5}}
+	if fmt.Sprint(pl.Records) != fmt.Sprint(want) || pl.RawBytes != 35 || pl.Gathered != 0 {
+		t.Errorf("records %v raw %d gathered %d, want %v 35 0", pl.Records, pl.RawBytes, pl.Gathered, want)
+	}
+	for _, offs := range [][]int64{{0, 5, 4, 35}, {1, 35}, {0, 34}, {0}} {
+		if _, err := PlanOpaque(offs, 35, 10); !errors.Is(err, ErrInvalid) {
+			t.Errorf("offsets %v: err = %v, want ErrInvalid", offs, err)
+		}
+	}
+}
+
+// The jobs frame each record as lz4ref.AppendStream does: blocks of the
+// block size, then an end mark, slots that never overlap.
+func TestJobs(t *testing.T) {
+	pl := &CompressPlan{Records: []Record{{0, 0, 100000}, {1, 100000, 1}, {2, 100001, 65536}}}
+	jobs, first, scratch := pl.jobs(32 << 10)
+	if fmt.Sprint(first) != fmt.Sprint([]int{0, 5, 7, 10}) {
+		t.Fatalf("first = %v", first)
+	}
+	var end int64
+	for i, j := range jobs {
+		if j.slot < end || j.slot%16 != 0 {
+			t.Fatalf("job %d slot %d overlaps %d or is unaligned", i, j.slot, end)
+		}
+		end = j.slot + lz4ref.HeaderLen + int64(j.len)
+	}
+	if end > scratch || jobs[4].len != 0 || jobs[3].len != 100000-3*32768 || jobs[3].src != 3*32768 {
+		t.Errorf("jobs %+v scratch %d", jobs, scratch)
+	}
+}
+
+// The reference streams of a plan decode to the records' bytes.
+func TestPlanStreamsDecode(t *testing.T) {
+	tb := newTestBatch(t, "lineitem", 3000, 5, 0.1)
+	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := make([]byte, pl.Gathered)
+	pl.Gather(g, tb.region)
+	for i, s := range pl.Streams(g, codec.DefaultBlockSize) {
+		r := pl.Records[i]
+		got, err := codec.Decode(codec.LZ4, nil, s)
+		if err != nil || !bytes.Equal(got, g[r.Off:r.Off+r.Len]) {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if _, _, err := partition.DecodeBlock(got); err != nil {
+			t.Fatalf("record %d: DecodeBlock: %v", i, err)
+		}
+	}
+}
+
+// check refuses records and gather ops outside their buffers, and passes
+// the plans PlanOpaque and PlanColumnar make.
+func TestPlanCheck(t *testing.T) {
+	tb := newTestBatch(t, "wide", 500, 3, 0.2)
+	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.check(int64(len(tb.region))); err != nil {
+		t.Errorf("PlanColumnar's plan: %v", err)
+	}
+	op, err := PlanOpaque([]int64{0, 4, 10}, 10, 3)
+	if err != nil || op.check(10) != nil {
+		t.Errorf("PlanOpaque's plan: %v, %v", err, op.check(10))
+	}
+	for _, c := range []struct {
+		name string
+		pl   CompressPlan
+		size int64
+	}{
+		{"record past the region", CompressPlan{Records: []Record{{0, 5, 6}}}, 10},
+		{"negative record", CompressPlan{Records: []Record{{0, -1, 2}}}, 10},
+		{"record past the gathered buffer", CompressPlan{Gathered: 8, Records: []Record{{0, 0, 9}}}, 100},
+		{"copy past the region", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpCopy, N: 8, Src: 5}}}, 10},
+		{"copy past the gathered buffer", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpCopy, N: 8, Dst: 1}}}, 10},
+		{"copy past the meta", CompressPlan{Gathered: 8, Meta: make([]byte, 4), Ops: []GatherOp{{Kind: OpCopy, FromMeta: true, N: 5}}}, 10},
+		{"bits past the region", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpBits, N: 9, Shift: 7, Src: 9}}}, 10},
+		{"rebase past the region", CompressPlan{Gathered: 64, Ops: []GatherOp{{Kind: OpRebase, N: 3, Src: 0}}}, 11},
+		{"unknown kind", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: 3, N: 1}}}, 10},
+		{"shift", CompressPlan{Gathered: 8, Ops: []GatherOp{{Kind: OpBits, N: 1, Shift: 8}}}, 10},
+	} {
+		if err := c.pl.check(c.size); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: check = %v, want ErrInvalid", c.name, err)
+		}
+	}
+}

@@ -1,0 +1,354 @@
+// lz4-java block streams on the GPU: the gather of record payloads (SHFC
+// slices out of a partitioned columnar batch), the compression of every
+// block of every record in parallel, and the compaction of the variable
+// results so that the copy to the host moves only compressed bytes.
+//
+// The block compressor is the one package gpu/lz4ref implements in Go, bit
+// for bit (its package comment states the rules): one warp per block, 32
+// positions examined at a time. Lane k looks at position p+k; its candidate
+// is the highest lower lane with the same hash, or else the table entry;
+// the first lane whose candidate matches starts the match, and lanes up to
+// it are inserted (per hash, the highest of them), exactly as the
+// sequential loop inserts every position it examines.
+//
+// Every kernel parameter is 64 bits wide (pointers, long long): the Go side
+// passes each argument as one 64-bit slot.
+//
+// Regenerate lz4.ptx (on a machine with the CUDA toolkit):
+//
+//	nvcc -ptx -arch=compute_75 -O3 -o lz4.ptx lz4.cu
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define FULL 0xffffffffu
+#define HASH_LOG 12
+#define HASH_SIZE (1 << HASH_LOG)
+#define EMPTY 0xffff
+#define MIN_MATCH 4
+#define LAST_LITERALS 5
+#define MF_LIMIT 12
+#define HEADER 21
+#define SEED 0x9747b28cu
+#define MASK 0x0fffffffu
+#define WARPS 4 // warps per block of lz4_compress
+
+// A job is one framed block: len bytes at src (0: the end mark of a
+// stream), written at scratch+slot, which has room for HEADER+len bytes.
+struct Job {
+	u64 src;
+	u64 slot;
+	u32 len;
+	u32 level; // level bits of the token
+};
+
+// An op of lz4_gather. kind 0: copy n bytes from src to dst; 1: n bits
+// from bit shift of the byte at src, to ceil(n/8) bytes at dst, the bits
+// past n zero; 2: n little-endian int32 at src, less base, to dst.
+struct Op {
+	u64 head; // kind | shift << 8 | (u32)base << 32
+	u64 n;
+	u64 src;
+	u64 dst;
+};
+
+__device__ __forceinline__ u32 rotl(u32 x, int r) { return (x << r) | (x >> (32 - r)); }
+
+__device__ __forceinline__ u32 load32(const u8 *p) {
+	return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+}
+
+__device__ __forceinline__ u32 lz4_hash(u32 v) { return (v * 2654435761u) >> (32 - HASH_LOG); }
+
+extern "C" __global__ void lz4_gather(const Op *ops, long long nops) {
+	long long i = blockIdx.x;
+	if (i >= nops) {
+		return;
+	}
+	Op op = ops[i];
+	u32 kind = (u32)(op.head & 0xff);
+	u32 shift = (u32)((op.head >> 8) & 7);
+	int base = (int)(u32)(op.head >> 32);
+	const u8 *src = (const u8 *)op.src;
+	u8 *dst = (u8 *)op.dst;
+	long long n = (long long)op.n;
+	if (kind == 0) {
+		for (long long k = threadIdx.x; k < n; k += blockDim.x) {
+			dst[k] = src[k];
+		}
+	} else if (kind == 1) {
+		long long bytes = (n + 7) / 8;
+		for (long long k = threadIdx.x; k < bytes; k += blockDim.x) {
+			long long rem = n - 8 * k;
+			u32 v = src[k] >> shift;
+			if (shift != 0 && rem > 8 - (long long)shift) {
+				v |= (u32)src[k + 1] << (8 - shift);
+			}
+			if (rem < 8) {
+				v &= (1u << rem) - 1;
+			}
+			dst[k] = (u8)v;
+		}
+	} else {
+		for (long long k = threadIdx.x; k < n; k += blockDim.x) {
+			u32 v = (u32)(load32(src + 4 * k) - (u32)base);
+			dst[4 * k] = (u8)v;
+			dst[4 * k + 1] = (u8)(v >> 8);
+			dst[4 * k + 2] = (u8)(v >> 16);
+			dst[4 * k + 3] = (u8)(v >> 24);
+		}
+	}
+}
+
+__device__ __forceinline__ void put32(u8 *p, u32 v) {
+	p[0] = (u8)v;
+	p[1] = (u8)(v >> 8);
+	p[2] = (u8)(v >> 16);
+	p[3] = (u8)(v >> 24);
+}
+
+// put_len writes the extra bytes of a token length n >= 15 at dst[out:]
+// with the whole warp and returns the new output length.
+__device__ __forceinline__ int put_len(u8 *dst, int out, int n, int lane) {
+	if (n < 15) {
+		return out;
+	}
+	n -= 15;
+	int ones = n / 255;
+	for (int k = lane; k < ones; k += 32) {
+		dst[out + k] = 255;
+	}
+	if (lane == 0) {
+		dst[out + ones] = (u8)(n - 255 * ones);
+	}
+	return out + ones + 1;
+}
+
+__device__ __forceinline__ int ext_len(int n) { return n < 15 ? 0 : (n - 15) / 255 + 1; }
+
+// put_seq writes one sequence (the literals src[anchor:anchor+ll], then a
+// match of length ml at offset off; ml 0 for the last sequence) and
+// returns the new output length, or -1 when it would not fit in cap.
+__device__ int put_seq(u8 *dst, int out, int cap, const u8 *src, int anchor, int ll, int off, int ml, int lane) {
+	int need = 1 + ll + ext_len(ll);
+	if (ml > 0) {
+		need += 2 + ext_len(ml - MIN_MATCH);
+	}
+	if (out + need > cap) {
+		return -1;
+	}
+	if (lane == 0) {
+		u32 token = (u32)min(ll, 15) << 4;
+		if (ml > 0) {
+			token |= (u32)min(ml - MIN_MATCH, 15);
+		}
+		dst[out] = (u8)token;
+	}
+	out = put_len(dst, out + 1, ll, lane);
+	for (int k = lane; k < ll; k += 32) {
+		dst[out + k] = src[anchor + k];
+	}
+	out += ll;
+	if (ml > 0) {
+		if (lane == 0) {
+			dst[out] = (u8)off;
+			dst[out + 1] = (u8)(off >> 8);
+		}
+		out = put_len(dst, out + 2, ml - MIN_MATCH, lane);
+	}
+	return out;
+}
+
+// compress_block compresses src[0:n] into dst with the whole warp and
+// returns the compressed length, or 0 when it would not be smaller than n.
+__device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lane) {
+	if (n < MF_LIMIT + 1) {
+		return 0;
+	}
+	for (int k = lane; k < HASH_SIZE; k += 32) {
+		table[k] = EMPTY;
+	}
+	__syncwarp();
+	const int cap = n - 1;
+	const int last_start = n - MF_LIMIT - 1;
+	const int match_limit = n - LAST_LITERALS;
+	const u32 lt = (1u << lane) - 1; // lanes below this one
+	int out = 0, anchor = 0, p = 0;
+	while (p <= last_start) {
+		int i = p + lane;
+		bool active = i <= last_start;
+		u32 v = active ? load32(src + i) : 0;
+		u32 h = active ? lz4_hash(v) : (u32)(HASH_SIZE + lane);
+		u32 peers = __match_any_sync(FULL, h);
+		u32 lower = peers & lt;
+		int cand = lower ? p + 31 - __clz(lower) : (active ? (int)table[h] : EMPTY);
+		bool valid = active && cand != EMPTY && load32(src + cand) == v;
+		u32 ball = __ballot_sync(FULL, valid);
+		int last = ball ? __ffs(ball) - 1 : 31;
+		// Lanes 0..last are examined: each hash gets its highest one.
+		u32 upto = last == 31 ? FULL : (1u << (last + 1)) - 1;
+		if (active && lane <= last && ((peers & upto) >> lane) == 1) {
+			table[h] = (u16)i;
+		}
+		__syncwarp();
+		if (!ball) {
+			p += 32;
+			continue;
+		}
+		int m = p + last;
+		int c = __shfl_sync(FULL, cand, last);
+		int l = MIN_MATCH;
+		for (;;) {
+			int pos = m + l + lane;
+			bool eq = pos < match_limit && src[pos] == src[c + l + lane];
+			u32 ne = __ballot_sync(FULL, !eq);
+			if (ne) {
+				l += __ffs(ne) - 1;
+				break;
+			}
+			l += 32;
+		}
+		out = put_seq(dst, out, cap, src, anchor, m - anchor, m - c, l, lane);
+		if (out < 0) {
+			return 0;
+		}
+		p = m + l;
+		anchor = p;
+	}
+	out = put_seq(dst, out, cap, src, anchor, n - anchor, 0, 0, lane);
+	return out < 0 ? 0 : out;
+}
+
+// xxh32 is xxHash32 of src[0:n] with SEED, computed by the warp: lanes 0-3
+// keep v1..v4; the result is valid in every lane.
+__device__ u32 xxh32(const u8 *src, int n, int lane) {
+	const u32 p1 = 2654435761u, p2 = 2246822519u, p3 = 3266489917u, p4 = 668265263u, p5 = 374761393u;
+	u32 h;
+	int tail = 0;
+	if (n >= 16) {
+		u32 v = SEED;
+		if (lane == 0) v = SEED + p1 + p2;
+		if (lane == 1) v = SEED + p2;
+		if (lane == 3) v = SEED - p1;
+		if (lane < 4) {
+			for (int s = 4 * lane; s + 16 - 4 * lane <= n; s += 16) {
+				v = rotl(v + load32(src + s) * p2, 13) * p1;
+			}
+		}
+		u32 v1 = __shfl_sync(FULL, v, 0), v2 = __shfl_sync(FULL, v, 1);
+		u32 v3 = __shfl_sync(FULL, v, 2), v4 = __shfl_sync(FULL, v, 3);
+		h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+		tail = n & ~15;
+	} else {
+		h = SEED + p5;
+	}
+	h += (u32)n;
+	for (; tail + 4 <= n; tail += 4) {
+		h += load32(src + tail) * p3;
+		h = rotl(h, 17) * p4;
+	}
+	for (; tail < n; tail++) {
+		h += (u32)src[tail] * p5;
+		h = rotl(h, 11) * p1;
+	}
+	h ^= h >> 15;
+	h *= p2;
+	h ^= h >> 13;
+	h *= p3;
+	h ^= h >> 16;
+	return h;
+}
+
+__device__ void put_header(u8 *h, u32 token, u32 comp, u32 orig, u32 sum) {
+	const char magic[8] = {'L', 'Z', '4', 'B', 'l', 'o', 'c', 'k'};
+	for (int k = 0; k < 8; k++) {
+		h[k] = (u8)magic[k];
+	}
+	h[8] = (u8)token;
+	put32(h + 9, comp);
+	put32(h + 13, orig);
+	put32(h + 17, sum);
+}
+
+// lz4_compress frames job j with warp j of the grid and sets sizes[j] to
+// the framed length.
+extern "C" __global__ void __launch_bounds__(32 * WARPS) lz4_compress(const Job *jobs, long long njobs, u8 *scratch, long long *sizes) {
+	__shared__ u16 tables[WARPS][HASH_SIZE];
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	long long j = (long long)blockIdx.x * WARPS + warp;
+	if (j >= njobs) {
+		return;
+	}
+	Job job = jobs[j];
+	const u8 *src = (const u8 *)job.src;
+	u8 *out = scratch + job.slot;
+	int n = (int)job.len;
+	if (n == 0) {
+		if (lane == 0) {
+			put_header(out, 0x10 | job.level, 0, 0, 0);
+			sizes[j] = HEADER;
+		}
+		return;
+	}
+	u32 sum = xxh32(src, n, lane) & MASK;
+	int comp = compress_block(out + HEADER, src, n, tables[warp], lane);
+	u32 method = 0x20;
+	if (comp == 0) {
+		method = 0x10;
+		comp = n;
+		for (int k = lane; k < n; k += 32) {
+			out[HEADER + k] = src[k];
+		}
+	}
+	if (lane == 0) {
+		put_header(out, method | job.level, (u32)comp, (u32)n, sum);
+		sizes[j] = HEADER + comp;
+	}
+}
+
+#define SCAN_THREADS 1024
+
+// lz4_scan sets offs[0:n+1] to the exclusive prefix sums of sizes[0:n]
+// (offs[n] the total), with one block of SCAN_THREADS threads.
+extern "C" __global__ void lz4_scan(const long long *sizes, long long *offs, long long n) {
+	__shared__ long long part[SCAN_THREADS];
+	long long per = (n + SCAN_THREADS - 1) / SCAN_THREADS;
+	long long lo = min(n, per * threadIdx.x), hi = min(n, lo + per);
+	long long s = 0;
+	for (long long k = lo; k < hi; k++) {
+		s += sizes[k];
+	}
+	part[threadIdx.x] = s;
+	__syncthreads();
+	for (int d = 1; d < SCAN_THREADS; d *= 2) {
+		long long add = threadIdx.x >= d ? part[threadIdx.x - d] : 0;
+		__syncthreads();
+		part[threadIdx.x] += add;
+		__syncthreads();
+	}
+	long long run = part[threadIdx.x] - s;
+	for (long long k = lo; k < hi; k++) {
+		offs[k] = run;
+		run += sizes[k];
+	}
+	if (threadIdx.x == SCAN_THREADS - 1) {
+		offs[n] = part[SCAN_THREADS - 1];
+	}
+}
+
+// lz4_compact copies framed block j from its slot to out+offs[j], one
+// block of threads per job.
+extern "C" __global__ void lz4_compact(const Job *jobs, const long long *sizes, const long long *offs, const u8 *scratch, u8 *out, long long njobs) {
+	long long j = blockIdx.x;
+	if (j >= njobs) {
+		return;
+	}
+	const u8 *src = scratch + jobs[j].slot;
+	u8 *dst = out + offs[j];
+	long long n = sizes[j];
+	for (long long k = threadIdx.x; k < n; k += blockDim.x) {
+		dst[k] = src[k];
+	}
+}

@@ -1,0 +1,261 @@
+//go:build cuda
+
+package gpu
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/gpu/lz4ref"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/partition/synth"
+)
+
+// compressor loads the lz4 kernels: from $SHUFFLED_LZ4_PTX when set (a
+// freshly generated PTX), else those built in.
+func compressor(tb testing.TB, d *Device) *Compressor {
+	tb.Helper()
+	var c *Compressor
+	var err error
+	if path := os.Getenv("SHUFFLED_LZ4_PTX"); path != "" {
+		ptx, rerr := os.ReadFile(path)
+		if rerr != nil {
+			tb.Fatal(rerr)
+		}
+		c, err = d.LoadCompressor(ptx)
+	} else {
+		c, err = d.NewCompressor()
+	}
+	if err != nil {
+		tb.Fatalf("loading the lz4 kernels: %v", err)
+	}
+	return c
+}
+
+// runCompress uploads region, compresses pl's records on the device and
+// returns each record's stream and the gathered payload as the host
+// reference makes it.
+func runCompress(t testing.TB, c *Compressor, region []byte, pl *CompressPlan, bs int) (got [][]byte, payload []byte) {
+	t.Helper()
+	src, err := c.d.Upload(region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Free()
+	res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	host := make([]byte, max(res.Size, 1))
+	if res.Size > 0 {
+		if err := c.d.CopyToHost(unsafePtr(host), res.Ptr, res.Size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range res.Streams {
+		got = append(got, host[s.Offset:s.Offset+s.Length])
+	}
+	payload = region
+	if pl.Gathered > 0 {
+		payload = make([]byte, pl.Gathered)
+		pl.Gather(payload, region)
+	}
+	return got, payload
+}
+
+// same fails the test unless the device's streams equal the reference's
+// byte for byte and decode to the records.
+func same(t *testing.T, name string, got [][]byte, pl *CompressPlan, payload []byte, bs int) {
+	t.Helper()
+	want := pl.Streams(payload, bs)
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d streams, want %d", name, len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			k := 0
+			for k < min(len(got[i]), len(want[i])) && got[i][k] == want[i][k] {
+				k++
+			}
+			t.Fatalf("%s: record %d (%d raw bytes): device stream of %d bytes differs from the reference's %d bytes at byte %d",
+				name, i, pl.Records[i].Len, len(got[i]), len(want[i]), k)
+		}
+		r := pl.Records[i]
+		if d, err := codec.Decode(codec.LZ4, nil, got[i]); err != nil || !bytes.Equal(d, payload[r.Off:r.Off+r.Len]) {
+			t.Fatalf("%s: record %d does not decode to its bytes: %v", name, i, err)
+		}
+	}
+}
+
+func textData(n int, seed uint64) []byte {
+	words := []string{"the", "shuffle", "quick", "partition", "block", "of", "lz4", "spark",
+		"executor", "reduce", "map", "output", "and", "a", "carefully", "pending", "requests"}
+	r := rand.New(rand.NewPCG(seed, 2))
+	var b bytes.Buffer
+	for b.Len() < n {
+		b.WriteString(words[r.IntN(len(words))])
+		b.WriteByte(" ,.\n"[r.IntN(4)])
+	}
+	return b.Bytes()[:n]
+}
+
+// Opaque payloads: random, text, zeros, short periods, and partitions of
+// 0 and 1 bytes, at block sizes 32 KiB, 64 KiB and the minimum.
+func TestLZ4OpaqueMatchesReference(t *testing.T) {
+	c := compressor(t, device(t))
+	defer c.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	random := make([]byte, 1<<20)
+	for i := range random {
+		random[i] = byte(r.Uint32())
+	}
+	period := make([]byte, 300000)
+	for i := range period {
+		period[i] = byte(i % 7)
+	}
+	var region []byte
+	offs := []int64{0}
+	for _, part := range [][]byte{textData(3<<20+5, 1), random, make([]byte, 200000), nil, {42}, period,
+		textData(1, 2), textData(13, 3), textData(17, 4), textData(65537, 5), append(textData(40000, 6), random[:40000]...)} {
+		region = append(region, part...)
+		offs = append(offs, int64(len(region)))
+	}
+	for _, bs := range []int{32 << 10, 64 << 10, lz4ref.MinBlockSize} {
+		for _, rs := range []int{1 << 20, 100000} {
+			pl, err := PlanOpaque(offs, int64(len(region)), rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, payload := runCompress(t, c, region, pl, bs)
+			same(t, fmt.Sprintf("opaque block %d record %d", bs, rs), got, pl, payload, bs)
+		}
+	}
+}
+
+// SHFC payloads of every load generator schema, with and without nulls,
+// records split as the writer splits them.
+func TestLZ4ColumnarMatchesReference(t *testing.T) {
+	c := compressor(t, device(t))
+	defer c.Close()
+	for _, schema := range synth.Schemas {
+		for _, nulls := range []float64{0, 0.1} {
+			tb := newTestBatch(t, schema, 50000, 13, nulls)
+			for _, bs := range []int{32 << 10, 64 << 10} {
+				pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, payload := runCompress(t, c, tb.region, pl, bs)
+				name := fmt.Sprintf("%s nulls %v block %d", schema, nulls, bs)
+				same(t, name, got, pl, payload, bs)
+				for i, s := range got {
+					d, _ := codec.Decode(codec.LZ4, nil, s)
+					r := pl.Records[i]
+					if lo, hi := tb.b.PartitionRows(r.Partition); r.Len == int64(partition.BlockSize(tb.b, lo, hi)) &&
+						!bytes.Equal(d, partition.AppendBlock(nil, tb.b, lo, hi)) {
+						t.Fatalf("%s: record %d is not partition %d's SHFC block", name, i, r.Partition)
+					}
+				}
+				if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 {
+					var all []byte
+					for _, s := range got {
+						all = append(all, s...)
+					}
+					base := filepath.Join(keep, fmt.Sprintf("lineitem-nulls%v", nulls))
+					os.WriteFile(base+".lz4", all, 0o644)
+					os.WriteFile(base+".raw", payload, 0o644)
+				}
+			}
+		}
+	}
+}
+
+// An empty plan and a plan with gather ops outside the region fail or
+// succeed without touching the device.
+func TestLZ4CompressChecks(t *testing.T) {
+	c := compressor(t, device(t))
+	defer c.Close()
+	res, err := c.Compress(0, 0, &CompressPlan{}, 32<<10)
+	if err != nil || len(res.Streams) != 0 {
+		t.Fatalf("empty plan: %v, %v", res, err)
+	}
+	res.Release()
+	if _, err := c.Compress(0, 10, &CompressPlan{Records: []Record{{0, 5, 6}}}, 32<<10); err == nil {
+		t.Errorf("record past the region: no error")
+	}
+	bad := &CompressPlan{Gathered: 8, Records: []Record{{0, 0, 8}}, Ops: []GatherOp{{Kind: OpCopy, N: 8, Src: 5, Dst: 0}}}
+	if _, err := c.Compress(0, 10, bad, 32<<10); err == nil {
+		t.Errorf("gather op past the region: no error")
+	}
+	if _, err := c.Compress(0, 10, &CompressPlan{}, 1<<20); err == nil {
+		t.Errorf("block size 1 MiB: no error")
+	}
+}
+
+// BenchmarkLZ4Compress is the kernels' throughput in raw bytes: the
+// gather (SHFC), every block compressed, the results compacted, on a
+// batch already in device memory.
+func BenchmarkLZ4Compress(b *testing.B) {
+	c := compressor(b, device(b))
+	defer c.Close()
+	for _, input := range []string{"lineitem", "text", "random"} {
+		b.Run(input, func(b *testing.B) {
+			var region []byte
+			var pl *CompressPlan
+			var err error
+			switch input {
+			case "lineitem":
+				tb := newTestBatch(b, "lineitem", 400000, 200, 0)
+				region = tb.region
+				pl, err = PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(region)), 1<<20)
+			case "text":
+				region = textData(64<<20, 9)
+				pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
+			case "random":
+				region = make([]byte, 64<<20)
+				r := rand.New(rand.NewPCG(1, 1))
+				for i := range region {
+					region[i] = byte(r.Uint32())
+				}
+				pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			src, err := c.d.Upload(region)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Free()
+			var out int64
+			b.SetBytes(pl.RawBytes)
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, 32<<10)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out = res.Size
+				res.Release()
+			}
+			b.ReportMetric(float64(pl.RawBytes)/float64(out), "ratio")
+		})
+	}
+}
+
+func evenOffsets(n int64, parts int) []int64 {
+	o := make([]int64, parts+1)
+	for p := range o {
+		o[p] = n * int64(p) / int64(parts)
+	}
+	return o
+}
+
+func unsafePtr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }

@@ -1,0 +1,194 @@
+//go:build cuda
+
+package server
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/gpu"
+	"github.com/shuffled/shuffled/gpu/lz4ref"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/writer"
+)
+
+// With Config.CUDACompress, a device batch of an lz4 map output is made
+// into its records' lz4-java streams on the device (gpu.Compressor: the
+// records the writer would make, gathered and compressed there), and only
+// the streams cross to the host, into one staging buffer admitted by
+// their size; the writer then copies, checksums and writes them as
+// already-encoded records.
+
+// compressors holds each device's compressor, loaded at its first use.
+var compressors sync.Map // *deviceState → *compressorOnce
+
+type compressorOnce struct {
+	once sync.Once
+	c    *gpu.Compressor
+	err  error
+}
+
+func (ds *deviceState) compressor() (*gpu.Compressor, error) {
+	v, _ := compressors.LoadOrStore(ds, &compressorOnce{})
+	co := v.(*compressorOnce)
+	co.once.Do(func() { co.c, co.err = ds.dev.NewCompressor() })
+	return co.c, co.err
+}
+
+// gpuCompressed counts what the device path compressed: raw bytes in,
+// stream bytes copied to the host, and the time from the batch's start to
+// its streams' landing.
+var gpuCompressed struct {
+	raw, streams, nanos atomic.Int64
+}
+
+// gpuCompresses reports whether o's device batches are compressed on the
+// GPU: the daemon's --cuda-compress, an lz4 map output, a block size the
+// kernels support.
+func (sess *session) gpuCompresses(o *output) bool {
+	cfg := sess.s.cfg
+	return cfg.CUDACompress && o.w.Codec() == codec.LZ4 && lz4ref.CheckBlockSize(cfg.BlockSize) == nil
+}
+
+// deviceCompressed applies a device batch of o by compressing it on the
+// device at src.
+func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
+	start := time.Now()
+	comp, err := ds.compressor()
+	if err != nil {
+		return err
+	}
+	size := m.Region.Length
+	var pl *gpu.CompressPlan
+	var copied int64
+	switch m.Kind {
+	case protocol.KindOpaque:
+		if pl, err = gpu.PlanOpaque(m.Opaque.PartitionOffsets, size, writer.DefaultRecordSize); err != nil {
+			err = fmt.Errorf("%w: Batch.opaque: %v", errInvalid, err)
+		}
+	case protocol.KindColumnar:
+		pl, copied, err = planColumnar(ds, &m.Columnar, src, size)
+	default:
+		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	res, err := comp.Compress(src, size, pl, sess.s.cfg.BlockSize)
+	if err != nil {
+		return err
+	}
+	if res.Size == 0 {
+		res.Release()
+		return nil
+	}
+	staged, err := ds.pool.CopyAll(sess.ctx, res.Ptr, res.Size, lim)
+	res.Release()
+	if err != nil {
+		return err
+	}
+	out := staged.Bytes()
+	recs := make([]writer.EncodedRecord, len(pl.Records))
+	for i, r := range pl.Records {
+		s := res.Streams[i]
+		recs[i] = writer.EncodedRecord{Partition: r.Partition, Stream: out[s.Offset : s.Offset+s.Length : s.Offset+s.Length], Raw: r.Len}
+	}
+	gpuCompressed.raw.Add(pl.RawBytes)
+	gpuCompressed.streams.Add(res.Size)
+	gpuCompressed.nanos.Add(int64(time.Since(start)))
+	d2h.bytes.Add(res.Size + copied)
+	d2h.nanos.Add(int64(time.Since(start)))
+	if err := o.w.WriteEncoded(sess.ctx, recs, staged.Release); err != nil {
+		return err
+	}
+	sess.s.metrics.BytesIn.Add(float64(size))
+	return nil
+}
+
+// planColumnar plans a columnar device batch: its layout checked, the
+// offsets of its String and Binary columns copied to the host (the plan
+// needs them for the records' sizes and split points) and checked. It
+// returns the bytes it copied; a layout that does not check out is an
+// errInvalid error.
+func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
+	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
+		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errInvalid, err)
+	}
+	if cl.Rows < 0 || cl.Rows > partition.MaxRows {
+		return invalid(fmt.Errorf("rows %d out of range [0,%d]", cl.Rows, partition.MaxRows))
+	}
+	l := gpu.Layout{Rows: int(cl.Rows), Columns: make([]gpu.Column, len(cl.Columns))}
+	meta := make([]gpu.ColumnMeta, len(cl.Columns))
+	for i := range cl.Columns {
+		c := &cl.Columns[i]
+		if c.Type == 0 || c.Type > maxColumnType {
+			return nil, 0, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errUnsupported, i, c.Name, c.Type)
+		}
+		t := partition.Type(c.Type)
+		if err := checkDecimal(t, c.Precision, c.Scale); err != nil {
+			return invalid(fmt.Errorf("column %d %q: %v", i, c.Name, err))
+		}
+		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
+		meta[i] = gpu.ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
+	}
+	if err := l.Validate(size); err != nil {
+		return invalid(err)
+	}
+	offsets := make([][]int32, len(l.Columns))
+	var copied int64
+	for i, c := range l.Columns {
+		if !c.Type.VarWidth() || c.Offsets.Length == 0 {
+			continue
+		}
+		n := min(c.Offsets.Length/4, int64(l.Rows)+1)
+		o := make([]int32, n)
+		if err := ds.dev.CopyToHost(unsafe.Pointer(&o[0]), src+uintptr(c.Offsets.Offset), 4*n); err != nil {
+			return nil, 0, err
+		}
+		if !nativeLittleEndian {
+			b := unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), 4*n)
+			for r := range o {
+				o[r] = int32(binary.LittleEndian.Uint32(b[4*r:]))
+			}
+		}
+		offsets[i] = o
+		copied += 4 * n
+	}
+	pl, err := gpu.PlanColumnar(l, meta, offsets, cl.PartitionRows, size, writer.DefaultRecordSize)
+	if err != nil {
+		return invalid(err)
+	}
+	return pl, copied, nil
+}
+
+// checkDecimal checks precision and scale as partition.Batch.Validate
+// does: in range for Decimal64, zero for every other type.
+func checkDecimal(t partition.Type, precision, scale int32) error {
+	if t == partition.Decimal64 {
+		if precision < 1 || precision > partition.MaxDecimal64Precision {
+			return fmt.Errorf("decimal precision = %d, want 1 to %d", precision, partition.MaxDecimal64Precision)
+		}
+		if scale < 0 || scale > precision {
+			return fmt.Errorf("decimal scale = %d, want 0 to precision %d", scale, precision)
+		}
+		return nil
+	}
+	if precision != 0 || scale != 0 {
+		return fmt.Errorf("precision, scale = %d, %d on a %v column, want 0, 0", precision, scale, t)
+	}
+	return nil
+}
+
+// logDeviceTotals logs, when a session that sent device batches ends,
+// the daemon's device-to-host totals so far.
+func (sess *session) logDeviceTotals() {
+	sess.log.Info("device batches", "d2h_bytes", d2h.bytes.Load(),
+		"gpu_compressed_raw_bytes", gpuCompressed.raw.Load(), "gpu_compressed_stream_bytes", gpuCompressed.streams.Load(),
+		"gpu_compress_s", float64(gpuCompressed.nanos.Load())/1e9)
+}

@@ -1,0 +1,95 @@
+//go:build cuda
+
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/gpu/lz4ref"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/partition/synth"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+)
+
+// TestCUDACompress: with CUDACompress, device batches are compressed on
+// the GPU: the committed partitions decode to exactly the host
+// partitioner's blocks (columnar) and to the bytes sent (opaque), their
+// on-disk bytes are the reference compressor's streams of the records,
+// and what crossed to the host is the streams, not the raw batch.
+func TestCUDACompress(t *testing.T) {
+	openDevice(t)
+	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20; c.CUDACompress = true })
+	raw0, streams0 := gpuCompressed.raw.Load(), gpuCompressed.streams.Load()
+
+	const rows, parts = 30_000, 16
+	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 5, Rows: rows, Partitions: parts, Outputs: 1, Shuffle: 1})
+	b, err := synth.Generate("lineitem", 5, rows, synth.WithNulls(0.05))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := partition.Partition(b, []int{0}, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := shufflefile.Flat(filepath.Join(d.root, "gpu", "1"))
+	id := shufflefile.ID{Shuffle: 1, Map: 0}
+	got := readOutput(t, layout, id, codec.LZ4)
+	mo, err := shufflefile.Open(vfs.Default, layout, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mo.Close()
+	var rawBytes int64
+	for p := range parts {
+		start, end := want.PartitionRows(p)
+		var w []byte
+		if start < end {
+			w = partition.AppendBlock(nil, want, start, end)
+		}
+		if !bytes.Equal(got[p], w) {
+			t.Fatalf("partition %d: %d bytes differ from the host partitioner's %d", p, len(got[p]), len(w))
+		}
+		onDisk, err := mo.ReadPartition(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref := lz4ref.AppendStream(nil, w, codec.DefaultBlockSize); len(w) > 0 && !bytes.Equal(onDisk, ref) {
+			t.Fatalf("partition %d: on-disk bytes (%d) are not the reference streams (%d)", p, len(onDisk), len(ref))
+		}
+		rawBytes += int64(len(w))
+	}
+	if r := gpuCompressed.raw.Load() - raw0; r != rawBytes {
+		t.Errorf("the GPU compressed %d raw bytes, want %d", r, rawBytes)
+	}
+	if s := gpuCompressed.streams.Load() - streams0; s >= rawBytes || s == 0 {
+		t.Errorf("%d stream bytes crossed for %d raw bytes", s, rawBytes)
+	}
+
+	// Opaque, partitions spanning records (1 MiB) and blocks.
+	const n = 5<<20 + 777
+	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "opaque", Opaque: n, Partitions: 7, Outputs: 1, Shuffle: 2})
+	got = readOutput(t, layout, shufflefile.ID{Shuffle: 2, Map: 0}, codec.LZ4)
+	payload, offs := opaquePayload(n), opaqueOffsets(n, 7)
+	for p := range 7 {
+		if w := payload[offs[p]:offs[p+1]]; !bytes.Equal(got[p], w) {
+			t.Fatalf("opaque partition %d: %d bytes differ from the %d sent", p, len(got[p]), len(w))
+		}
+	}
+	if st := d.s.Engine().Limiter().Stats(); st.InFlight != 0 {
+		t.Errorf("%d bytes still held by the limiter", st.InFlight)
+	}
+	if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" {
+		for _, f := range []string{"data", "index"} {
+			src := shufflefile.Path(layout, fmt.Sprintf("shuffle_1_0_0.%s", f))
+			if data, err := os.ReadFile(src); err == nil {
+				os.WriteFile(filepath.Join(keep, "daemon-"+filepath.Base(src)), data, 0o644)
+			}
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package writer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shuffled/shuffled/codec"
+)
+
+// EncodedRecord is a record already encoded elsewhere (on a GPU): Stream
+// is one or more complete codec streams of the map output's codec and
+// block size that decode to Raw bytes of partition Partition.
+type EncodedRecord struct {
+	Partition int
+	Stream    []byte
+	Raw       int64
+}
+
+// WriteEncoded adds records that need no encoding, in order: each is
+// admitted by its encoded size, copied out of Stream and checksummed on
+// the workers, and written like any other record (runs, merge, commit).
+// The streams are not decoded or checked: the caller vouches for their
+// codec. The Streams must stay unchanged until onDone (may be nil) is
+// called, once no record refers to them any more; onDone is called
+// exactly once, also when WriteEncoded fails. An empty Stream is skipped.
+func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDone func()) error {
+	ref := &batchRef{pending: 1, done: onDone}
+	defer ref.release()
+	for i, r := range recs {
+		if r.Partition < 0 || r.Partition >= w.spec.NumPartitions {
+			return fmt.Errorf("%w: map output %s: encoded record %d: partition %d out of range [0,%d)", ErrInvalid, w.name(), i, r.Partition, w.spec.NumPartitions)
+		}
+		if r.Raw < 0 {
+			return fmt.Errorf("%w: map output %s: encoded record %d: raw length %d", ErrInvalid, w.name(), i, r.Raw)
+		}
+	}
+	return w.writing(ctx, func(ctx context.Context) error {
+		for _, e := range recs {
+			if len(e.Stream) == 0 {
+				continue
+			}
+			if err := w.checkPartition(e.Partition); err != nil {
+				return err
+			}
+			r := &record{w: w, partition: e.Partition, quota: int64(len(e.Stream)), data: e.Stream,
+				encoded: true, raw: e.Raw, batch: ref, done: make(chan struct{})}
+			if err := w.enqueue(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Codec is the map output's codec.
+func (w *MapWriter) Codec() codec.Kind { return w.spec.Codec }
