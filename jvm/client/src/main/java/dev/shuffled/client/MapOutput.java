@@ -1,6 +1,7 @@
 package dev.shuffled.client;
 
 import java.io.IOException;
+import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 
 /**
@@ -13,23 +14,49 @@ import java.nio.ByteBuffer;
  * output that was not committed.
  */
 public final class MapOutput implements AutoCloseable {
-  private MapOutput() {}
+  private enum State {
+    OPEN,
+    COMMITTED,
+    ABORTED
+  }
+
+  private final Connection conn;
+  private final long handle;
+  private final int shuffleId;
+  private final long mapId;
+  private final int numPartitions;
+  private final DataPlane plane;
+  private final String name;
+  private final Object lock = new Object();
+  private State state = State.OPEN; // guarded by lock
+  private IOException firstError; // guarded by lock
+
+  MapOutput(
+      Connection conn, long handle, int shuffleId, long mapId, int numPartitions, DataPlane plane) {
+    this.conn = conn;
+    this.handle = handle;
+    this.shuffleId = shuffleId;
+    this.mapId = mapId;
+    this.numPartitions = numPartitions;
+    this.plane = plane;
+    this.name = "map output " + shuffleId + "/" + mapId;
+  }
 
   public int shuffleId() {
-    throw new UnsupportedOperationException("not yet");
+    return shuffleId;
   }
 
   public long mapId() {
-    throw new UnsupportedOperationException("not yet");
+    return mapId;
   }
 
   public int numPartitions() {
-    throw new UnsupportedOperationException("not yet");
+    return numPartitions;
   }
 
   /** The data plane this map output's batches use. */
   public DataPlane plane() {
-    throw new UnsupportedOperationException("not yet");
+    return plane;
   }
 
   /**
@@ -37,7 +64,7 @@ public final class MapOutput implements AutoCloseable {
    * memfd, bounded only by memory (Integer.MAX_VALUE - 8 for one byte array).
    */
   public long maxBatchBytes() {
-    throw new UnsupportedOperationException("not yet");
+    return plane == DataPlane.INLINE ? conn.info().maxInline() : Integer.MAX_VALUE - 8;
   }
 
   /** {@link #writeOpaque(ByteBuffer, long[])} of the whole array. */
@@ -60,7 +87,80 @@ public final class MapOutput implements AutoCloseable {
    * @throws IllegalStateException after commit or abort
    */
   public void writeOpaque(ByteBuffer data, long[] partitionOffsets) throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    if (partitionOffsets.length != numPartitions + 1) {
+      throw new IllegalArgumentException(
+          name + ": " + partitionOffsets.length + " partition offsets, want numPartitions+1 = "
+              + (numPartitions + 1));
+    }
+    long len = data.remaining();
+    String bad = Check.offsets(partitionOffsets, len);
+    if (bad != null) {
+      throw new IllegalArgumentException(name + ": partitionOffsets: " + bad);
+    }
+    if (len > maxBatchBytes()) {
+      throw new IllegalArgumentException(
+          name + ": batch of " + len + " bytes exceeds " + (plane == DataPlane.INLINE
+              ? "the daemon's max_inline " : "the limit ") + maxBatchBytes()
+              + "; split it; nothing was sent");
+    }
+    checkWritable();
+    long[] off = partitionOffsets.clone();
+    String what = "write batch of " + name;
+    try {
+      if (plane == DataPlane.INLINE) {
+        conn.call(new Wire.Batch(handle, Wire.PLANE_INLINE, off, null, 0, 0), data, -1, what);
+      } else {
+        int fd = Platform.sealedMemfd(data);
+        try {
+          conn.call(new Wire.Batch(handle, Wire.PLANE_MEMFD, off, null, 0, len), null, fd, what);
+        } finally {
+          Platform.closeFd(fd);
+        }
+      }
+    } catch (IllegalArgumentException e) {
+      throw e; // refused before sending: the map output is intact
+    } catch (IOException e) {
+      synchronized (lock) {
+        if (firstError == null) {
+          firstError = e;
+        }
+      }
+      throw e;
+    }
+  }
+
+  private void checkWritable() throws IOException {
+    synchronized (lock) {
+      if (state != State.OPEN) {
+        throw new IllegalStateException(name + " is already " + state.name().toLowerCase(java.util.Locale.ROOT));
+      }
+      if (firstError != null) {
+        throw again(firstError);
+      }
+    }
+    ConnectionLostException lost = conn.failure();
+    if (lost != null) {
+      throw new ConnectionLostException(name + ": " + lost.getMessage(), lost.getCause());
+    }
+  }
+
+  /** A fresh exception of the same kind as an earlier failure, which it carries as its cause. */
+  private IOException again(IOException first) {
+    String m = name + ": an earlier write failed: " + first.getMessage();
+    if (first instanceof ShuffledException se) {
+      ShuffledException e = new ShuffledException(se.rawCode(), se.daemonMessage(), name + ": an earlier write failed");
+      e.initCause(first);
+      return e;
+    }
+    if (first instanceof ConnectionLostException) {
+      return new ConnectionLostException(m, first);
+    }
+    if (first instanceof SocketTimeoutException) {
+      SocketTimeoutException e = new SocketTimeoutException(m);
+      e.initCause(first);
+      return e;
+    }
+    return new IOException(m, first);
   }
 
   /**
@@ -69,9 +169,40 @@ public final class MapOutput implements AutoCloseable {
    * the map output is finished afterwards.
    *
    * @return the partition lengths and checksums, and whether an earlier attempt had won
+   * @throws IllegalStateException after commit or abort
    */
   public CommitResult commit() throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    checkWritable();
+    Wire.CommitRes r;
+    try {
+      r = (Wire.CommitRes) conn.call(new Wire.Commit(handle), null, -1, "commit " + name);
+    } catch (ShuffledException | ConnectionLostException e) {
+      synchronized (lock) {
+        state = State.ABORTED; // the daemon discarded it
+      }
+      throw e;
+    } catch (IOException e) {
+      synchronized (lock) {
+        if (firstError == null) {
+          firstError = e;
+        }
+      }
+      throw e;
+    }
+    if (r.lengths().length != numPartitions
+        || (r.checksums().length != 0 && r.checksums().length != numPartitions)) {
+      conn.fail(new ProtocolException(
+          "CommitResult of " + name + ": " + r.lengths().length + " lengths and "
+              + r.checksums().length + " checksums for " + numPartitions + " partitions"));
+      synchronized (lock) {
+        state = State.ABORTED;
+      }
+      throw new ConnectionLostException(name + ": " + conn.failure().getMessage(), conn.failure());
+    }
+    synchronized (lock) {
+      state = State.COMMITTED;
+    }
+    return new CommitResult(r.existing(), r.runs(), r.lengths(), r.checksums());
   }
 
   /**
@@ -81,17 +212,56 @@ public final class MapOutput implements AutoCloseable {
    * @throws IllegalStateException after a successful commit
    */
   public void abort() throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    synchronized (lock) {
+      if (state == State.ABORTED) {
+        return;
+      }
+      if (state == State.COMMITTED) {
+        throw new IllegalStateException(name + " is already committed");
+      }
+    }
+    try {
+      if (conn.failure() == null) {
+        conn.call(new Wire.Abort(handle), null, -1, "abort " + name);
+      }
+    } catch (ShuffledException e) {
+      if (e.code() != ErrorCode.NOT_FOUND && e.code() != ErrorCode.ABORTED) {
+        throw e;
+      }
+    } catch (ConnectionLostException e) {
+      // the daemon aborts what was open on a lost connection
+    }
+    synchronized (lock) {
+      state = State.ABORTED;
+    }
   }
 
   /** Whether the map output was committed or aborted. */
   public boolean isFinished() {
-    throw new UnsupportedOperationException("not yet");
+    synchronized (lock) {
+      return state != State.OPEN;
+    }
   }
 
   /** Aborts the map output unless it was committed; failures of that abort are not thrown. */
   @Override
   public void close() {
-    throw new UnsupportedOperationException("not yet");
+    synchronized (lock) {
+      if (state != State.OPEN) {
+        return;
+      }
+    }
+    try {
+      abort();
+    } catch (IOException | RuntimeException e) {
+      synchronized (lock) {
+        state = State.ABORTED;
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    return name + " (handle " + handle + ", " + plane.name().toLowerCase(java.util.Locale.ROOT) + ")";
   }
 }

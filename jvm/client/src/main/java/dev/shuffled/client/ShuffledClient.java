@@ -1,9 +1,12 @@
 package dev.shuffled.client;
 
 import java.io.IOException;
+import java.lang.System.Logger.Level;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A connection to the {@code shuffled} daemon on this node (docs/protocol.md). Thread-safe: many
@@ -27,7 +30,22 @@ import java.util.Map;
  * }</pre>
  */
 public final class ShuffledClient implements AutoCloseable {
-  private ShuffledClient() {}
+  private static final System.Logger LOG = System.getLogger("dev.shuffled.client");
+  private static final AtomicBoolean FALLBACK_LOGGED = new AtomicBoolean();
+
+  private record Registration(String appId, String executorId, List<String> dirs, int subDirs) {}
+
+  private final Path socket;
+  private final ClientOptions options;
+  private final Object lock = new Object();
+  private Connection conn; // guarded by lock
+  private Registration registration; // guarded by lock
+  private boolean closed; // guarded by lock
+
+  private ShuffledClient(Path socket, ClientOptions options) {
+    this.socket = socket;
+    this.options = options;
+  }
 
   /** Connects with {@link ClientOptions#DEFAULTS}. */
   public static ShuffledClient connect(Path socket) throws IOException {
@@ -38,15 +56,82 @@ public final class ShuffledClient implements AutoCloseable {
    * Connects to the daemon's socket and performs the handshake.
    *
    * @throws ShuffledException if the daemon refuses the handshake (e.g. VersionMismatch)
-   * @throws IOException if the socket cannot be reached within the connect timeout
+   * @throws IOException if the socket cannot be reached, or the handshake does not end within the
+   *     connect timeout ({@link java.net.SocketTimeoutException})
    */
   public static ShuffledClient connect(Path socket, ClientOptions options) throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    java.util.Objects.requireNonNull(socket, "socket");
+    java.util.Objects.requireNonNull(options, "options");
+    ShuffledClient c = new ShuffledClient(socket, options);
+    c.conn = c.dial();
+    return c;
+  }
+
+  private Connection dial() throws IOException {
+    boolean wantFd = options.dataPlane() == DataPlane.MEMFD;
+    Connection c = Connection.open(socket, options, wantFd);
+    if (wantFd && !usable(c)) {
+      logFallback(c);
+    }
+    return c;
+  }
+
+  private static boolean usable(Connection c) {
+    return Platform.memfdUnavailableReason() == null
+        && c.canPassFd()
+        && c.info().has(ServerInfo.FEATURE_MEMFD);
+  }
+
+  private static void logFallback(Connection c) {
+    if (FALLBACK_LOGGED.compareAndSet(false, true)) {
+      String why = Platform.memfdUnavailableReason();
+      if (why == null) {
+        why = "the daemon does not announce the memfd feature";
+      }
+      LOG.log(Level.INFO, "shuffled client: memfd data plane unavailable ({0}); batches go inline", why);
+    }
+  }
+
+  /** The connection now, connecting again (and registering again) if the last one was lost. */
+  private Connection current() throws IOException {
+    synchronized (lock) {
+      if (closed) {
+        throw new ConnectionLostException("client of " + socket + " is closed", null);
+      }
+      if (conn.failure() == null) {
+        return conn;
+      }
+      Connection c = dial();
+      Registration r = registration;
+      if (r != null) {
+        try {
+          sendRegister(c, r);
+        } catch (IOException | RuntimeException e) {
+          c.close();
+          throw e;
+        }
+      }
+      conn = c;
+      return c;
+    }
+  }
+
+  private static List<String> sendRegister(Connection c, Registration r) throws IOException {
+    Wire.Registered res =
+        (Wire.Registered)
+            c.call(
+                new Wire.Register(r.appId, r.executorId, r.subDirs, r.dirs),
+                null,
+                -1,
+                "register executor " + r.appId + "/" + r.executorId);
+    return res.dirs();
   }
 
   /** The handshake answer of the current connection. */
   public ServerInfo serverInfo() {
-    throw new UnsupportedOperationException("not yet");
+    synchronized (lock) {
+      return conn.info();
+    }
   }
 
   /**
@@ -54,7 +139,9 @@ public final class ShuffledClient implements AutoCloseable {
    * API usable, the platform has memfd, and the daemon announced the feature.
    */
   public boolean memfdAvailable() {
-    throw new UnsupportedOperationException("not yet");
+    synchronized (lock) {
+      return usable(conn);
+    }
   }
 
   /**
@@ -81,7 +168,41 @@ public final class ShuffledClient implements AutoCloseable {
    */
   public List<String> register(String appId, String executorId, List<String> localDirs, int subDirs)
       throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    name("appId", appId);
+    name("executorId", executorId);
+    List<String> dirs = List.copyOf(localDirs);
+    if (dirs.size() > Wire.MAX_LOCAL_DIRS) {
+      throw new IllegalArgumentException(
+          "localDirs: " + dirs.size() + " dirs exceed " + Wire.MAX_LOCAL_DIRS);
+    }
+    for (int i = 0; i < dirs.size(); i++) {
+      String bad = Check.localDir(dirs.get(i));
+      if (bad != null) {
+        throw new IllegalArgumentException("localDirs[" + i + "]: " + bad);
+      }
+    }
+    if (dirs.isEmpty() ? subDirs != 0 : subDirs < 1 || subDirs > Wire.MAX_SUB_DIRS) {
+      throw new IllegalArgumentException(
+          "subDirs " + subDirs + ": want "
+              + (dirs.isEmpty() ? "0 without localDirs" : "1.." + Wire.MAX_SUB_DIRS));
+    }
+    Registration r = new Registration(appId, executorId, dirs, subDirs);
+    synchronized (lock) {
+      if (registration != null) {
+        throw new IllegalStateException(
+            "already registered as " + registration.appId + "/" + registration.executorId);
+      }
+      List<String> resolved = sendRegister(current(), r);
+      registration = r;
+      return resolved;
+    }
+  }
+
+  private static void name(String field, String v) {
+    String bad = Check.plainName(v);
+    if (bad != null) {
+      throw new IllegalArgumentException(field + ": " + bad);
+    }
   }
 
   /**
@@ -94,17 +215,60 @@ public final class ShuffledClient implements AutoCloseable {
    */
   public MapOutput openMapOutput(int shuffleId, long mapId, int numPartitions, OpenOptions options)
       throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    if (shuffleId < 0) {
+      throw new IllegalArgumentException("shuffleId " + shuffleId + ": want >= 0");
+    }
+    if (mapId < 0) {
+      throw new IllegalArgumentException("mapId " + mapId + ": want >= 0");
+    }
+    if (numPartitions < 1 || numPartitions > Wire.MAX_PARTITIONS) {
+      throw new IllegalArgumentException(
+          "numPartitions " + numPartitions + ": want 1.." + Wire.MAX_PARTITIONS);
+    }
+    java.util.Objects.requireNonNull(options, "options");
+    Connection c;
+    synchronized (lock) {
+      if (registration == null) {
+        throw new IllegalStateException("openMapOutput before register");
+      }
+      c = current();
+    }
+    DataPlane plane = options.plane() == null ? this.options.dataPlane() : options.plane();
+    if (plane == DataPlane.MEMFD && !usable(c)) {
+      logFallback(c);
+      plane = DataPlane.INLINE;
+    }
+    String what = "open map output " + shuffleId + "/" + mapId;
+    Wire.Opened o =
+        (Wire.Opened)
+            c.call(
+                new Wire.Open(
+                    shuffleId,
+                    mapId,
+                    numPartitions,
+                    Wire.KIND_OPAQUE,
+                    options.codec().wireName(),
+                    options.checksum().wireName()),
+                null,
+                -1,
+                what);
+    return new MapOutput(c, o.handle(), shuffleId, mapId, numPartitions, plane);
   }
 
   /** Checks that the daemon answers. */
   public void ping() throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    current().call(new Wire.Empty(Wire.PING), null, -1, "ping");
   }
 
   /** The daemon's figures by name ({@code bytes_in_flight}, {@code open_map_outputs}, ...). */
   public Map<String, Long> stats() throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    Wire.StatsResult r =
+        (Wire.StatsResult) current().call(new Wire.Empty(Wire.STATS), null, -1, "stats");
+    Map<String, Long> m = new LinkedHashMap<>();
+    for (Wire.StatsResult.Stat s : r.stats()) {
+      m.put(s.name(), s.value());
+    }
+    return java.util.Collections.unmodifiableMap(m);
   }
 
   /**
@@ -112,25 +276,63 @@ public final class ShuffledClient implements AutoCloseable {
    * again frees nothing and is no error.
    */
   public Removed removeShuffle(String appId, int shuffleId) throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    name("appId", appId);
+    if (shuffleId < 0) {
+      throw new IllegalArgumentException("shuffleId " + shuffleId + ": want >= 0");
+    }
+    Wire.RemovedMsg r =
+        (Wire.RemovedMsg)
+            current()
+                .call(
+                    new Wire.RemoveShuffle(appId, shuffleId),
+                    null,
+                    -1,
+                    "remove shuffle " + appId + "/" + shuffleId);
+    return new Removed(r.mapOutputs(), r.bytes());
   }
 
   /** Deletes every map output of an application, committed or in flight. */
   public Removed removeApplication(String appId) throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    name("appId", appId);
+    Wire.RemovedMsg r =
+        (Wire.RemovedMsg)
+            current()
+                .call(
+                    new Wire.AppRequest(Wire.REMOVE_APPLICATION, appId),
+                    null,
+                    -1,
+                    "remove application " + appId);
+    return new Removed(r.mapOutputs(), r.bytes());
   }
 
   /** The shuffles of an application with committed map outputs, ascending by id. */
   public List<ShuffleInfo> listShuffles(String appId) throws IOException {
-    throw new UnsupportedOperationException("not yet");
+    name("appId", appId);
+    Wire.ShuffleList r =
+        (Wire.ShuffleList)
+            current()
+                .call(
+                    new Wire.AppRequest(Wire.LIST_SHUFFLES, appId),
+                    null,
+                    -1,
+                    "list shuffles of " + appId);
+    return r.shuffles();
   }
 
   /**
-   * Closes the connection and stops the reader thread. Open map outputs fail with {@link
+   * Closes the connection and stops the client's threads. Open map outputs fail with {@link
    * ConnectionLostException} and the daemon discards them. Idempotent.
    */
   @Override
   public void close() {
-    throw new UnsupportedOperationException("not yet");
+    Connection c;
+    synchronized (lock) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      c = conn;
+    }
+    c.close();
   }
 }
