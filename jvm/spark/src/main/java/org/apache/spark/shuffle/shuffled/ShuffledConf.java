@@ -134,6 +134,26 @@ final class ShuffledConf {
     return null;
   }
 
+  /**
+   * Spark codec settings that the daemon does not take from the map output (protocol version 1
+   * names the codec only): its own --block-size and zstd level 1 apply. Readers decode any block
+   * size and level, so this changes the compression ratio, never correctness. Null when none.
+   */
+  static String ignoredCodecSettings(SparkConf conf) {
+    StringBuilder b = new StringBuilder();
+    for (String k : new String[] {
+      "spark.io.compression.lz4.blockSize",
+      "spark.io.compression.snappy.blockSize",
+      "spark.io.compression.zstd.level",
+      "spark.io.compression.zstd.bufferSize"
+    }) {
+      if (conf.contains(k)) {
+        b.append(b.length() == 0 ? "" : ", ").append(k).append('=').append(conf.get(k));
+      }
+    }
+    return b.length() == 0 ? null : b.toString();
+  }
+
   /** The daemon's codec for one of Spark's codec names (short or class name); null if none. */
   static Codec daemonCodec(String sparkName) {
     String n = sparkName.toLowerCase(Locale.ROOT);
