@@ -205,10 +205,6 @@ final class Connection {
           interrupted = true;
         } catch (ExecutionException ee) {
           forget(id);
-          Throwable c = ee.getCause();
-          if (c instanceof IOException io) {
-            throw io;
-          }
           throw lost(what);
         }
       }
@@ -237,10 +233,7 @@ final class Connection {
       Thread.currentThread().interrupt();
       throw new InterruptedIOException(what + ": interrupted waiting for the daemon's answer");
     } catch (ExecutionException ee) {
-      if (ee.getCause() instanceof IOException io) {
-        throw io;
-      }
-      throw lost(what);
+      throw lost(what); // only fail() completes a response exceptionally
     }
   }
 

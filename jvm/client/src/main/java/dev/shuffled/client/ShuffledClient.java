@@ -101,7 +101,15 @@ public final class ShuffledClient implements AutoCloseable {
       if (conn.failure() == null) {
         return conn;
       }
-      Connection c = dial();
+      Connection c;
+      try {
+        c = dial();
+      } catch (ShuffledException e) {
+        throw e;
+      } catch (IOException e) {
+        throw new ConnectionLostException(
+            conn.failure().getMessage() + "; reconnecting failed: " + e.getMessage(), e);
+      }
       Registration r = registration;
       if (r != null) {
         try {

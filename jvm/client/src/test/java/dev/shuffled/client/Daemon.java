@@ -94,6 +94,29 @@ final class Daemon implements AutoCloseable {
       }
       Thread.sleep(10);
     }
+    // The socket file appears at bind(); wait until the daemon accepts.
+    while (true) {
+      try (java.nio.channels.SocketChannel ch =
+          java.nio.channels.SocketChannel.open(java.net.StandardProtocolFamily.UNIX)) {
+        ch.connect(java.net.UnixDomainSocketAddress.of(socket));
+        return;
+      } catch (IOException e) {
+        if (System.nanoTime() > deadline) {
+          throw new IOException("daemon does not accept on " + socket + ": " + e, e);
+        }
+        Thread.sleep(10);
+      }
+    }
+  }
+
+  /** Waits up to 5 s for the daemon's figure {@code name} to be {@code want}; returns the last. */
+  static long awaitStat(ShuffledClient c, String name, long want) throws IOException, InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    long v;
+    while ((v = c.stats().get(name)) != want && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    return v;
   }
 
   /** SIGKILLs the daemon and waits for it to be gone. */

@@ -41,7 +41,7 @@ class ProtocolIT {
       assertTrue(si.server().startsWith("shuffled"), si.server());
       c.ping();
       Map<String, Long> stats = c.stats();
-      assertEquals(1L, stats.get("connections"), stats.toString());
+      assertEquals(1L, Daemon.awaitStat(c, "connections", 1), stats.toString());
       assertEquals(0L, stats.get("open_map_outputs"), stats.toString());
     }
   }
