@@ -34,10 +34,6 @@ final class Native {
   static final int F_ADD_SEALS = 1033;
   /** F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE, as the Go client. */
   static final int SEALS = 1 | 2 | 4 | 8;
-  static final int PROT_READ = 1;
-  static final int PROT_WRITE = 2;
-  static final int MAP_SHARED = 1;
-  static final int MAP_POPULATE = 0x8000;
   static final int EINTR = 4;
   static final int EAGAIN = 11;
 
@@ -50,7 +46,10 @@ final class Native {
   private static final java.lang.foreign.AddressLayout ADDR = ValueLayout.ADDRESS;
 
   private static MethodHandle SOCKET, CONNECT, READ, SEND, SENDMSG, SHUTDOWN, CLOSE;
-  private static MethodHandle MEMFD_CREATE, FTRUNCATE, MMAP, MUNMAP, FCNTL, STRERROR;
+  private static MethodHandle MEMFD_CREATE, FCNTL, STRERROR;
+  /** write(2) that may read a heap array in place (a critical call: no errno, no safepoint). */
+  private static MethodHandle WRITE_HEAP;
+  private static MethodHandle WRITE;
 
   private static MethodHandle fn(String name, FunctionDescriptor fd, Linker.Option... extra) {
     MemorySegment sym =
@@ -84,11 +83,14 @@ final class Native {
       SHUTDOWN = fn("shutdown", FunctionDescriptor.of(INT, INT, INT));
       CLOSE = fn("close", FunctionDescriptor.of(INT, INT));
       MEMFD_CREATE = fn("memfd_create", FunctionDescriptor.of(INT, ADDR, INT));
-      FTRUNCATE = fn("ftruncate", FunctionDescriptor.of(INT, INT, LONG));
-      MMAP = fn("mmap", FunctionDescriptor.of(ADDR, ADDR, LONG, INT, INT, INT, LONG));
-      MUNMAP = fn("munmap", FunctionDescriptor.of(INT, ADDR, LONG));
       FCNTL =
           fn("fcntl", FunctionDescriptor.of(INT, INT, INT, INT), Linker.Option.firstVariadicArg(2));
+      WRITE = fn("write", FunctionDescriptor.of(LONG, INT, ADDR, LONG));
+      WRITE_HEAP =
+          LINKER.downcallHandle(
+              LINKER.defaultLookup().find("write").orElseThrow(),
+              FunctionDescriptor.of(LONG, INT, ADDR, LONG),
+              Linker.Option.critical(true));
       STRERROR =
           LINKER.downcallHandle(
               LINKER.defaultLookup().find("strerror").orElseThrow(),
@@ -259,11 +261,9 @@ final class Native {
 
   /**
    * A memfd holding a copy of {@code data}'s remaining bytes, sealed with {@link #SEALS}: created
-   * with MFD_ALLOW_SEALING | MFD_CLOEXEC, sized, filled through a shared mapping that is unmapped
-   * before F_SEAL_WRITE.
+   * with MFD_ALLOW_SEALING | MFD_CLOEXEC, filled with write(2), then sealed.
    */
   static int sealedMemfd(ByteBuffer data) throws IOException {
-    long len = data.remaining();
     try (Arena a = Arena.ofConfined()) {
       MemorySegment st = a.allocate(ERRNO_STATE);
       int fd = (int) MEMFD_CREATE.invokeExact(st, a.allocateFrom("shuffled-batch"), MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -272,25 +272,7 @@ final class Native {
       }
       boolean ok = false;
       try {
-        if ((int) FTRUNCATE.invokeExact(st, fd, len) != 0) {
-          throw err("ftruncate memfd to " + len + " bytes", errno(st));
-        }
-        if (len > 0) {
-          MemorySegment m =
-              (MemorySegment)
-                  MMAP.invokeExact(st, MemorySegment.NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0L);
-          if (m.address() == -1L) {
-            throw err("mmap memfd of " + len + " bytes", errno(st));
-          }
-          MemorySegment dst = m.reinterpret(len);
-          try {
-            MemorySegment.copy(MemorySegment.ofBuffer(data), 0, dst, 0, len);
-          } finally {
-            if ((int) MUNMAP.invokeExact(st, m, len) != 0) {
-              throw err("munmap memfd", errno(st));
-            }
-          }
-        }
+        writeAll(fd, MemorySegment.ofBuffer(data), st);
         if ((int) FCNTL.invokeExact(st, fd, F_ADD_SEALS, SEALS) != 0) {
           throw err("fcntl(F_ADD_SEALS) on memfd", errno(st));
         }
@@ -305,6 +287,35 @@ final class Native {
       throw e;
     } catch (Throwable t) {
       throw new IOException("memfd", t);
+    }
+  }
+
+  /**
+   * Copies {@code src} into the memfd with write(2): heap bytes are read in place (one copy, by
+   * the kernel, as the Go client does), in chunks that keep each critical call short.
+   */
+  private static void writeAll(int fd, MemorySegment src, MemorySegment st) throws Throwable {
+    long len = src.byteSize();
+    long off = 0;
+    while (off < len) {
+      long n = Math.min(len - off, 1 << 20);
+      long w = (long) WRITE_HEAP.invokeExact(fd, src.asSlice(off, n), n);
+      if (w <= 0) {
+        // Once more through the errno-capturing handle, from native memory, to learn why.
+        try (Arena a = Arena.ofConfined()) {
+          MemorySegment tmp = a.allocate(n);
+          MemorySegment.copy(src, off, tmp, 0, n);
+          w = (long) WRITE.invokeExact(st, fd, tmp, n);
+          if (w <= 0) {
+            int e = errno(st);
+            if (e == EINTR) {
+              continue;
+            }
+            throw err("write " + len + " bytes to memfd", e);
+          }
+        }
+      }
+      off += w;
     }
   }
 
