@@ -22,6 +22,7 @@ final class ShuffledConf {
   static final String FALLBACK = "spark.shuffled.fallback.enabled";
   static final String DATA_PLANE = "spark.shuffled.dataPlane";
   static final String CONNECT_TIMEOUT = "spark.shuffled.connectTimeout";
+  static final String RECONNECT_TIMEOUT = "spark.shuffled.reconnectTimeout";
 
   static final String DEFAULT_SOCKET = "/run/shuffled/shuffled.sock";
   static final String DEFAULT_BATCH_BYTES = "8m";
@@ -33,6 +34,7 @@ final class ShuffledConf {
   final boolean fallback;
   final DataPlane dataPlane;
   final Duration connectTimeout;
+  final Duration reconnectTimeout;
   /** The codec the daemon compresses with, or null when Spark's codec has no daemon twin. */
   final Codec codec;
   /** Spark's codec name as configured, for messages. */
@@ -72,18 +74,9 @@ final class ShuffledConf {
               DATA_PLANE + "=\"" + plane + "\": want memfd or inline");
     }
 
-    long ms;
-    try {
-      ms = conf.getTimeAsMs(CONNECT_TIMEOUT, "10s");
-    } catch (RuntimeException e) {
-      throw new IllegalArgumentException(
-          CONNECT_TIMEOUT + "=\"" + conf.get(CONNECT_TIMEOUT, "") + "\": want a duration such as 10s",
-          e);
-    }
-    if (ms <= 0) {
-      throw new IllegalArgumentException(CONNECT_TIMEOUT + "=" + ms + "ms: want > 0");
-    }
+    long ms = duration(conf, CONNECT_TIMEOUT, "10s", false);
     connectTimeout = Duration.ofMillis(ms);
+    reconnectTimeout = Duration.ofMillis(duration(conf, RECONNECT_TIMEOUT, "15s", true));
 
     if (booleanSetting(conf, "spark.shuffle.compress", true)) {
       sparkCodec = conf.get("spark.io.compression.codec", "lz4").trim();
@@ -163,6 +156,20 @@ final class ShuffledConf {
       case "snappy", "org.apache.spark.io.snappycompressioncodec" -> Codec.SNAPPY;
       default -> null;
     };
+  }
+
+  private static long duration(SparkConf conf, String key, String dflt, boolean zeroOk) {
+    long ms;
+    try {
+      ms = conf.getTimeAsMs(key, dflt);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException(
+          key + "=\"" + conf.get(key, "") + "\": want a duration such as " + dflt, e);
+    }
+    if (ms < 0 || (ms == 0 && !zeroOk)) {
+      throw new IllegalArgumentException(key + "=" + ms + "ms: want " + (zeroOk ? ">= 0" : "> 0"));
+    }
+    return ms;
   }
 
   private static boolean booleanSetting(SparkConf conf, String key, boolean dflt) {

@@ -87,6 +87,7 @@ public class ShuffledShuffleManager extends SortShuffleManager {
         metrics,
         conf.openOptions(),
         conf.batchBytes,
+        conf.reconnectTimeout,
         SparkEnv.get().blockManager().shuffleServerId());
   }
 

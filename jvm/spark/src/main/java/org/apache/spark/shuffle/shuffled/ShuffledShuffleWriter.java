@@ -4,9 +4,12 @@ import dev.shuffled.client.CommitResult;
 import dev.shuffled.client.MapOutput;
 import dev.shuffled.client.OpenOptions;
 import dev.shuffled.client.ShuffledClient;
+import dev.shuffled.client.ShuffledException;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.TaskContext;
@@ -48,6 +51,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final ShuffleWriteMetricsReporter metrics;
   private final OpenOptions options;
   private final long batchBytes;
+  private final Duration reconnectTimeout;
   private final BlockManagerId location;
 
   private MapOutput output;
@@ -63,6 +67,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       ShuffleWriteMetricsReporter metrics,
       OpenOptions options,
       long batchBytes,
+      Duration reconnectTimeout,
       BlockManagerId location) {
     this.client = client;
     this.handle = handle;
@@ -71,6 +76,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     this.metrics = metrics;
     this.options = options;
     this.batchBytes = batchBytes;
+    this.reconnectTimeout = reconnectTimeout;
     this.location = location;
   }
 
@@ -92,7 +98,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     long[] offsets = new long[numPartitions + 1];
 
     long t0 = System.nanoTime();
-    output = client.openMapOutput(dep.shuffleId(), mapId, numPartitions, options);
+    output = open(dep.shuffleId(), numPartitions);
     metrics.incWriteTime(System.nanoTime() - t0);
     long limit = Math.min(batchBytes, output.maxBatchBytes());
 
@@ -168,6 +174,37 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     metrics.incBytesWritten(result.totalLength());
     status = MapStatus$.MODULE$.apply(location, lengths, mapId);
+  }
+
+  /**
+   * Opens the map output. A daemon that went away (a restart) is waited for, up to
+   * spark.shuffled.reconnectTimeout, so that the task does not fail at once; nothing has been sent
+   * yet, so trying again is safe. An answer of the daemon (an error) is not retried.
+   */
+  private MapOutput open(int shuffleId, int numPartitions) throws IOException {
+    long deadline = System.nanoTime() + reconnectTimeout.toNanos();
+    long pause = 50;
+    while (true) {
+      try {
+        return client.openMapOutput(shuffleId, mapId, numPartitions, options);
+      } catch (ShuffledException e) {
+        throw e;
+      } catch (IOException e) {
+        if (System.nanoTime() + pause * 1_000_000 > deadline) {
+          throw new IOException(
+              "shuffled daemon unreachable for map output (shuffle " + shuffleId + ", map " + mapId
+                  + ") within " + ShuffledConf.RECONNECT_TIMEOUT + "=" + reconnectTimeout.toMillis()
+                  + "ms: " + e.getMessage(), e);
+        }
+        try {
+          Thread.sleep(pause);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw new InterruptedIOException("interrupted while waiting for the shuffled daemon");
+        }
+        pause = Math.min(pause * 2, 1000);
+      }
+    }
   }
 
   /** Hands the buffered partitions to the daemon, in pieces of at most maxBatchBytes. */
