@@ -157,7 +157,7 @@ final class Connection {
       forget(id); // the writer may have gone: nobody would take the job
       throw lost(what);
     }
-    awaitWritten(job, id, what);
+    awaitWritten(job, id, what, timeout);
     Frame f = awaitResponse(p, id, what, timeout);
     return decode(f, m.type() | Wire.RESPONSE, what);
   }
@@ -191,16 +191,27 @@ final class Connection {
 
   /**
    * Waits until the writer is done with the job's bytes: the caller's buffer must not be reused
-   * while the writer still reads it, so this wait ignores interrupts (and ends when the
-   * connection fails, as the writer then drops or finishes the job promptly).
+   * while the writer still reads it, so this wait ignores interrupts. A daemon that takes no bytes
+   * for the request timeout (it stopped reading) fails the connection, which ends the write.
    */
-  private void awaitWritten(Job job, int id, String what) throws IOException {
+  private void awaitWritten(Job job, int id, String what, Duration timeout) throws IOException {
     boolean interrupted = false;
+    long deadline = timeout.isZero() ? Long.MAX_VALUE : System.nanoTime() + timeout.toNanos();
     try {
       while (true) {
         try {
-          job.written.get();
+          long left = deadline - System.nanoTime();
+          if (left <= 0) {
+            fail(new SocketTimeoutException(
+                "writing " + what + " did not finish within " + timeout
+                    + " (the daemon stopped reading)"));
+            deadline = Long.MAX_VALUE; // the writer now fails promptly
+            continue;
+          }
+          job.written.get(Math.min(left, TimeUnit.SECONDS.toNanos(1)), TimeUnit.NANOSECONDS);
           return;
+        } catch (TimeoutException te) {
+          // loop: check the deadline
         } catch (InterruptedException ie) {
           interrupted = true;
         } catch (ExecutionException ee) {

@@ -137,6 +137,36 @@ final class Daemon implements AutoCloseable {
     return process.pid();
   }
 
+  /** SIGSTOPs the daemon and waits until the kernel shows it stopped. */
+  void pause() throws IOException, InterruptedException {
+    signal("-STOP");
+    Path stat = Path.of("/proc", Long.toString(pid()), "stat");
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (true) {
+      String s = Files.readString(stat);
+      char state = s.charAt(s.lastIndexOf(')') + 2);
+      if (state == 'T' || state == 't') {
+        return;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IOException("daemon not stopped 10 s after SIGSTOP: state " + state);
+      }
+      Thread.sleep(5);
+    }
+  }
+
+  /** SIGCONTs a paused daemon. */
+  void resume() throws IOException, InterruptedException {
+    signal("-CONT");
+  }
+
+  private void signal(String sig) throws IOException, InterruptedException {
+    Process k = new ProcessBuilder("kill", sig, Long.toString(pid())).start();
+    if (k.waitFor() != 0) {
+      throw new IOException("kill " + sig + " " + pid() + " failed");
+    }
+  }
+
   ShuffledClient connect() throws IOException {
     return ShuffledClient.connect(socket);
   }

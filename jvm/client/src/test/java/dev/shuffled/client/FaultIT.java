@@ -149,8 +149,7 @@ class FaultIT {
     try (Daemon d = Daemon.start();
         ShuffledClient c = d.connect(ClientOptions.DEFAULTS.withRequestTimeout(Duration.ofMillis(500)))) {
       c.register("app-f", "exec");
-      Process stop = new ProcessBuilder("kill", "-STOP", Long.toString(d.pid())).start();
-      assertEquals(0, stop.waitFor());
+      d.pause();
       try {
         long t0 = System.nanoTime();
         SocketTimeoutException e = assertThrows(SocketTimeoutException.class, c::ping);
@@ -158,9 +157,41 @@ class FaultIT {
         assertTrue(ms >= 400 && ms < 5000, "timed out after " + ms + " ms");
         assertTrue(e.getMessage().contains("ping: no answer from the daemon within PT0.5S"), e.getMessage());
       } finally {
-        new ProcessBuilder("kill", "-CONT", Long.toString(d.pid())).start().waitFor();
+        d.resume();
       }
       c.ping(); // the late Pong was dropped; the connection still works
+    }
+  }
+
+  @Test
+  void stalledDaemonCannotBlockAWriterForever() throws Exception {
+    try (Daemon d = Daemon.start();
+        ShuffledClient c =
+            d.connect(
+                ClientOptions.DEFAULTS
+                    .withRequestTimeout(Duration.ofSeconds(1))
+                    .withDataPlane(DataPlane.INLINE))) {
+      c.register("app-f", "exec");
+      MapOutput m = c.openMapOutput(0, 0, 1, OpenOptions.DEFAULTS);
+      byte[] big = new byte[(int) Math.min(c.serverInfo().maxInline(), 32 << 20)];
+      d.pause();
+      try {
+        long t0 = System.nanoTime();
+        IOException e =
+            assertThrows(IOException.class, () -> {
+              for (int i = 0; i < 64; i++) { // more than the socket buffers hold
+                m.writeOpaque(big, new long[] {0, big.length});
+              }
+            });
+        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+        assertTrue(ms < 10_000, "gave up after " + ms + " ms");
+        assertTrue(
+            e instanceof SocketTimeoutException || e instanceof ConnectionLostException, e.toString());
+      } finally {
+        d.resume();
+      }
+      m.abort();
+      c.ping(); // connects again if the stall cost the connection
     }
   }
 
