@@ -23,7 +23,7 @@ final class Check {
     }
     for (int i = 0; i < s.length(); ) {
       int c = s.codePointAt(i);
-      if (Character.isSurrogate(s.charAt(i))) {
+      if (c <= 0xFFFF && Character.isSurrogate((char) c)) {
         return "\"" + s + "\" is not valid UTF-16 (lone surrogate)";
       }
       if (c == '/') {
