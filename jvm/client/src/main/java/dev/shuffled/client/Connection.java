@@ -85,6 +85,15 @@ final class Connection {
       }
       c.info = new ServerInfo(sh.version(), sh.maxFrame(), sh.maxInline(), sh.features(), sh.server());
       return c;
+    } catch (ConnectionLostException e) {
+      c.close();
+      if (e.getCause() instanceof ShuffledException se) {
+        // The daemon refused the connection (id 0 Error): its code is the answer.
+        ShuffledException r = new ShuffledException(se.rawCode(), se.daemonMessage(), "connect to " + socket);
+        r.initCause(e);
+        throw r;
+      }
+      throw e;
     } catch (IOException | RuntimeException e) {
       c.close();
       throw e;

@@ -155,6 +155,11 @@ final class Daemon implements AutoCloseable {
     }
   }
 
+  /** SIGTERMs the daemon (it drains) without waiting. */
+  void terminate() throws IOException, InterruptedException {
+    signal("-TERM");
+  }
+
   /** SIGCONTs a paused daemon. */
   void resume() throws IOException, InterruptedException {
     signal("-CONT");

@@ -196,6 +196,42 @@ class FaultIT {
   }
 
   @Test
+  void drainingDaemonFinishesOpenOutputsRefusesNewOnesAbortsLaggards() throws Exception {
+    try (Daemon d = Daemon.start("--drain-timeout=1s");
+        ShuffledClient c = d.connect()) {
+      c.register("app-f", "exec");
+      MapOutput finishing = c.openMapOutput(0, 0, 1, OpenOptions.DEFAULTS);
+      MapOutput lagging = c.openMapOutput(0, 1, 1, OpenOptions.DEFAULTS);
+      finishing.writeOpaque(new byte[10], new long[] {0, 10});
+      d.terminate();
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+      ShuffledException refused = null;
+      while (refused == null && System.nanoTime() < deadline) {
+        try {
+          c.openMapOutput(0, 2, 1, OpenOptions.DEFAULTS).abort();
+          Thread.sleep(10); // SIGTERM not handled yet
+        } catch (ShuffledException e) {
+          refused = e;
+        }
+      }
+      assertNotNull(refused, "no Unavailable within 5 s of SIGTERM");
+      assertEquals(ErrorCode.UNAVAILABLE, refused.code(), refused.getMessage());
+      // Open map outputs may finish until the drain deadline...
+      assertEquals(1, finishing.commit().lengths().length);
+      // ...and the rest are aborted there, then the connection ends: no hang either way.
+      Thread.sleep(1500);
+      long t0 = System.nanoTime();
+      IOException e =
+          assertThrows(IOException.class, () -> lagging.writeOpaque(new byte[1], new long[] {0, 1}));
+      assertTrue(
+          e instanceof ConnectionLostException
+              || (e instanceof ShuffledException se && se.code() == ErrorCode.ABORTED),
+          e.toString());
+      assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) < 10_000);
+    }
+  }
+
+  @Test
   void connectToNothingFails() {
     IOException e =
         assertThrows(
