@@ -11,7 +11,8 @@ import java.util.Objects;
  * @param connectTimeout bounds connecting and the handshake
  * @param requestTimeout bounds the wait for each response; zero waits for ever. A request that
  *     times out fails with {@link java.net.SocketTimeoutException}; its map output can then only
- *     be aborted
+ *     be aborted. A request whose frame is not written within it (the daemon stopped reading)
+ *     fails the connection
  * @param maxOutstanding requests in flight on one connection at most (1..65536); callers beyond it
  *     wait, so memory stays bounded
  * @param maxFrame the largest response payload the client reads; a larger one closes the
