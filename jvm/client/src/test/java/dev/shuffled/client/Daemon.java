@@ -10,7 +10,7 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The real shuffled daemon on a temp socket and root, for tests. Its binary comes from {@code
- * SHUFFLED_BIN}, else is built once with {@code go build} into target/.
+ * SHUFFLED_BIN}, else is built once with {@code go build} into jvm/client/target/.
  */
 final class Daemon implements AutoCloseable {
   private static Path built;
@@ -48,7 +48,7 @@ final class Daemon implements AutoCloseable {
     if (built != null) {
       return built;
     }
-    // target/test-classes -> module dir -> jvm -> repository root
+    // the repository root: the first dir upwards with go.mod
     Path repo = Path.of("").toAbsolutePath();
     while (repo != null && !Files.exists(repo.resolve("go.mod"))) {
       repo = repo.getParent();
@@ -56,7 +56,8 @@ final class Daemon implements AutoCloseable {
     if (repo == null) {
       throw new IOException("SHUFFLED_BIN unset and no go.mod above " + Path.of("").toAbsolutePath());
     }
-    Path out = Path.of("target", "shuffled").toAbsolutePath();
+    Path out = repo.resolve("jvm/client/target/shuffled");
+    Files.createDirectories(out.getParent());
     Process p =
         new ProcessBuilder("go", "build", "-o", out.toString(), "./cmd/shuffled")
             .directory(repo.toFile())
