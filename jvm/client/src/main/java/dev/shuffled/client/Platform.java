@@ -14,7 +14,12 @@ final class Platform {
 
   /** Why the memfd plane is unavailable, or null when it is available. */
   static String memfdUnavailableReason() {
-    return "JDK " + Runtime.version().feature() + " has no FFM API (memfd needs JDK 22+)";
+    int feature = Runtime.version().feature();
+    if (feature >= 22) {
+      return "the JDK 22+ classes of the multi-release jar are not in use (a jar built by a JDK 17"
+          + " Maven, or the client's classes run from a directory)";
+    }
+    return "JDK " + feature + " has no FFM API (memfd needs JDK 22+)";
   }
 
   /** Connects; {@code wantFd} asks for a transport that can pass descriptors. */
