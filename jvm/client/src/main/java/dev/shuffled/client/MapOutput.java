@@ -1,0 +1,267 @@
+package dev.shuffled.client;
+
+import java.io.IOException;
+import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
+
+/**
+ * One map task's output on the daemon, from {@link ShuffledClient#openMapOutput}. Batches are
+ * applied in the order of the write calls, so one map output is meant for one thread at a time;
+ * many map outputs of one client may be written concurrently.
+ *
+ * <p>A failed write leaves the map output aborted on the daemon: later writes and commit throw
+ * that first failure again; {@link #abort()} is always allowed. {@link #close()} aborts a map
+ * output that was not committed.
+ */
+public final class MapOutput implements AutoCloseable {
+  private enum State {
+    OPEN,
+    COMMITTED,
+    ABORTED
+  }
+
+  private final Connection conn;
+  private final long handle;
+  private final int shuffleId;
+  private final long mapId;
+  private final int numPartitions;
+  private final DataPlane plane;
+  private final String name;
+  private final Object lock = new Object();
+  private State state = State.OPEN; // guarded by lock
+  private IOException firstError; // guarded by lock
+
+  MapOutput(
+      Connection conn, long handle, int shuffleId, long mapId, int numPartitions, DataPlane plane) {
+    this.conn = conn;
+    this.handle = handle;
+    this.shuffleId = shuffleId;
+    this.mapId = mapId;
+    this.numPartitions = numPartitions;
+    this.plane = plane;
+    this.name = "map output " + shuffleId + "/" + mapId;
+  }
+
+  public int shuffleId() {
+    return shuffleId;
+  }
+
+  public long mapId() {
+    return mapId;
+  }
+
+  public int numPartitions() {
+    return numPartitions;
+  }
+
+  /** The data plane this map output's batches use. */
+  public DataPlane plane() {
+    return plane;
+  }
+
+  /**
+   * The largest payload one batch may carry: the daemon's max_inline for the inline plane; for
+   * memfd, bounded only by memory (Integer.MAX_VALUE - 8 for one byte array).
+   */
+  public long maxBatchBytes() {
+    return plane == DataPlane.INLINE ? conn.info().maxInline() : Integer.MAX_VALUE - 8;
+  }
+
+  /** {@link #writeOpaque(ByteBuffer, long[])} of the whole array. */
+  public void writeOpaque(byte[] data, long[] partitionOffsets) throws IOException {
+    writeOpaque(ByteBuffer.wrap(data), partitionOffsets);
+  }
+
+  /**
+   * Writes one batch of already serialized (uncompressed) partitions: partition {@code p} is bytes
+   * {@code [partitionOffsets[p], partitionOffsets[p+1])} of {@code data}'s remaining bytes, with
+   * numPartitions+1 offsets, the first 0, non-decreasing, the last {@code data.remaining()}. The
+   * daemon compresses, checksums and writes them; a batch whose first partitions come before the
+   * previous batch's last is fine (merged at commit). Returns once the daemon no longer needs the
+   * bytes; {@code data}'s position is unchanged.
+   *
+   * @throws IllegalArgumentException for bad offsets or a batch over {@link #maxBatchBytes()},
+   *     before anything is sent
+   * @throws ShuffledException the daemon refused the batch (the map output is aborted)
+   * @throws ConnectionLostException the connection failed
+   * @throws IllegalStateException after commit or abort
+   */
+  public void writeOpaque(ByteBuffer data, long[] partitionOffsets) throws IOException {
+    if (partitionOffsets.length != numPartitions + 1) {
+      throw new IllegalArgumentException(
+          name + ": " + partitionOffsets.length + " partition offsets, want numPartitions+1 = "
+              + (numPartitions + 1));
+    }
+    long len = data.remaining();
+    String bad = Check.offsets(partitionOffsets, len);
+    if (bad != null) {
+      throw new IllegalArgumentException(name + ": partitionOffsets: " + bad);
+    }
+    if (len > maxBatchBytes()) {
+      throw new IllegalArgumentException(
+          name + ": batch of " + len + " bytes exceeds " + (plane == DataPlane.INLINE
+              ? "the daemon's max_inline " : "the limit ") + maxBatchBytes()
+              + "; split it; nothing was sent");
+    }
+    checkWritable();
+    long[] off = partitionOffsets.clone();
+    String what = "write batch of " + name;
+    try {
+      if (plane == DataPlane.INLINE) {
+        conn.call(new Wire.Batch(handle, Wire.PLANE_INLINE, off, null, 0, 0), data, -1, what);
+      } else {
+        int fd = Platform.sealedMemfd(data);
+        try {
+          conn.call(new Wire.Batch(handle, Wire.PLANE_MEMFD, off, null, 0, len), null, fd, what);
+        } finally {
+          Platform.closeFd(fd);
+        }
+      }
+    } catch (IllegalArgumentException e) {
+      throw e; // refused before sending: the map output is intact
+    } catch (IOException e) {
+      synchronized (lock) {
+        if (firstError == null) {
+          firstError = e;
+        }
+      }
+      throw e;
+    }
+  }
+
+  private void checkWritable() throws IOException {
+    synchronized (lock) {
+      if (state != State.OPEN) {
+        throw new IllegalStateException(name + " is already " + state.name().toLowerCase(java.util.Locale.ROOT));
+      }
+      if (firstError != null) {
+        throw again(firstError);
+      }
+    }
+    ConnectionLostException lost = conn.failure();
+    if (lost != null) {
+      throw new ConnectionLostException(name + ": " + lost.getMessage(), lost.getCause());
+    }
+  }
+
+  /** A fresh exception of the same kind as an earlier failure, which it carries as its cause. */
+  private IOException again(IOException first) {
+    String m = name + ": an earlier write failed: " + first.getMessage();
+    if (first instanceof ShuffledException se) {
+      ShuffledException e = new ShuffledException(se.rawCode(), se.daemonMessage(), name + ": an earlier write failed");
+      e.initCause(first);
+      return e;
+    }
+    if (first instanceof ConnectionLostException) {
+      return new ConnectionLostException(m, first);
+    }
+    if (first instanceof SocketTimeoutException) {
+      SocketTimeoutException e = new SocketTimeoutException(m);
+      e.initCause(first);
+      return e;
+    }
+    return new IOException(m, first);
+  }
+
+  /**
+   * Finishes the map output: the daemon waits for its batches, merges its runs and commits Spark's
+   * {@code shuffle_S_M_0.data}, {@code .index} and {@code .checksum.ALGO} atomically. Either way
+   * the map output is finished afterwards.
+   *
+   * @return the partition lengths and checksums, and whether an earlier attempt had won
+   * @throws IllegalStateException after commit or abort
+   */
+  public CommitResult commit() throws IOException {
+    checkWritable();
+    Wire.CommitRes r;
+    try {
+      r = (Wire.CommitRes) conn.call(new Wire.Commit(handle), null, -1, "commit " + name);
+    } catch (ShuffledException | ConnectionLostException e) {
+      synchronized (lock) {
+        state = State.ABORTED; // the daemon discarded it
+      }
+      throw e;
+    } catch (IOException e) {
+      synchronized (lock) {
+        if (firstError == null) {
+          firstError = e;
+        }
+      }
+      throw e;
+    }
+    if (r.lengths().length != numPartitions
+        || (r.checksums().length != 0 && r.checksums().length != numPartitions)) {
+      conn.fail(new ProtocolException(
+          "CommitResult of " + name + ": " + r.lengths().length + " lengths and "
+              + r.checksums().length + " checksums for " + numPartitions + " partitions"));
+      synchronized (lock) {
+        state = State.ABORTED;
+      }
+      throw new ConnectionLostException(name + ": " + conn.failure().getMessage(), conn.failure());
+    }
+    synchronized (lock) {
+      state = State.COMMITTED;
+    }
+    return new CommitResult(r.existing(), r.runs(), r.lengths(), r.checksums());
+  }
+
+  /**
+   * Discards the map output; nothing is committed. A no-op for one already aborted (by an error,
+   * an earlier abort, or a lost connection).
+   *
+   * @throws IllegalStateException after a successful commit
+   */
+  public void abort() throws IOException {
+    synchronized (lock) {
+      if (state == State.ABORTED) {
+        return;
+      }
+      if (state == State.COMMITTED) {
+        throw new IllegalStateException(name + " is already committed");
+      }
+    }
+    try {
+      if (conn.failure() == null) {
+        conn.call(new Wire.Abort(handle), null, -1, "abort " + name);
+      }
+    } catch (ShuffledException e) {
+      if (e.code() != ErrorCode.NOT_FOUND && e.code() != ErrorCode.ABORTED) {
+        throw e;
+      }
+    } catch (ConnectionLostException e) {
+      // the daemon aborts what was open on a lost connection
+    }
+    synchronized (lock) {
+      state = State.ABORTED;
+    }
+  }
+
+  /** Whether the map output was committed or aborted. */
+  public boolean isFinished() {
+    synchronized (lock) {
+      return state != State.OPEN;
+    }
+  }
+
+  /** Aborts the map output unless it was committed; failures of that abort are not thrown. */
+  @Override
+  public void close() {
+    synchronized (lock) {
+      if (state != State.OPEN) {
+        return;
+      }
+    }
+    try {
+      abort();
+    } catch (IOException | RuntimeException e) {
+      synchronized (lock) {
+        state = State.ABORTED;
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    return name + " (handle " + handle + ", " + plane.name().toLowerCase(java.util.Locale.ROOT) + ")";
+  }
+}

@@ -1,0 +1,26 @@
+package dev.shuffled.client;
+
+/**
+ * The daemon's handshake answer (ServerHello).
+ *
+ * @param version the protocol version chosen
+ * @param maxFrame the largest frame payload the daemon reads, in bytes
+ * @param maxInline the largest inline batch payload the daemon takes, in bytes
+ * @param features the feature bits the daemon announced ({@link #FEATURE_MEMFD} ...)
+ * @param server the daemon's name and version
+ */
+public record ServerInfo(int version, long maxFrame, long maxInline, long features, String server) {
+  /** Feature bit 0: Batch may use the memfd data plane. */
+  public static final long FEATURE_MEMFD = 1L;
+  /** Feature bit 1: Batch may use the CUDA IPC data plane. */
+  public static final long FEATURE_CUDA_IPC = 1L << 1;
+  /** Feature bit 2: OpenMapOutput may use the columnar payload kind. */
+  public static final long FEATURE_COLUMNAR = 1L << 2;
+  /** Feature bit 3: RemoveShuffle, RemoveApplication and ListShuffles are served. */
+  public static final long FEATURE_LIFECYCLE = 1L << 3;
+
+  /** Whether the daemon announced every bit of {@code feature}. */
+  public boolean has(long feature) {
+    return (features & feature) == feature;
+  }
+}

@@ -1,0 +1,831 @@
+package dev.shuffled.client;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The encoding of docs/protocol.md, version 1: frame headers and every message, both directions.
+ * Encoders assume valid fields (the client checks them first, see {@link Check}); decoders check
+ * every bound and refuse trailing bytes, so a message that decodes is one a peer could have sent.
+ */
+final class Wire {
+  private Wire() {}
+
+  static final int HEADER_SIZE = 16;
+  static final int FLAG_FD = 1;
+  static final int MIN_VERSION = 1;
+  static final int MAX_VERSION = 1;
+
+  static final int HELLO = 0x0001;
+  static final int REGISTER = 0x0002;
+  static final int OPEN = 0x0003;
+  static final int BATCH = 0x0004;
+  static final int COMMIT = 0x0005;
+  static final int ABORT = 0x0006;
+  static final int PING = 0x0007;
+  static final int STATS = 0x0008;
+  static final int REMOVE_SHUFFLE = 0x0009;
+  static final int REMOVE_APPLICATION = 0x000A;
+  static final int LIST_SHUFFLES = 0x000B;
+  static final int RESPONSE = 0x8000;
+  static final int ERROR = 0xFFFF;
+
+  static final int KIND_OPAQUE = 1;
+  static final int PLANE_INLINE = 1;
+  static final int PLANE_MEMFD = 2;
+
+  static final int MAX_NAME = 255;
+  static final int MAX_PATH = 4095;
+  static final int MAX_LOCAL_DIRS = 256;
+  static final int MAX_SUB_DIRS = 1 << 16;
+  static final int MAX_TOKEN = 32;
+  static final int MAX_PARTITIONS = 1 << 24;
+  static final int MAX_STATS = 4096;
+  static final int MAX_STAT_NAME = 64;
+  static final int MAX_SHUFFLES = 1 << 20;
+  static final int MAX_ERROR_MESSAGE = 65535;
+  static final int MIN_MAX_FRAME = 1 << 16;
+
+  static String typeName(int t) {
+    String[] req = {
+      null, "Hello", "RegisterExecutor", "OpenMapOutput", "Batch", "Commit", "Abort", "Ping",
+      "Stats", "RemoveShuffle", "RemoveApplication", "ListShuffles"
+    };
+    String[] resp = {
+      null, "ServerHello", "Registered", "Opened", "BatchAccepted", "CommitResult", "Aborted",
+      "Pong", "StatsResult", "ShuffleRemoved", "ApplicationRemoved", "ShuffleList"
+    };
+    if (t == ERROR) {
+      return "Error";
+    }
+    int n = t & ~RESPONSE;
+    if (n >= 1 && n < req.length) {
+      return (t & RESPONSE) != 0 ? resp[n] : req[n];
+    }
+    return String.format("Type(0x%04x)", t);
+  }
+
+  // ---- frame header ----------------------------------------------------------
+
+  /** A frame header as read. */
+  record Header(int type, int flags, int id, int length) {}
+
+  static void putHeader(ByteBuffer b, int type, int flags, int id, int length) {
+    b.put((byte) 'S').put((byte) 'H').putShort((short) type).putShort((short) flags);
+    b.putShort((short) 0).putInt(id).putInt(length);
+  }
+
+  /**
+   * Decodes a header from the 16 bytes at {@code b}'s position (little-endian), refusing bad
+   * magic, unknown flags, reserved bits and a length over {@code maxLength}.
+   */
+  static Header readHeader(ByteBuffer b, long maxLength) throws ProtocolException {
+    ByteBuffer h = b.slice(b.position(), HEADER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
+    if (h.get(0) != 'S' || h.get(1) != 'H') {
+      throw new ProtocolException(
+          String.format("frame header: magic %02x %02x, want 53 48", h.get(0), h.get(1)));
+    }
+    int type = Short.toUnsignedInt(h.getShort(2));
+    int flags = Short.toUnsignedInt(h.getShort(4));
+    int reserved = Short.toUnsignedInt(h.getShort(6));
+    int id = h.getInt(8);
+    long length = Integer.toUnsignedLong(h.getInt(12));
+    if ((flags & ~FLAG_FD) != 0) {
+      throw new ProtocolException(String.format("frame header: unknown flags 0x%04x", flags));
+    }
+    if (reserved != 0) {
+      throw new ProtocolException(String.format("frame header: reserved 0x%04x, want 0", reserved));
+    }
+    if (length > maxLength) {
+      throw new ProtocolException(
+          "frame header: " + typeName(type) + " payload of " + length + " bytes exceeds the limit "
+              + maxLength);
+    }
+    return new Header(type, flags, id, (int) length);
+  }
+
+  // ---- messages --------------------------------------------------------------
+
+  /** One message payload. */
+  interface Msg {
+    int type();
+
+    void encode(Enc e);
+  }
+
+  record Hello(int minVersion, int maxVersion, String client) implements Msg {
+    public int type() {
+      return HELLO;
+    }
+
+    public void encode(Enc e) {
+      e.u16(minVersion).u16(maxVersion).str(client);
+    }
+
+    static Hello decode(Dec d) throws ProtocolException {
+      Hello m = new Hello(d.u16("MinVersion"), d.u16("MaxVersion"), d.str("Client", MAX_NAME));
+      d.finish();
+      d.check(m.minVersion >= 1, "MinVersion", m.minVersion + ", want >= 1");
+      d.check(m.maxVersion >= m.minVersion, "MaxVersion", m.maxVersion + " below MinVersion");
+      return m;
+    }
+  }
+
+  record ServerHello(int version, long maxFrame, long maxInline, long features, String server)
+      implements Msg {
+    public int type() {
+      return HELLO | RESPONSE;
+    }
+
+    public void encode(Enc e) {
+      e.u16(version).u16(0).u32(maxFrame).u32(maxInline).u64(features).str(server);
+    }
+
+    static ServerHello decode(Dec d) throws ProtocolException {
+      int version = d.u16("Version");
+      d.zero("reserved", 2);
+      long maxFrame = d.u32("MaxFrame");
+      long maxInline = d.u32("MaxInline");
+      long features = d.u64("Features");
+      String server = d.str("Server", MAX_NAME);
+      d.finish();
+      d.check(version >= 1, "Version", version + ", want >= 1");
+      d.check(maxFrame >= MIN_MAX_FRAME, "MaxFrame", maxFrame + " below " + MIN_MAX_FRAME);
+      d.check(maxInline <= maxFrame, "MaxInline", maxInline + " exceeds MaxFrame " + maxFrame);
+      return new ServerHello(version, maxFrame, maxInline, features, server);
+    }
+  }
+
+  record Register(String appId, String executorId, int subDirs, List<String> localDirs)
+      implements Msg {
+    public int type() {
+      return REGISTER;
+    }
+
+    public void encode(Enc e) {
+      e.str(appId).str(executorId).i32(subDirs).u32(localDirs.size());
+      for (String s : localDirs) {
+        e.str(s);
+      }
+    }
+
+    static Register decode(Dec d) throws ProtocolException {
+      String app = d.str("AppID", MAX_NAME);
+      String exec = d.str("ExecutorID", MAX_NAME);
+      int sub = d.i32("SubDirs");
+      int n = d.count("LocalDirs", MAX_LOCAL_DIRS, 2);
+      List<String> dirs = new ArrayList<>(n);
+      for (int i = 0; i < n; i++) {
+        dirs.add(d.str("LocalDirs", MAX_PATH));
+      }
+      d.finish();
+      return new Register(app, exec, sub, List.copyOf(dirs));
+    }
+  }
+
+  record Registered(List<String> dirs) implements Msg {
+    public int type() {
+      return REGISTER | RESPONSE;
+    }
+
+    public void encode(Enc e) {
+      e.u32(dirs.size());
+      for (String s : dirs) {
+        e.str(s);
+      }
+    }
+
+    static Registered decode(Dec d) throws ProtocolException {
+      int n = d.count("Dirs", MAX_LOCAL_DIRS, 2);
+      List<String> dirs = new ArrayList<>(n);
+      for (int i = 0; i < n; i++) {
+        dirs.add(d.str("Dirs", MAX_PATH));
+      }
+      d.finish();
+      return new Registered(List.copyOf(dirs));
+    }
+  }
+
+  record Open(
+      int shuffleId, long mapId, int numPartitions, int kind, String codec, String checksum)
+      implements Msg {
+    public int type() {
+      return OPEN;
+    }
+
+    public void encode(Enc e) {
+      e.i32(shuffleId).i64(mapId).i32(numPartitions).u8(kind).u8(0).u8(0).u8(0);
+      e.str(codec).str(checksum);
+    }
+
+    static Open decode(Dec d) throws ProtocolException {
+      int s = d.i32("ShuffleID");
+      long m = d.i64("MapID");
+      int n = d.i32("NumPartitions");
+      int kind = d.u8("Kind");
+      d.zero("reserved", 3);
+      Open o = new Open(s, m, n, kind, d.str("Codec", MAX_TOKEN), d.str("Checksum", MAX_TOKEN));
+      d.finish();
+      d.check(s >= 0, "ShuffleID", s + ", want >= 0");
+      d.check(m >= 0, "MapID", m + ", want >= 0");
+      d.check(n >= 1 && n <= MAX_PARTITIONS, "NumPartitions", n + " out of [1, " + MAX_PARTITIONS + "]");
+      return o;
+    }
+  }
+
+  record Opened(long handle) implements Msg {
+    public int type() {
+      return OPEN | RESPONSE;
+    }
+
+    public void encode(Enc e) {
+      e.u64(handle);
+    }
+
+    static Opened decode(Dec d) throws ProtocolException {
+      Opened m = new Opened(d.u64("Handle"));
+      d.finish();
+      d.check(m.handle != 0, "Handle", "0, want != 0");
+      return m;
+    }
+  }
+
+  /**
+   * An opaque Batch. Inline: {@code inline} holds the payload (encoded after the head); memfd:
+   * {@code regionOffset} and {@code regionLength} locate it in the passed descriptor.
+   */
+  record Batch(
+      long handle, int plane, long[] offsets, byte[] inline, long regionOffset, long regionLength)
+      implements Msg {
+    public int type() {
+      return BATCH;
+    }
+
+    /** Everything but the inline payload bytes. */
+    void encodeHead(Enc e) {
+      e.u64(handle).u8(KIND_OPAQUE).u8(plane).u8(0).u8(0).u32(offsets.length);
+      for (long o : offsets) {
+        e.i64(o);
+      }
+      if (plane == PLANE_INLINE) {
+        e.u32(inlineLength());
+      } else {
+        e.i64(regionOffset).i64(regionLength);
+      }
+    }
+
+    long inlineLength() {
+      return offsets.length == 0 ? 0 : offsets[offsets.length - 1];
+    }
+
+    public void encode(Enc e) {
+      encodeHead(e);
+      if (plane == PLANE_INLINE) {
+        e.bytes(inline);
+      }
+    }
+
+    static int headSize(int partitions, int plane) {
+      return 8 + 4 + 4 + 8 * (partitions + 1) + (plane == PLANE_INLINE ? 4 : 16);
+    }
+
+    static Batch decode(Dec d) throws ProtocolException {
+      long handle = d.u64("Handle");
+      int kind = d.u8("Kind");
+      int plane = d.u8("Plane");
+      d.zero("reserved", 2);
+      d.check(kind == KIND_OPAQUE, "Kind", kind + ", this decoder reads opaque (1) only");
+      int n = d.count("PartitionOffsets", MAX_PARTITIONS + 1, 8);
+      long[] off = new long[n];
+      for (int i = 0; i < n; i++) {
+        off[i] = d.i64("PartitionOffsets");
+      }
+      Batch b;
+      if (plane == PLANE_INLINE) {
+        long len = d.u32("Inline");
+        b = new Batch(handle, plane, off, d.raw("Inline", len), 0, 0);
+      } else if (plane == PLANE_MEMFD) {
+        b = new Batch(handle, plane, off, null, d.i64("Region.Offset"), d.i64("Region.Length"));
+      } else {
+        throw d.invalid("Plane", plane + ", want 1 (inline) or 2 (memfd)");
+      }
+      d.finish();
+      d.check(handle != 0, "Handle", "0, want != 0");
+      String bad = Check.offsets(off, plane == PLANE_INLINE ? b.inline.length : b.regionLength);
+      if (bad != null) {
+        throw d.invalid("PartitionOffsets", bad);
+      }
+      return b;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Batch b
+          && handle == b.handle
+          && plane == b.plane
+          && Arrays.equals(offsets, b.offsets)
+          && Arrays.equals(inline, b.inline)
+          && regionOffset == b.regionOffset
+          && regionLength == b.regionLength;
+    }
+
+    @Override
+    public int hashCode() {
+      return Long.hashCode(handle) * 31 + Arrays.hashCode(offsets);
+    }
+
+    @Override
+    public String toString() {
+      return "Batch[handle=" + handle + ", plane=" + plane + ", offsets=" + Arrays.toString(offsets)
+          + "]";
+    }
+  }
+
+  record BatchAccepted() implements Msg {
+    public int type() {
+      return BATCH | RESPONSE;
+    }
+
+    public void encode(Enc e) {}
+  }
+
+  record Commit(long handle) implements Msg {
+    public int type() {
+      return COMMIT;
+    }
+
+    public void encode(Enc e) {
+      e.u64(handle);
+    }
+  }
+
+  record CommitRes(boolean existing, int runs, long[] lengths, long[] checksums) implements Msg {
+    public int type() {
+      return COMMIT | RESPONSE;
+    }
+
+    public void encode(Enc e) {
+      e.u8(existing ? 1 : 0).u8(0).u8(0).u8(0).i32(runs).u32(lengths.length);
+      for (long l : lengths) {
+        e.i64(l);
+      }
+      e.u32(checksums.length);
+      for (long c : checksums) {
+        e.i64(c);
+      }
+    }
+
+    static CommitRes decode(Dec d) throws ProtocolException {
+      int ex = d.u8("Existing");
+      d.check(ex <= 1, "Existing", ex + ", want 0 or 1");
+      d.zero("reserved", 3);
+      int runs = d.i32("Runs");
+      long[] lengths = d.i64s("Lengths", MAX_PARTITIONS);
+      long[] checksums = d.i64s("Checksums", MAX_PARTITIONS);
+      d.finish();
+      d.check(runs >= 0, "Runs", runs + ", want >= 0");
+      d.check(
+          checksums.length == 0 || checksums.length == lengths.length,
+          "Checksums",
+          checksums.length + " entries for " + lengths.length + " partitions");
+      for (int i = 0; i < lengths.length; i++) {
+        d.check(lengths[i] >= 0, "Lengths", "[" + i + "] = " + lengths[i] + ", want >= 0");
+      }
+      for (int i = 0; i < checksums.length; i++) {
+        d.check(
+            checksums[i] >= 0 && checksums[i] <= 0xFFFFFFFFL,
+            "Checksums",
+            "[" + i + "] = " + checksums[i] + ", want 0..2^32-1");
+      }
+      return new CommitRes(ex == 1, runs, lengths, checksums);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof CommitRes r
+          && existing == r.existing
+          && runs == r.runs
+          && Arrays.equals(lengths, r.lengths)
+          && Arrays.equals(checksums, r.checksums);
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(lengths);
+    }
+
+    @Override
+    public String toString() {
+      return "CommitRes[existing=" + existing + ", runs=" + runs + ", lengths="
+          + Arrays.toString(lengths) + ", checksums=" + Arrays.toString(checksums) + "]";
+    }
+  }
+
+  record Abort(long handle) implements Msg {
+    public int type() {
+      return ABORT;
+    }
+
+    public void encode(Enc e) {
+      e.u64(handle);
+    }
+  }
+
+  /** A message with an empty payload: Aborted, Ping, Pong, Stats. */
+  record Empty(int type) implements Msg {
+    public void encode(Enc e) {}
+  }
+
+  record StatsResult(List<Stat> stats) implements Msg {
+    record Stat(String name, long value) {}
+
+    public int type() {
+      return STATS | RESPONSE;
+    }
+
+    public void encode(Enc e) {
+      e.u32(stats.size());
+      for (Stat s : stats) {
+        e.str(s.name).i64(s.value);
+      }
+    }
+
+    static StatsResult decode(Dec d) throws ProtocolException {
+      int n = d.count("Stats", MAX_STATS, 10);
+      List<Stat> out = new ArrayList<>(n);
+      for (int i = 0; i < n; i++) {
+        String name = d.str("Stats.Name", MAX_STAT_NAME);
+        d.check(!name.isEmpty() && Check.token(name) == null, "Stats.Name", "\"" + name + "\"");
+        out.add(new Stat(name, d.i64("Stats.Value")));
+      }
+      d.finish();
+      return new StatsResult(List.copyOf(out));
+    }
+  }
+
+  record RemoveShuffle(String appId, int shuffleId) implements Msg {
+    public int type() {
+      return REMOVE_SHUFFLE;
+    }
+
+    public void encode(Enc e) {
+      e.str(appId).i32(shuffleId);
+    }
+  }
+
+  /** ShuffleRemoved or ApplicationRemoved. */
+  record RemovedMsg(int type, long mapOutputs, long bytes) implements Msg {
+    public void encode(Enc e) {
+      e.i64(mapOutputs).i64(bytes);
+    }
+
+    static RemovedMsg decode(int type, Dec d) throws ProtocolException {
+      RemovedMsg m = new RemovedMsg(type, d.i64("MapOutputs"), d.i64("Bytes"));
+      d.finish();
+      d.check(m.mapOutputs >= 0, "MapOutputs", m.mapOutputs + ", want >= 0");
+      d.check(m.bytes >= 0, "Bytes", m.bytes + ", want >= 0");
+      return m;
+    }
+  }
+
+  /** RemoveApplication or ListShuffles: one app id. */
+  record AppRequest(int type, String appId) implements Msg {
+    public void encode(Enc e) {
+      e.str(appId);
+    }
+  }
+
+  record ShuffleList(List<ShuffleInfo> shuffles) implements Msg {
+    public int type() {
+      return LIST_SHUFFLES | RESPONSE;
+    }
+
+    public void encode(Enc e) {
+      e.u32(shuffles.size());
+      for (ShuffleInfo s : shuffles) {
+        e.i32(s.shuffleId()).i64(s.mapOutputs()).i64(s.bytes());
+      }
+    }
+
+    static ShuffleList decode(Dec d) throws ProtocolException {
+      int n = d.count("Shuffles", MAX_SHUFFLES, 20);
+      List<ShuffleInfo> out = new ArrayList<>(n);
+      int prev = -1;
+      for (int i = 0; i < n; i++) {
+        ShuffleInfo s = new ShuffleInfo(d.i32("ShuffleID"), d.i64("MapOutputs"), d.i64("Bytes"));
+        d.check(s.shuffleId() > prev, "Shuffles", "[" + i + "] id " + s.shuffleId() + " not ascending");
+        d.check(s.mapOutputs() >= 0 && s.bytes() >= 0, "Shuffles", "[" + i + "] negative figures");
+        prev = s.shuffleId();
+        out.add(s);
+      }
+      d.finish();
+      return new ShuffleList(List.copyOf(out));
+    }
+  }
+
+  record Error(long code, String message) implements Msg {
+    public int type() {
+      return ERROR;
+    }
+
+    public void encode(Enc e) {
+      e.u32(code).str(message);
+    }
+
+    static Error decode(Dec d) throws ProtocolException {
+      long code = d.u32("Code");
+      String msg = d.lenient("Message", MAX_ERROR_MESSAGE);
+      d.finish();
+      d.check(code != 0, "Code", "0 (OK) is not an error");
+      return new Error(code, msg);
+    }
+  }
+
+  /** Decodes the payload of a frame of type {@code type}. */
+  static Msg decode(int type, ByteBuffer payload) throws ProtocolException {
+    Dec d = new Dec(typeName(type), payload);
+    switch (type) {
+      case HELLO:
+        return Hello.decode(d);
+      case HELLO | RESPONSE:
+        return ServerHello.decode(d);
+      case REGISTER:
+        return Register.decode(d);
+      case REGISTER | RESPONSE:
+        return Registered.decode(d);
+      case OPEN:
+        return Open.decode(d);
+      case OPEN | RESPONSE:
+        return Opened.decode(d);
+      case BATCH:
+        return Batch.decode(d);
+      case COMMIT | RESPONSE:
+        return CommitRes.decode(d);
+      case COMMIT:
+      case ABORT:
+        {
+          long h = d.u64("Handle");
+          d.finish();
+          d.check(h != 0, "Handle", "0, want != 0");
+          return type == COMMIT ? new Commit(h) : new Abort(h);
+        }
+      case BATCH | RESPONSE:
+      case ABORT | RESPONSE:
+      case PING:
+      case PING | RESPONSE:
+      case STATS:
+        d.finish();
+        return type == (BATCH | RESPONSE) ? new BatchAccepted() : new Empty(type);
+      case STATS | RESPONSE:
+        return StatsResult.decode(d);
+      case REMOVE_SHUFFLE:
+        {
+          RemoveShuffle m = new RemoveShuffle(d.str("AppID", MAX_NAME), d.i32("ShuffleID"));
+          d.finish();
+          return m;
+        }
+      case REMOVE_APPLICATION:
+      case LIST_SHUFFLES:
+        {
+          AppRequest m = new AppRequest(type, d.str("AppID", MAX_NAME));
+          d.finish();
+          return m;
+        }
+      case REMOVE_SHUFFLE | RESPONSE:
+      case REMOVE_APPLICATION | RESPONSE:
+        return RemovedMsg.decode(type, d);
+      case LIST_SHUFFLES | RESPONSE:
+        return ShuffleList.decode(d);
+      case ERROR:
+        return Error.decode(d);
+      default:
+        throw new ProtocolException("unknown message type " + typeName(type));
+    }
+  }
+
+  /** The whole frame (header and payload) of {@code m}. */
+  static byte[] frame(int id, Msg m, int flags) {
+    Enc e = new Enc(64);
+    e.skip(HEADER_SIZE);
+    m.encode(e);
+    ByteBuffer b = ByteBuffer.wrap(e.buf, 0, HEADER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
+    putHeader(b, m.type(), flags, id, e.len - HEADER_SIZE);
+    return Arrays.copyOf(e.buf, e.len);
+  }
+
+  // ---- encoder and decoder ---------------------------------------------------------
+
+  /** A growable little-endian byte buffer. */
+  static final class Enc {
+    byte[] buf;
+    int len;
+
+    Enc(int cap) {
+      buf = new byte[cap];
+    }
+
+    void reset() {
+      len = 0;
+    }
+
+    private void grow(int n) {
+      if (len + n > buf.length) {
+        buf = Arrays.copyOf(buf, Math.max(buf.length * 2, len + n));
+      }
+    }
+
+    Enc skip(int n) {
+      grow(n);
+      len += n;
+      return this;
+    }
+
+    Enc u8(int v) {
+      grow(1);
+      buf[len++] = (byte) v;
+      return this;
+    }
+
+    Enc u16(int v) {
+      grow(2);
+      buf[len++] = (byte) v;
+      buf[len++] = (byte) (v >>> 8);
+      return this;
+    }
+
+    Enc i32(int v) {
+      grow(4);
+      for (int i = 0; i < 4; i++) {
+        buf[len++] = (byte) (v >>> (8 * i));
+      }
+      return this;
+    }
+
+    Enc u32(long v) {
+      return i32((int) v);
+    }
+
+    Enc i64(long v) {
+      grow(8);
+      for (int i = 0; i < 8; i++) {
+        buf[len++] = (byte) (v >>> (8 * i));
+      }
+      return this;
+    }
+
+    Enc u64(long v) {
+      return i64(v);
+    }
+
+    Enc str(String s) {
+      byte[] b = s.getBytes(StandardCharsets.UTF_8);
+      u16(b.length);
+      return bytes(b);
+    }
+
+    Enc bytes(byte[] b) {
+      grow(b.length);
+      System.arraycopy(b, 0, buf, len, b.length);
+      len += b.length;
+      return this;
+    }
+  }
+
+  /** Reads one payload, naming the message and field in every error. */
+  static final class Dec {
+    private final String msg;
+    private final ByteBuffer b;
+
+    Dec(String msg, ByteBuffer payload) {
+      this.msg = msg;
+      this.b = payload.slice().order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    ProtocolException invalid(String field, String what) {
+      return new ProtocolException(msg + "." + field + ": " + what);
+    }
+
+    void check(boolean ok, String field, String what) throws ProtocolException {
+      if (!ok) {
+        throw invalid(field, what);
+      }
+    }
+
+    private void need(String field, long n) throws ProtocolException {
+      if (b.remaining() < n) {
+        throw invalid(field, "truncated: " + n + " bytes wanted, " + b.remaining() + " left");
+      }
+    }
+
+    int u8(String field) throws ProtocolException {
+      need(field, 1);
+      return Byte.toUnsignedInt(b.get());
+    }
+
+    int u16(String field) throws ProtocolException {
+      need(field, 2);
+      return Short.toUnsignedInt(b.getShort());
+    }
+
+    int i32(String field) throws ProtocolException {
+      need(field, 4);
+      return b.getInt();
+    }
+
+    long u32(String field) throws ProtocolException {
+      return Integer.toUnsignedLong(i32(field));
+    }
+
+    long i64(String field) throws ProtocolException {
+      need(field, 8);
+      return b.getLong();
+    }
+
+    long u64(String field) throws ProtocolException {
+      return i64(field);
+    }
+
+    void zero(String field, int n) throws ProtocolException {
+      need(field, n);
+      for (int i = 0; i < n; i++) {
+        if (b.get() != 0) {
+          throw invalid(field, "byte " + i + " is not 0");
+        }
+      }
+    }
+
+    /** A count of elements of at least {@code minSize} bytes each, checked before allocating. */
+    int count(String field, int max, int minSize) throws ProtocolException {
+      long n = u32(field);
+      if (n > max) {
+        throw invalid(field, n + " entries exceed " + max);
+      }
+      if (n * minSize > b.remaining()) {
+        throw invalid(field, n + " entries do not fit in " + b.remaining() + " bytes");
+      }
+      return (int) n;
+    }
+
+    long[] i64s(String field, int max) throws ProtocolException {
+      int n = count(field, max, 8);
+      long[] v = new long[n];
+      for (int i = 0; i < n; i++) {
+        v[i] = b.getLong();
+      }
+      return v;
+    }
+
+    byte[] raw(String field, long n) throws ProtocolException {
+      need(field, n);
+      byte[] v = new byte[(int) n];
+      b.get(v);
+      return v;
+    }
+
+    /** A string of valid UTF-8 without NUL. */
+    String str(String field, int max) throws ProtocolException {
+      byte[] raw = strBytes(field, max);
+      String s;
+      try {
+        s =
+            StandardCharsets.UTF_8
+                .newDecoder()
+                .onMalformedInput(CodingErrorAction.REPORT)
+                .onUnmappableCharacter(CodingErrorAction.REPORT)
+                .decode(ByteBuffer.wrap(raw))
+                .toString();
+      } catch (CharacterCodingException e) {
+        throw invalid(field, "not valid UTF-8");
+      }
+      if (s.indexOf('\0') >= 0) {
+        throw invalid(field, "contains NUL");
+      }
+      return s;
+    }
+
+    /** A string that may quote hostile bytes (an Error message): bad UTF-8 is replaced. */
+    String lenient(String field, int max) throws ProtocolException {
+      return new String(strBytes(field, max), StandardCharsets.UTF_8);
+    }
+
+    private byte[] strBytes(String field, int max) throws ProtocolException {
+      int n = u16(field);
+      if (n > max) {
+        throw invalid(field, "length " + n + " exceeds " + max);
+      }
+      return raw(field, n);
+    }
+
+    void finish() throws ProtocolException {
+      if (b.hasRemaining()) {
+        throw invalid("(end)", b.remaining() + " trailing bytes");
+      }
+    }
+  }
+}

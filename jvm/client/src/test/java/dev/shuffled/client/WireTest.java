@@ -1,0 +1,79 @@
+package dev.shuffled.client;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.nio.ByteBuffer;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+/** The decoder and the client-side checks on hostile and edge-case input. */
+class WireTest {
+  /**
+   * Every golden payload, cut short and with random bytes changed: the decoder answers a message
+   * or a ProtocolException, never another exception.
+   */
+  @Test
+  void mangledPayloadsFailCleanly() throws Exception {
+    Map<String, byte[]> frames = GoldenTest.parse(GoldenTest.goldenFile());
+    Random r = new Random(11);
+    int refused = 0;
+    for (byte[] f : frames.values()) {
+      Wire.Header h = Wire.readHeader(ByteBuffer.wrap(f), 1 << 20);
+      byte[] p = java.util.Arrays.copyOfRange(f, Wire.HEADER_SIZE, f.length);
+      for (int cut = 0; cut < p.length; cut++) {
+        try {
+          Wire.decode(h.type(), ByteBuffer.wrap(p, 0, cut));
+        } catch (ProtocolException e) {
+          refused++;
+        }
+      }
+      for (int i = 0; i < 300 && p.length > 0; i++) {
+        byte[] q = p.clone();
+        for (int k = 0; k < 1 + r.nextInt(3); k++) {
+          q[r.nextInt(q.length)] = (byte) r.nextInt(256);
+        }
+        try {
+          Wire.decode(h.type(), ByteBuffer.wrap(q));
+        } catch (ProtocolException e) {
+          refused++;
+        }
+      }
+    }
+    assertTrue(refused > 1000, "the decoder refused " + refused + " mangled payloads");
+  }
+
+  @Test
+  void countsAreCheckedBeforeAllocating() {
+    // A CommitResult claiming 2^24 lengths in a 16-byte payload.
+    byte[] p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
+    ProtocolException e =
+        assertThrows(
+            ProtocolException.class,
+            () -> Wire.decode(Wire.COMMIT | Wire.RESPONSE, ByteBuffer.wrap(p)));
+    assertTrue(e.getMessage().contains("do not fit"), e.getMessage());
+  }
+
+  @Test
+  void plainNames() {
+    assertNull(Check.plainName("app-20260101-0001"));
+    assertNull(Check.plainName("exec-\uD83D\uDE00")); // a supplementary character is fine
+    assertNotNull(Check.plainName("bad\uD83D")); // a lone surrogate is not UTF-8
+    assertNotNull(Check.plainName(""));
+    assertNotNull(Check.plainName("."));
+    assertNotNull(Check.plainName("a/b"));
+    assertNotNull(Check.plainName("a\u0085b"));
+    assertNotNull(Check.plainName("x".repeat(256)));
+    assertNull(Check.plainName("x".repeat(255)));
+  }
+
+  @Test
+  void localDirs() {
+    assertNull(Check.localDir("/data/1/blockmgr-abc"));
+    assertNotNull(Check.localDir("data"));
+    assertNotNull(Check.localDir("/data/./x"));
+    assertNotNull(Check.localDir("/data/.."));
+    assertNotNull(Check.localDir("/a\0b"));
+    assertNotNull(Check.localDir("/" + "x".repeat(4095)));
+  }
+}

@@ -1,0 +1,149 @@
+package org.apache.spark.shuffle.shuffled;
+
+import dev.shuffled.client.Removed;
+import dev.shuffled.client.ShuffledClient;
+import java.io.IOException;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Spark's sort-based shuffle with map outputs written by the shuffled daemon on the executor's
+ * node. Enable with {@code spark.shuffle.manager=org.apache.spark.shuffle.shuffled.ShuffledShuffleManager}
+ * and {@code spark.shuffled.socket=PATH}.
+ *
+ * <p>Everything but the writer is {@link SortShuffleManager}'s: shuffle handles, the reader, and
+ * the block resolver ({@code IndexShuffleBlockResolver}), because the daemon writes Spark's own
+ * files ({@code shuffle_S_M_0.data}, {@code .index}, {@code .checksum.ALGO}) into the executor's
+ * own local dirs. Spark's writer is used instead, with a warning, when the configuration needs
+ * what the daemon does not do (I/O encryption, the lzf codec) or, with {@code
+ * spark.shuffled.fallback.enabled}, when the daemon cannot be reached at the executor's first map
+ * task.
+ *
+ * <p>Lifecycle: {@link #unregisterShuffle} removes the shuffle's outputs from the daemon
+ * (RemoveShuffle), on every executor and on the driver where a daemon answers; the driver's
+ * {@link #stop} removes the whole application (RemoveApplication) from the daemon on its node.
+ * Daemons on other nodes remove an application when its last executor has been gone for their
+ * {@code --retention}, or when Spark's cluster manager deletes the executor dirs.
+ */
+public class ShuffledShuffleManager extends SortShuffleManager {
+  private static final Logger LOG = LoggerFactory.getLogger(ShuffledShuffleManager.class);
+
+  private final SparkConf sparkConf;
+  private final boolean isDriver;
+  private final ShuffledConf conf;
+  private final String unsupported;
+  private final DaemonLink link;
+  private boolean warnedUnsupported;
+
+  /** The constructor Spark calls (SparkEnv instantiates the class named by spark.shuffle.manager). */
+  public ShuffledShuffleManager(SparkConf sparkConf, boolean isDriver) {
+    super(sparkConf);
+    this.sparkConf = sparkConf;
+    this.isDriver = isDriver;
+    this.conf = new ShuffledConf(sparkConf);
+    this.unsupported = conf.unsupportedReason();
+    this.link = new DaemonLink(conf);
+    if (isDriver && unsupported != null) {
+      LOG.warn("shuffled: {}; map outputs are written by Spark's own writer", unsupported);
+    }
+    String ignored = ShuffledConf.ignoredCodecSettings(sparkConf);
+    if (isDriver && unsupported == null && ignored != null) {
+      LOG.warn("shuffled: {} not applied: the daemon compresses with its own --block-size and"
+          + " zstd level 1 (readers decode either)", ignored);
+    }
+  }
+
+  @Override
+  public <K, V> ShuffleWriter<K, V> getWriter(
+      ShuffleHandle handle, long mapId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
+    if (unsupported != null) {
+      warnUnsupported();
+      return super.getWriter(handle, mapId, context, metrics);
+    }
+    ShuffledClient client;
+    try {
+      client = link.forWriting();
+    } catch (IOException e) {
+      throw new ShuffledUnavailableException(e.getMessage(), e);
+    }
+    if (client == null) {
+      return super.getWriter(handle, mapId, context, metrics);
+    }
+    @SuppressWarnings("unchecked")
+    BaseShuffleHandle<K, V, Object> h = (BaseShuffleHandle<K, V, Object>) handle;
+    return new ShuffledShuffleWriter<>(
+        client,
+        h,
+        mapId,
+        context,
+        metrics,
+        conf.openOptions(),
+        conf.batchBytes,
+        conf.reconnectTimeout,
+        SparkEnv.get().blockManager().shuffleServerId());
+  }
+
+  private synchronized void warnUnsupported() {
+    if (!warnedUnsupported) {
+      warnedUnsupported = true;
+      LOG.warn("shuffled: {}; this executor writes its shuffle output with Spark's own writer",
+          unsupported);
+    }
+  }
+
+  @Override
+  public boolean unregisterShuffle(int shuffleId) {
+    boolean removed = super.unregisterShuffle(shuffleId);
+    if (unsupported == null) {
+      ShuffledClient c = link.forRemoval();
+      if (c != null) {
+        String app = appId();
+        try {
+          Removed r = c.removeShuffle(app, shuffleId);
+          LOG.debug("shuffled: removed shuffle {} of {}: {} map outputs, {} bytes",
+              shuffleId, app, r.mapOutputs(), r.bytes());
+        } catch (IOException | RuntimeException e) {
+          LOG.warn("shuffled: removing shuffle {} of {} from the daemon at {} failed: {}",
+              shuffleId, app, conf.socket, e.getMessage());
+        }
+      }
+    }
+    return removed;
+  }
+
+  @Override
+  public void stop() {
+    try {
+      if (isDriver && unsupported == null) {
+        ShuffledClient c = link.forRemoval();
+        if (c != null) {
+          String app = appId();
+          try {
+            Removed r = c.removeApplication(app);
+            LOG.info("shuffled: removed application {} from the daemon at {}: {} map outputs,"
+                + " {} bytes", app, conf.socket, r.mapOutputs(), r.bytes());
+          } catch (IOException | RuntimeException e) {
+            LOG.warn("shuffled: removing application {} from the daemon at {} failed: {}",
+                app, conf.socket, e.getMessage());
+          }
+        }
+      }
+    } finally {
+      link.close();
+      super.stop();
+    }
+  }
+
+  private String appId() {
+    String app = link.registeredApp();
+    return app != null ? app : sparkConf.getAppId();
+  }
+}

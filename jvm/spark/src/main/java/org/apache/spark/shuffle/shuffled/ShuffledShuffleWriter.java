@@ -1,0 +1,278 @@
+package org.apache.spark.shuffle.shuffled;
+
+import dev.shuffled.client.CommitResult;
+import dev.shuffled.client.MapOutput;
+import dev.shuffled.client.OpenOptions;
+import dev.shuffled.client.ShuffledClient;
+import dev.shuffled.client.ShuffledException;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import org.apache.spark.Partitioner;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.TaskContext;
+import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.scheduler.MapStatus$;
+import org.apache.spark.serializer.SerializationStream;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.storage.BlockManagerId;
+import scala.Option;
+import scala.Product2;
+import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
+
+/**
+ * Writes one map task's output through the shuffled daemon. The task thread serializes each record
+ * with the shuffle's serializer into its partition's buffer; once {@code spark.shuffled.batchBytes}
+ * are buffered, the partitions go to the daemon as one opaque batch of uncompressed bytes, which
+ * the daemon compresses with Spark's codec and writes into the executor's local dirs. The commit's
+ * partition lengths become the map status.
+ *
+ * <p>A serializer that supports relocation of serialized objects (Kryo with auto-reset, SQL's
+ * UnsafeRow serializer) produces records that may be cut and concatenated at record boundaries, so
+ * one serialization stream serves every partition, flushed after each record. Any other serializer
+ * (Java serialization writes a stream header) gets one stream per partition, opened at the
+ * partition's first record and kept across batches, so that each partition's decompressed bytes
+ * are one valid stream.
+ */
+final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
+  private static final ClassTag<Object> OBJECT = ClassTag$.MODULE$.Object();
+
+  private final ShuffledClient client;
+  private final BaseShuffleHandle<K, V, C> handle;
+  private final long mapId;
+  private final TaskContext context;
+  private final ShuffleWriteMetricsReporter metrics;
+  private final OpenOptions options;
+  private final long batchBytes;
+  private final Duration reconnectTimeout;
+  private final BlockManagerId location;
+
+  private MapOutput output;
+  private long[] lengths;
+  private MapStatus status;
+  private boolean stopping;
+
+  ShuffledShuffleWriter(
+      ShuffledClient client,
+      BaseShuffleHandle<K, V, C> handle,
+      long mapId,
+      TaskContext context,
+      ShuffleWriteMetricsReporter metrics,
+      OpenOptions options,
+      long batchBytes,
+      Duration reconnectTimeout,
+      BlockManagerId location) {
+    this.client = client;
+    this.handle = handle;
+    this.mapId = mapId;
+    this.context = context;
+    this.metrics = metrics;
+    this.options = options;
+    this.batchBytes = batchBytes;
+    this.reconnectTimeout = reconnectTimeout;
+    this.location = location;
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
+    ShuffleDependency<K, V, C> dep = handle.dependency();
+    scala.collection.Iterator<? extends Product2<K, ?>> it = records;
+    if (dep.mapSideCombine()) {
+      // As SortShuffleWriter: combine on the map side when the dependency asks for it; the
+      // reducer then merges combiners, not values.
+      it = dep.aggregator().get().combineValuesByKey(records, context);
+    }
+    Partitioner partitioner = dep.partitioner();
+    int numPartitions = partitioner.numPartitions();
+    Serializer serializer = dep.serializer();
+    SerializerInstance ser = serializer.newInstance();
+    PartitionBuffers bufs = new PartitionBuffers(numPartitions);
+    long[] offsets = new long[numPartitions + 1];
+
+    long t0 = System.nanoTime();
+    output = open(dep.shuffleId(), numPartitions);
+    metrics.incWriteTime(System.nanoTime() - t0);
+    long limit = Math.min(batchBytes, output.maxBatchBytes());
+
+    long pending = 0; // records serialized but not yet counted in the metrics
+    if (serializer.supportsRelocationOfSerializedObjects()) {
+      Redirect target = new Redirect(bufs);
+      SerializationStream s = ser.serializeStream(target);
+      while (it.hasNext()) {
+        Product2<K, ?> r = it.next();
+        K key = r._1();
+        target.partition = partitioner.getPartition(key);
+        s.writeKey(key, OBJECT);
+        s.writeValue(r._2(), OBJECT);
+        s.flush();
+        pending++;
+        if (bufs.size() >= limit) {
+          send(bufs, offsets);
+          metrics.incRecordsWritten(pending);
+          pending = 0;
+        }
+      }
+      s.close();
+    } else {
+      SerializationStream[] streams = new SerializationStream[numPartitions];
+      while (it.hasNext()) {
+        Product2<K, ?> r = it.next();
+        K key = r._1();
+        int p = partitioner.getPartition(key);
+        SerializationStream s = streams[p];
+        if (s == null) {
+          s = ser.serializeStream(bufs.stream(p));
+          streams[p] = s;
+        }
+        s.writeKey(key, OBJECT);
+        s.writeValue(r._2(), OBJECT);
+        pending++;
+        if (bufs.size() >= limit) {
+          for (SerializationStream open : streams) {
+            if (open != null) {
+              open.flush();
+            }
+          }
+          send(bufs, offsets);
+          metrics.incRecordsWritten(pending);
+          pending = 0;
+        }
+      }
+      for (SerializationStream open : streams) {
+        if (open != null) {
+          open.close();
+        }
+      }
+    }
+    if (bufs.size() > 0) {
+      send(bufs, offsets);
+    }
+    metrics.incRecordsWritten(pending);
+
+    t0 = System.nanoTime();
+    CommitResult result = output.commit();
+    metrics.incWriteTime(System.nanoTime() - t0);
+    lengths = result.lengths();
+    if (lengths.length != numPartitions) {
+      throw new IOException(
+          "shuffled daemon committed map output (shuffle "
+              + dep.shuffleId()
+              + ", map "
+              + mapId
+              + ") with "
+              + lengths.length
+              + " partition lengths, want "
+              + numPartitions);
+    }
+    metrics.incBytesWritten(result.totalLength());
+    status = MapStatus$.MODULE$.apply(location, lengths, mapId);
+  }
+
+  /**
+   * Opens the map output. A daemon that went away (a restart) is waited for, up to
+   * spark.shuffled.reconnectTimeout, so that the task does not fail at once; nothing has been sent
+   * yet, so trying again is safe. An answer of the daemon (an error) is not retried.
+   */
+  private MapOutput open(int shuffleId, int numPartitions) throws IOException {
+    long deadline = System.nanoTime() + reconnectTimeout.toNanos();
+    long pause = 50;
+    while (true) {
+      try {
+        return client.openMapOutput(shuffleId, mapId, numPartitions, options);
+      } catch (ShuffledException e) {
+        throw e;
+      } catch (IOException e) {
+        if (System.nanoTime() + pause * 1_000_000 > deadline) {
+          throw new IOException(
+              "shuffled daemon unreachable for map output (shuffle " + shuffleId + ", map " + mapId
+                  + ") within " + ShuffledConf.RECONNECT_TIMEOUT + "=" + reconnectTimeout.toMillis()
+                  + "ms: " + e.getMessage(), e);
+        }
+        try {
+          Thread.sleep(pause);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw new InterruptedIOException("interrupted while waiting for the shuffled daemon");
+        }
+        pause = Math.min(pause * 2, 1000);
+      }
+    }
+  }
+
+  /** Hands the buffered partitions to the daemon, in pieces of at most maxBatchBytes. */
+  private void send(PartitionBuffers bufs, long[] offsets) throws IOException {
+    bufs.assemble(offsets);
+    int n = offsets.length - 1;
+    long total = offsets[n];
+    long max = output.maxBatchBytes();
+    long t0 = System.nanoTime();
+    if (total <= max) {
+      output.writeOpaque(ByteBuffer.wrap(bufs.payload(), 0, (int) total), offsets);
+    } else {
+      // Cut the payload anywhere: a partition's bytes may be split over batches, the daemon
+      // appends them in order.
+      long[] piece = new long[n + 1];
+      for (long from = 0; from < total; from += max) {
+        long to = Math.min(total, from + max);
+        for (int p = 0; p <= n; p++) {
+          piece[p] = Math.min(Math.max(offsets[p], from), to) - from;
+        }
+        output.writeOpaque(
+            ByteBuffer.wrap(bufs.payload(), (int) from, (int) (to - from)), piece);
+      }
+    }
+    metrics.incWriteTime(System.nanoTime() - t0);
+  }
+
+  @Override
+  public Option<MapStatus> stop(boolean success) {
+    if (stopping) {
+      return Option.apply(null);
+    }
+    stopping = true;
+    if (success) {
+      if (status == null) {
+        throw new IllegalStateException(
+            "stop(success) of map " + mapId + " before its output was committed");
+      }
+      return Option.apply(status);
+    }
+    if (output != null) {
+      output.close(); // aborts unless committed
+    }
+    return Option.apply(null);
+  }
+
+  @Override
+  public long[] getPartitionLengths() {
+    return lengths;
+  }
+
+  /** The stream relocatable serializers write into: appends to the current record's partition. */
+  private static final class Redirect extends OutputStream {
+    private final PartitionBuffers bufs;
+    int partition;
+
+    Redirect(PartitionBuffers bufs) {
+      this.bufs = bufs;
+    }
+
+    @Override
+    public void write(int b) {
+      bufs.write(partition, b);
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) {
+      bufs.write(partition, b, off, len);
+    }
+  }
+}

@@ -1,0 +1,526 @@
+package dev.shuffled.spark.suite;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
+import org.apache.spark.SparkConf;
+import org.apache.spark.Success$;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.util.LongAccumulator;
+import scala.Tuple2;
+
+/**
+ * The Spark suite: real Spark (executors in their own JVMs, local-cluster mode) runs every job
+ * with Spark's sort shuffle and with the shuffled plugin, and the results must be identical; the
+ * daemon's metrics must show that every map task of a plugin run committed through it. Then the
+ * fallbacks, the external shuffle service serving the daemon's files after their executor is
+ * killed, a daemon killed during a map stage, and removal.
+ *
+ * <p>Arguments: {@code --daemon BIN --work DIR --plugin-jar JAR}. Exit status 0 when everything
+ * passed, 1 otherwise; each check prints one line.
+ */
+public final class SparkSuite {
+  static final String MANAGER = "org.apache.spark.shuffle.shuffled.ShuffledShuffleManager";
+
+  private final Path work;
+  private final Path localRoot;
+  private final Path pluginJar;
+  private final Path sparkHome;
+  private final Daemon daemon;
+  private final Map<String, String> expected = new LinkedHashMap<>();
+  private final List<String> failures = new ArrayList<>();
+  private int checks;
+
+  private SparkSuite(Path bin, Path work, Path pluginJar, Path sparkHome) throws IOException {
+    this.work = work;
+    this.localRoot = Files.createDirectories(work.resolve("local")).toRealPath();
+    this.pluginJar = pluginJar;
+    this.sparkHome = sparkHome;
+    this.daemon = new Daemon(bin, work, localRoot);
+  }
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> a = new LinkedHashMap<>();
+    for (int i = 0; i + 1 < args.length; i += 2) {
+      a.put(args[i], args[i + 1]);
+    }
+    for (String k : List.of("--daemon", "--work", "--plugin-jar")) {
+      if (!a.containsKey(k)) {
+        System.err.println("usage: SparkSuite --daemon BIN --work DIR --plugin-jar JAR");
+        System.exit(2);
+      }
+    }
+    String home = System.getenv("SPARK_HOME");
+    SparkSuite s = new SparkSuite(Path.of(a.get("--daemon")), Path.of(a.get("--work")),
+        Path.of(a.get("--plugin-jar")), Path.of(home));
+    long t0 = System.nanoTime();
+    int status;
+    try {
+      status = s.runAll();
+    } finally {
+      s.daemon.close();
+    }
+    System.out.printf("suite: Spark %s, %d checks, %d failed, %.0f s%n",
+        org.apache.spark.package$.MODULE$.SPARK_VERSION(), s.checks, s.failures.size(),
+        (System.nanoTime() - t0) / 1e9);
+    for (String f : s.failures) {
+      System.out.println("FAILED: " + f);
+    }
+    System.exit(status);
+  }
+
+  private int runAll() throws Exception {
+    daemon.start();
+
+    // Spark's own sort shuffle gives the expected result of every job.
+    context("baseline: sort shuffle, Java serializer", base(2), (spark, l) -> {
+      for (Jobs.Named j : Jobs.ALL) {
+        expected.put(j.name(), j.job().run(spark));
+      }
+    });
+    if (expected.size() != Jobs.ALL.size()) {
+      failures.add("the baseline did not run every job; nothing to compare with");
+      return 1;
+    }
+
+    context("plugin: Java serializer, lz4, ADLER32, batchBytes 256k",
+        plugin(2).set("spark.io.compression.codec", "lz4")
+            .set("spark.shuffle.checksum.algorithm", "ADLER32")
+            .set("spark.shuffled.batchBytes", "256k"),
+        (spark, l) -> {
+          for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SQL_JOIN_AGG,
+              Jobs.SKEWED, Jobs.WIDE)) {
+            compared(spark, l, j);
+          }
+          multiBatch(spark, l);
+          removal(spark);
+        });
+    context("plugin: Kryo, zstd, CRC32",
+        plugin(2).set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+            .set("spark.io.compression.codec", "zstd")
+            .set("spark.shuffle.checksum.algorithm", "CRC32"),
+        (spark, l) -> {
+          for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SQL_JOIN_AGG)) {
+            compared(spark, l, j);
+          }
+        });
+    context("plugin: Kryo, spark.shuffle.compress=false, fallback off; the daemon killed",
+        plugin(2).set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+            .set("spark.shuffle.compress", "false")
+            .set("spark.shuffled.batchBytes", "128k")
+            .set("spark.shuffled.fallback.enabled", "false"),
+        (spark, l) -> {
+          for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SQL_JOIN_AGG,
+              Jobs.MULTI_BATCH)) {
+            compared(spark, l, j);
+          }
+          daemonKilled(spark, l);
+        });
+
+    // Fallbacks: Spark's writer, correct results, nothing through the daemon.
+    context("fallback: no daemon at spark.shuffled.socket, fallback on",
+        plugin(1).set("spark.shuffled.socket", work.resolve("nothing-here.sock").toString()),
+        (spark, l) -> notThroughDaemon(spark, l, Jobs.REDUCE_BY_KEY));
+    context("fallback: spark.io.encryption.enabled=true",
+        plugin(1).set("spark.io.encryption.enabled", "true"),
+        (spark, l) -> notThroughDaemon(spark, l, Jobs.GROUP_BY_KEY));
+    context("no daemon at spark.shuffled.socket, fallback off",
+        plugin(1).set("spark.shuffled.socket", work.resolve("nothing-here.sock").toString())
+            .set("spark.shuffled.fallback.enabled", "false")
+            .set("spark.task.maxFailures", "1"),
+        this::failsWithoutDaemon);
+
+    externalShuffleService();
+    return failures.isEmpty() ? 0 : 1;
+  }
+
+  // --- configurations ------------------------------------------------------
+
+  private SparkConf base(int executors) {
+    return new SparkConf()
+        .setMaster("local-cluster[" + executors + ",1,1024]")
+        .set("spark.executor.memory", "640m")
+        .set("spark.local.dir", localRoot.toString())
+        .set("spark.ui.enabled", "false")
+        .set("spark.sql.shuffle.partitions", "8")
+        .set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        .set("spark.executor.extraClassPath", pluginJar.toString())
+        // Short-lived JVMs on a small machine: start fast, compile little.
+        .set("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC");
+  }
+
+  private SparkConf plugin(int executors) {
+    return base(executors)
+        .set("spark.shuffle.manager", MANAGER)
+        .set("spark.shuffled.socket", daemon.socket.toString());
+  }
+
+  interface Body {
+    void run(SparkSession spark, Tasks listener) throws Exception;
+  }
+
+  /** Runs body in a fresh SparkSession of conf; an exception is one failure. */
+  private void context(String name, SparkConf conf, Body body) {
+    System.out.println("== " + name);
+    long t0 = System.nanoTime();
+    SparkSession spark = null;
+    try {
+      spark = SparkSession.builder().appName("shuffled suite: " + name).config(conf).getOrCreate();
+      Tasks l = new Tasks();
+      spark.sparkContext().addSparkListener(l);
+      body.run(spark, l);
+    } catch (Throwable e) {
+      fail(name + ": " + e);
+      e.printStackTrace(System.out);
+    } finally {
+      if (spark != null) {
+        boolean removes = MANAGER.equals(conf.get("spark.shuffle.manager", ""))
+            && daemon.socket.toString().equals(conf.get("spark.shuffled.socket", ""))
+            && !conf.getBoolean("spark.io.encryption.enabled", false);
+        String app = spark.sparkContext().applicationId();
+        long r0 = removes ? removals("application") : 0;
+        spark.stop();
+        if (removes) {
+          long r = removals("application") - r0;
+          check(r == 1, "stop: the driver removed application " + app + " from the daemon ("
+              + r + " RemoveApplication)");
+        }
+      }
+      SparkSession.clearActiveSession();
+      SparkSession.clearDefaultSession();
+    }
+    System.out.printf("   (%.1f s)%n", (System.nanoTime() - t0) / 1e9);
+  }
+
+  private long removals(String kind) {
+    try {
+      return daemon.metric("shuffled_removals_total{kind=\"" + kind + "\"}");
+    } catch (IOException e) {
+      fail("reading the daemon's metrics: " + e);
+      return -1;
+    }
+  }
+
+  // --- checks --------------------------------------------------------------
+
+  private void check(boolean ok, String what) {
+    checks++;
+    System.out.println((ok ? "   ok   " : "   FAIL ") + what);
+    if (!ok) {
+      failures.add(what);
+    }
+  }
+
+  private void fail(String what) {
+    checks++;
+    System.out.println("   FAIL " + what);
+    failures.add(what);
+  }
+
+  /**
+   * Runs the job with the plugin: same result as the sort shuffle, and every successful map task
+   * committed through the daemon. Returns the daemon's commits for the job.
+   */
+  private long compared(SparkSession spark, Tasks l, Jobs.Named j) throws Exception {
+    long c0 = daemon.metric("shuffled_commits_total");
+    l.reset(spark);
+    String got = j.job().run(spark);
+    l.drain(spark);
+    long commits = daemon.metric("shuffled_commits_total") - c0;
+    check(got.equals(expected.get(j.name())),
+        j.name() + ": result " + got + " equals the sort shuffle's " + expected.get(j.name()));
+    check(l.mapTasks.get() > 0 && commits == l.mapTasks.get(),
+        j.name() + ": the daemon committed " + commits + " map outputs for "
+            + l.mapTasks.get() + " successful map tasks");
+    return commits;
+  }
+
+  /** The multi-batch job: several runs per map output, so partition ids went backwards. */
+  private void multiBatch(SparkSession spark, Tasks l) throws Exception {
+    long runs0 = daemon.metric("shuffled_map_output_runs_sum");
+    long commits = compared(spark, l, Jobs.MULTI_BATCH);
+    long runs = daemon.metric("shuffled_map_output_runs_sum") - runs0;
+    check(commits > 0 && runs >= 4 * commits,
+        Jobs.MULTI_BATCH.name() + ": " + runs + " runs merged over " + commits
+            + " map outputs (several batches per map task)");
+  }
+
+  private void notThroughDaemon(SparkSession spark, Tasks l, Jobs.Named j) throws Exception {
+    long c0 = daemon.metric("shuffled_commits_total");
+    l.reset(spark);
+    String got = j.job().run(spark);
+    l.drain(spark);
+    long commits = daemon.metric("shuffled_commits_total") - c0;
+    check(got.equals(expected.get(j.name())),
+        j.name() + ": result " + got + " equals the sort shuffle's");
+    check(l.mapTasks.get() > 0 && commits == 0,
+        j.name() + ": " + l.mapTasks.get() + " map tasks wrote with Spark's writer, "
+            + commits + " through the daemon");
+  }
+
+  private void failsWithoutDaemon(SparkSession spark, Tasks l) {
+    try {
+      String got = Jobs.REDUCE_BY_KEY.job().run(spark);
+      fail("a job without a daemon and with fallback off succeeded: " + got);
+    } catch (Exception e) {
+      String m = String.valueOf(e.getMessage());
+      check(m.contains("spark.shuffled.socket=") && m.contains("fallback.enabled=false"),
+          "a job without a daemon and with fallback off fails with the plugin's message: "
+              + firstLine(m));
+    }
+  }
+
+  /** After the shuffle is cleaned up, its files are gone from the executors' local dirs. */
+  private void removal(SparkSession spark) throws Exception {
+    Set<Integer> before = shuffleIds();
+    check(!before.isEmpty(), "shuffle files of the jobs are in the local dirs: shuffles " + before);
+    long r0 = daemon.metric("shuffled_removals_total{kind=\"shuffle\"}");
+    JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    for (int id : before) {
+      sc.sc().cleaner().get().doCleanupShuffle(id, true);
+    }
+    Set<Integer> after = Set.of();
+    for (int i = 0; i < 100; i++) { // executors remove asynchronously after the blocking call
+      after = shuffleIds();
+      if (after.isEmpty()) {
+        break;
+      }
+      Thread.sleep(100);
+    }
+    long removals = daemon.metric("shuffled_removals_total{kind=\"shuffle\"}") - r0;
+    check(after.isEmpty() && removals >= before.size(),
+        "after cleanup of shuffles " + before + ", files left of " + after + "; the daemon"
+            + " served " + removals + " RemoveShuffle");
+  }
+
+  /** Shuffle ids with an index file anywhere under the Spark local dirs. */
+  private Set<Integer> shuffleIds() throws IOException {
+    Set<Integer> ids = new TreeSet<>();
+    try (Stream<Path> s = Files.walk(localRoot)) {
+      s.forEach(p -> {
+        String n = p.getFileName().toString();
+        if (n.startsWith("shuffle_") && n.endsWith("_0.index")) {
+          ids.add(Integer.parseInt(n.split("_")[1]));
+        }
+      });
+    } catch (java.io.UncheckedIOException e) {
+      // a dir removed while walking: try again later
+      return shuffleIds();
+    }
+    return ids;
+  }
+
+  // --- the external shuffle service ------------------------------------------
+
+  private void externalShuffleService() throws Exception {
+    int port;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    ProcessBuilder pb = new ProcessBuilder(
+        sparkHome.resolve("bin/spark-class").toString(),
+        "org.apache.spark.deploy.ExternalShuffleService")
+        .redirectErrorStream(true)
+        .redirectOutput(ProcessBuilder.Redirect.appendTo(work.resolve("ess.log").toFile()));
+    pb.environment().put("SPARK_SHUFFLE_OPTS", "-Dspark.shuffle.service.port=" + port);
+    pb.environment().put("SPARK_DAEMON_MEMORY", "256m");
+    Process ess = pb.start();
+    try {
+      waitForPort(port, ess);
+      SparkConf conf = plugin(2)
+          .set("spark.io.compression.codec", "snappy")
+          .set("spark.shuffle.checksum.enabled", "false")
+          .set("spark.shuffled.batchBytes", "64k")
+          .set("spark.shuffle.service.enabled", "true")
+          .set("spark.shuffle.service.port", Integer.toString(port))
+          // Read every block through the service, not host-local disk reads.
+          .set("spark.shuffle.readHostLocalDisk", "false");
+      context("plugin: Java serializer, snappy, checksums off, batchBytes 64k, read through the"
+          + " external shuffle service; an executor killed after the map stage", conf,
+          (spark, l) -> {
+            for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY,
+                Jobs.MULTI_BATCH)) {
+              compared(spark, l, j);
+            }
+            essKill(spark, l);
+          });
+      ess.destroy();
+      if (!ess.waitFor(20, TimeUnit.SECONDS)) {
+        ess.destroyForcibly();
+      }
+    } finally {
+      if (ess.isAlive()) {
+        ess.destroyForcibly();
+      }
+    }
+  }
+
+  private void essKill(SparkSession spark, Tasks l) throws Exception {
+    JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    LongAccumulator mapped = sc.sc().longAccumulator("mapped");
+    int per = 50_000;
+    JavaPairRDD<Integer, Long> pairs = Jobs.generate(spark, 4, per, s -> {
+      List<Tuple2<Integer, Long>> out = new ArrayList<>(per);
+      for (int i = s * per; i < (s + 1) * per; i++) {
+        out.add(new Tuple2<>(i % 5000, (long) i));
+      }
+      mapped.add(out.size());
+      return out.iterator();
+    });
+    JavaRDD<String> rows = pairs.reduceByKey(Long::sum, 8).map(t -> t._1() + "=" + t._2());
+    long c0 = daemon.metric("shuffled_commits_total");
+    l.reset(spark);
+    String first = Jobs.fingerprint(rows);
+    l.drain(spark);
+    long commits = daemon.metric("shuffled_commits_total") - c0;
+    check(first.equals(expected.get("reduceByKey")) && commits == l.mapTasks.get(),
+        "ess: first run " + first + ", " + commits + " map outputs through the daemon");
+    String victim = null;
+    for (Map.Entry<String, Integer> e : l.mapTasksByExecutor.entrySet()) {
+      if (e.getValue() > 0) {
+        victim = e.getKey();
+      }
+    }
+    check(victim != null && l.mapTasksByExecutor.size() == 2,
+        "ess: map tasks ran on executors " + l.mapTasksByExecutor);
+    if (victim == null) {
+      return;
+    }
+    String app = spark.sparkContext().applicationId();
+    String id = victim;
+    Optional<ProcessHandle> p = ProcessHandle.allProcesses()
+        .filter(h -> {
+          String cmd = h.info().commandLine().orElse("");
+          return cmd.contains("CoarseGrainedExecutorBackend") && cmd.contains(app)
+              && cmd.matches(".*--executor-id " + id + "( .*|$)");
+        })
+        .findFirst();
+    check(p.isPresent(), "ess: found the JVM of executor " + victim);
+    if (p.isEmpty()) {
+      return;
+    }
+    p.get().destroyForcibly();
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (sc.sc().statusTracker().getExecutorInfos().length > 2 && System.nanoTime() < deadline) {
+      Thread.sleep(100); // the driver plus two executors, until the victim is noticed
+    }
+    long mappedBefore = mapped.value();
+    l.reset(spark);
+    String second = Jobs.fingerprint(rows);
+    l.drain(spark);
+    check(second.equals(expected.get("reduceByKey")),
+        "ess: after executor " + victim + " was killed, the reduce stage gives " + second);
+    check(l.mapTasks.get() == 0 && mapped.value() == mappedBefore,
+        "ess: the map stage was not recomputed (" + l.mapTasks.get() + " map tasks ran, "
+            + (mapped.value() - mappedBefore) + " records mapped again)");
+  }
+
+  private static void waitForPort(int port, Process p) throws Exception {
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (true) {
+      try (java.net.Socket s = new java.net.Socket("127.0.0.1", port)) {
+        s.shutdownOutput();
+        return;
+      } catch (IOException notYet) {
+        if (!p.isAlive() || System.nanoTime() > deadline) {
+          throw new IOException("the external shuffle service did not listen on " + port, notYet);
+        }
+        Thread.sleep(200);
+      }
+    }
+  }
+
+  // --- the daemon killed during a map stage ----------------------------------
+
+  private void daemonKilled(SparkSession spark, Tasks l) throws Exception {
+    l.reset(spark);
+    long c0 = daemon.metric("shuffled_commits_total");
+    String[] result = new String[1];
+    Throwable[] error = new Throwable[1];
+    Thread job = new Thread(() -> {
+      try {
+        result[0] = Jobs.SLOW.job().run(spark);
+      } catch (Throwable e) {
+        error[0] = e;
+      }
+    });
+    job.start();
+    // Kill once some map outputs are committed and others are open.
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    while (System.nanoTime() < deadline) {
+      if (daemon.metric("shuffled_commits_total") - c0 >= 1
+          && daemon.metric("shuffled_open_map_outputs") >= 1) {
+        break;
+      }
+      Thread.sleep(20);
+    }
+    long committedBefore = daemon.metric("shuffled_commits_total") - c0;
+    daemon.kill();
+    Thread.sleep(300);
+    daemon.start();
+    job.join(300_000);
+    l.drain(spark);
+    long commitsAfter = daemon.metric("shuffled_commits_total");
+    check(error[0] == null && Jobs.SLOW.name() != null
+            && expected.get(Jobs.SLOW.name()).equals(result[0]),
+        "daemon killed: result " + result[0] + (error[0] != null ? " (" + error[0] + ")" : "")
+            + " equals the sort shuffle's " + expected.get(Jobs.SLOW.name()));
+    check(l.failedMapTasks.get() >= 1 && commitsAfter >= 1,
+        "daemon killed: " + l.failedMapTasks.get() + " map tasks failed and were retried, "
+            + commitsAfter + " map outputs committed by the restarted daemon ("
+            + committedBefore + " committed before the kill)");
+  }
+
+  private static String firstLine(String s) {
+    int i = s.indexOf('\n');
+    return i < 0 ? s : s.substring(0, i);
+  }
+
+  /** Counts map tasks by outcome and executor. */
+  static final class Tasks extends SparkListener {
+    final AtomicLong mapTasks = new AtomicLong();
+    final AtomicLong failedMapTasks = new AtomicLong();
+    final Map<String, Integer> mapTasksByExecutor = new ConcurrentHashMap<>();
+
+    void reset(SparkSession spark) throws Exception {
+      drain(spark);
+      mapTasks.set(0);
+      failedMapTasks.set(0);
+      mapTasksByExecutor.clear();
+    }
+
+    void drain(SparkSession spark) throws Exception {
+      spark.sparkContext().listenerBus().waitUntilEmpty(30_000);
+    }
+
+    @Override
+    public void onTaskEnd(SparkListenerTaskEnd e) {
+      if (!"ShuffleMapTask".equals(e.taskType())) {
+        return;
+      }
+      if (e.reason() == Success$.MODULE$) {
+        mapTasks.incrementAndGet();
+        mapTasksByExecutor.merge(e.taskInfo().executorId(), 1, Integer::sum);
+      } else {
+        failedMapTasks.incrementAndGet();
+      }
+    }
+  }
+
+}
