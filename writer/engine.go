@@ -10,6 +10,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
 )
 
 // Sentinel errors. Errors returned by the writer wrap one of them (or a
@@ -29,32 +30,35 @@ var (
 	ErrClosed = errors.New("writer: engine closed")
 )
 
-// Mode selects how a map output's records reach the disk. Stream is the
-// writer; Legacy and Ceiling exist to measure it.
-type Mode uint8
+// A Sink takes the place of the writer's own runs for one map output: it
+// receives the map output's encoded records in arrival order and assembles
+// its data file. It exists to measure the writer against other designs
+// (the benchmarks' baselines); a map output without one (Spec.Sink nil)
+// is written by the writer's runs.
+type Sink interface {
+	// Write takes partition p's next encoded codec stream and its
+	// checksum (0 when the algorithm is None). b is valid only during the
+	// call.
+	Write(p int, b []byte, sum uint32) error
+	// Close runs once, after the last Write or after a failure.
+	Close(failed bool) error
+	// Assemble runs at Commit, after Close: it returns the finished data
+	// temp file, beside SinkSpec.DataPath, which Commit then commits, and
+	// every partition's length and checksum. An empty dataTemp commits
+	// nothing: Commit returns the lengths (a sink that writes no file).
+	Assemble(ctx context.Context) (dataTemp string, lengths []int64, checksums []uint32, err error)
+	// Remove deletes whatever files the sink still has. It runs once,
+	// after Close (and Assemble, if Commit got that far), on every path.
+	Remove()
+}
 
-const (
-	// Stream writes each run straight into its own file, partitions in order,
-	// and merges runs at commit.
-	Stream Mode = iota
-	// Legacy is the pre-V2 design: one temp file per partition, then a
-	// sequential concatenation into the data file at commit.
-	Legacy
-	// Ceiling encodes every record on the pool and discards the result: the
-	// compression ceiling, with no I/O at all. Commit writes nothing.
-	Ceiling
-)
-
-func (m Mode) String() string {
-	switch m {
-	case Stream:
-		return "stream"
-	case Legacy:
-		return "legacy"
-	case Ceiling:
-		return "ceiling"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
+// SinkSpec tells a Sink what it writes and where.
+type SinkSpec struct {
+	FS            vfs.FS
+	DataPath      string // the data file's final path; temp files go beside it
+	NumPartitions int
+	Checksum      checksum.Algorithm
+	Space         Space // nil: no space accounting
 }
 
 // Engine holds what every map output of a daemon shares: the limiter, the
@@ -66,6 +70,7 @@ type Engine struct {
 	jobs     chan *record
 	workers  sync.WaitGroup
 	encoders [4]*codec.Pool // by codec.Kind
+	memory   memoryBudget
 
 	mu struct {
 		sync.Mutex
@@ -86,6 +91,7 @@ func New(opts ...Option) (*Engine, error) {
 	if e.lim == nil {
 		e.lim = limiter.New(o.limit)
 	}
+	e.memory = newMemoryBudget(e.lim.Limit(), o.recordSize)
 	for _, k := range []codec.Kind{codec.None, codec.LZ4, codec.Zstd, codec.Snappy} {
 		p, err := codec.NewPool(k, codec.WithBlockSize(o.blockSize), codec.WithLevel(o.zstdLevel))
 		if err != nil {
@@ -151,7 +157,9 @@ type Spec struct {
 	// Layout places the committed files (flat or Spark's hashed local dirs).
 	// Run and temp files live in the directory of the data file.
 	Layout shufflefile.Layout
-	Mode   Mode
+	// Sink, when set, makes the map output's Sink (see Sink): for
+	// measurements only.
+	Sink func(SinkSpec) (Sink, error)
 	// Space, when set, admits every byte the map output is about to put on
 	// disk — run files, partition files, the merged data file — before it
 	// is written. An error from Grow (a disk below its low watermark) fails
@@ -193,10 +201,7 @@ func (s *Spec) validate() error {
 	if s.Checksum > checksum.CRC32C {
 		return fmt.Errorf("%w: map output %d/%d: unknown checksum algorithm %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Checksum)
 	}
-	if s.Mode > Ceiling {
-		return fmt.Errorf("%w: map output %d/%d: unknown mode %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Mode)
-	}
-	if s.Layout == nil && s.Mode != Ceiling {
+	if s.Layout == nil {
 		return fmt.Errorf("%w: map output %d/%d: no layout", ErrInvalid, s.ID.Shuffle, s.ID.Map)
 	}
 	return nil
