@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/shuffled/shuffled/checksum"
@@ -135,6 +136,14 @@ func (e *Engine) work() {
 	defer e.workers.Done()
 	for r := range e.jobs {
 		r.encode()
+		// Finishing a record readies its stream, which the scheduler puts
+		// next on this P; a worker that took the next job at once would
+		// keep it waiting there until preempted (10 ms) whenever every P
+		// encodes, and the run's writes would pile up at its end. Yielding
+		// between records lets it run now, and lets any other goroutine
+		// that waits for a P (a connection's reader, a copy's completion)
+		// in at least once per record.
+		runtime.Gosched()
 	}
 }
 
