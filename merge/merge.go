@@ -11,11 +11,7 @@
 // A run's bytes are either in a file or in memory. Segments in files are
 // copied file to file in the kernel (vfs.CopyRange, which uses
 // copy_file_range on Linux); segments in memory are written with vectored
-// writes. When every run is in memory and the destination is an operating
-// system file, the merge knows every segment's final offset up front and
-// fills the data file through a shared mapping from several goroutines at
-// once (buffered writes to one file serialize on its inode lock; page
-// faults on a mapping do not), so a large merge is not bound to one core.
+// writes (WriteBuffers), which Cursor cuts out of a run's chunks.
 //
 // Invariant: the merged data file holds exactly sum(run lengths) bytes, and
 // partition p of it is the concatenation of the runs' segments for p in run
@@ -24,7 +20,6 @@ package merge
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/vfs"
@@ -48,22 +43,7 @@ type Result struct {
 	Checksums []uint32 // merged checksum per partition; nil when Algorithm is None
 	Bytes     int64    // bytes copied
 	Copies    int      // segment copies issued (non-empty segments)
-	// Parallel is the number of goroutines that filled the data file
-	// through a mapping; 0 when the bytes were written sequentially.
-	Parallel int
 }
-
-// MinParallel is the smallest merge that Merge spreads over several
-// goroutines; below it, one vectored write costs less than a mapping.
-const MinParallel = 1 << 20
-
-// MappedMinWorkers is the fewest goroutines (GOMAXPROCS, and one per
-// half MinParallel of bytes) for which a merge of runs in memory fills the
-// data file through a mapping rather than writing it sequentially; 0 never
-// maps. Page faults cost more than a write per page, so the mapping pays
-// only when enough cores share them. Benchmarks change it; nothing else
-// should.
-var MappedMinWorkers = 8
 
 // Merge appends the runs to dst, partition by partition, and returns the
 // merged lengths and checksums. dst's offset must be at the start of the data
@@ -73,7 +53,6 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 	if numPartitions < 0 {
 		return Result{}, fmt.Errorf("merge: numPartitions %d < 0", numPartitions)
 	}
-	memory := true
 	for r, run := range runs {
 		if len(run.Lengths) != numPartitions {
 			return Result{}, fmt.Errorf("merge: run %d has %d segment lengths, want %d", r, len(run.Lengths), numPartitions)
@@ -83,9 +62,6 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 		}
 		if run.File != nil && run.Data != nil {
 			return Result{}, fmt.Errorf("merge: run %d has both a file and in-memory data", r)
-		}
-		if run.File != nil {
-			memory = false
 		}
 	}
 	res := Result{Lengths: make([]int64, numPartitions)}
@@ -122,18 +98,6 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 			}
 		}
 	}
-	if memory && MappedMinWorkers > 0 && res.Bytes >= MinParallel {
-		if workers := min(runtime.GOMAXPROCS(0), int(res.Bytes/(MinParallel/2))); workers >= max(2, MappedMinWorkers) {
-			ok, err := mergeMapped(dst, runs, numPartitions, res.Bytes, workers)
-			if err != nil {
-				return Result{}, err
-			}
-			if ok {
-				res.Parallel = workers
-				return res, nil
-			}
-		}
-	}
 	if err := mergeSequential(dst, runs, numPartitions); err != nil {
 		return Result{}, err
 	}
@@ -144,13 +108,13 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 // vectored writes, runs in files by range copies.
 func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 	offsets := make([]int64, len(runs)) // read offset of the next segment of each run
-	cursors := make([]cursor, len(runs))
+	cursors := make([]Cursor, len(runs))
 	for r := range runs {
-		cursors[r] = cursor{chunks: runs[r].Data}
+		cursors[r] = Cursor{Chunks: runs[r].Data}
 	}
 	var pending [][]byte
 	flush := func() error {
-		err := writeBuffers(dst, pending)
+		err := WriteBuffers(dst, pending)
 		clear(pending)
 		pending = pending[:0]
 		return err
@@ -162,7 +126,7 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 				continue
 			}
 			if runs[r].File == nil {
-				pending = cursors[r].take(pending, n)
+				pending = cursors[r].Take(pending, n)
 				if len(pending) >= maxPending {
 					if err := flush(); err != nil {
 						return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
@@ -188,17 +152,19 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 // maxPending bounds the buffers gathered for one round of vectored writes.
 const maxPending = 4096
 
-// cursor reads a run's in-memory bytes in order.
-type cursor struct {
-	chunks [][]byte
+// Cursor reads a run's in-memory bytes in order. Chunks may grow (at the
+// end of the last one, or by more chunks) between calls of Take.
+type Cursor struct {
+	Chunks [][]byte
 	i      int // current chunk
 	off    int // offset in it
 }
 
-// take appends the next n bytes, as sub-slices of the chunks, to bufs.
-func (c *cursor) take(bufs [][]byte, n int64) [][]byte {
+// Take appends the next n bytes, as sub-slices of the chunks, to bufs;
+// the chunks must hold them.
+func (c *Cursor) Take(bufs [][]byte, n int64) [][]byte {
 	for n > 0 {
-		ch := c.chunks[c.i][c.off:]
+		ch := c.Chunks[c.i][c.off:]
 		if int64(len(ch)) > n {
 			ch = ch[:n]
 		}
@@ -207,7 +173,7 @@ func (c *cursor) take(bufs [][]byte, n int64) [][]byte {
 		}
 		n -= int64(len(ch))
 		c.off += len(ch)
-		if c.off == len(c.chunks[c.i]) {
+		if c.off == len(c.Chunks[c.i]) && n > 0 {
 			c.i++
 			c.off = 0
 		}
@@ -229,35 +195,4 @@ func sum(lengths []int64) int64 {
 		total += n
 	}
 	return total
-}
-
-// piece is a stretch of the merged file that comes from one run: n bytes at
-// offset src of the run land at offset dst of the data file.
-type piece struct {
-	dst, src, n int64
-	run         int
-}
-
-// maxPiece bounds a piece, so that one large segment is shared out among
-// several goroutines.
-const maxPiece = 1 << 20
-
-// layout lists the pieces of the merged file in order.
-func layout(runs []Run, numPartitions int) []piece {
-	src := make([]int64, len(runs))
-	var pieces []piece
-	var dst int64
-	for p := 0; p < numPartitions; p++ {
-		for r := range runs {
-			n := runs[r].Lengths[p]
-			for n > 0 {
-				m := min(n, maxPiece)
-				pieces = append(pieces, piece{dst: dst, src: src[r], n: m, run: r})
-				dst += m
-				src[r] += m
-				n -= m
-			}
-		}
-	}
-	return pieces
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/shuffled/shuffled/checksum"
@@ -91,22 +90,6 @@ func TestMerge(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// TestMergeParallel merges runs in memory large enough to be written
-// through a mapping by several goroutines, with segments larger than a
-// piece.
-func TestMergeParallel(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	defer func(m int) { MappedMinWorkers = m }(MappedMinWorkers)
-	MappedMinWorkers = 2
-	for _, c := range []struct{ k, n, maxSeg int }{{4, 200, 16 << 10}, {3, 5, 3 << 20}, {2, 3000, 2 << 10}} {
-		t.Run(fmt.Sprintf("runs=%d/partitions=%d/segment=%d", c.k, c.n, c.maxSeg), func(t *testing.T) {
-			if res := testMerge(t, inMemory, c.k, c.n, c.maxSeg, checksum.CRC32C); res.Parallel < 2 {
-				t.Errorf("merge of %d bytes in memory: Parallel = %d, want >= 2", res.Bytes, res.Parallel)
-			}
-		})
 	}
 }
 
@@ -241,18 +224,12 @@ func recompute(b *testing.B, dst vfs.File, runs []Run, n int, alg checksum.Algor
 }
 
 // BenchmarkMergeMemory merges four runs held in memory (the writer's
-// runs when they fit under its memory budget) into a new data file:
-// sequentially (vectored writes) and through a mapping filled by
-// GOMAXPROCS goroutines.
+// runs when they fit under its memory budget) into a new data file with
+// vectored writes: the page cache's rate of taking one file's bytes.
 func BenchmarkMergeMemory(b *testing.B) {
 	for _, n := range []int{200, 2000} {
-		for _, how := range []string{"sequential", "mapped"} {
-			b.Run(fmt.Sprintf("write=%s/partitions=%d", how, n), func(b *testing.B) {
-				defer func(m int) { MappedMinWorkers = m }(MappedMinWorkers)
-				MappedMinWorkers = 0
-				if how == "mapped" {
-					MappedMinWorkers = 2
-				}
+		{
+			b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 				dir := b.TempDir()
 				// About 4 MiB a run, as a run of the writer's benchmark.
 				runs, _ := makeRunsIn(b, dir, inMemory, 4, n, 8<<20/n, checksum.Adler32, 5)

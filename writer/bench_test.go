@@ -2,7 +2,6 @@ package writer_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"syscall"
@@ -12,13 +11,9 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/internal/baseline"
-	"github.com/shuffled/shuffled/merge"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
 )
-
-var mappedMinWorkers = flag.Int("merge.mapped-min-workers", merge.MappedMinWorkers,
-	"merge.MappedMinWorkers for the benchmarks: the fewest goroutines that fill a merged data file through a mapping (0: never)")
 
 // modes are the writer's own runs and the baselines it is measured
 // against (package internal/baseline).
@@ -37,7 +32,6 @@ var modes = []struct {
 // encoded on the same pool into nowhere). Throughput is of the uncompressed
 // serialized input.
 func BenchmarkWrite(b *testing.B) {
-	merge.MappedMinWorkers = *mappedMinWorkers
 	for _, mode := range modes {
 		for _, k := range []codec.Kind{codec.LZ4, codec.Zstd} {
 			for _, runs := range []int{1, 4} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
@@ -68,7 +69,8 @@ type SinkSpec struct {
 type Engine struct {
 	opts     options
 	lim      *limiter.Limiter
-	jobs     chan *record
+	jobs     *jobQueue
+	seq      atomic.Uint64 // map outputs opened
 	workers  sync.WaitGroup
 	encoders [4]*codec.Pool // by codec.Kind
 	memory   memoryBudget
@@ -100,7 +102,7 @@ func New(opts ...Option) (*Engine, error) {
 		}
 		e.encoders[k] = p
 	}
-	e.jobs = make(chan *record, 4*o.workers)
+	e.jobs = newJobQueue()
 	e.workers.Add(o.workers)
 	for range o.workers {
 		go e.work()
@@ -127,14 +129,14 @@ func (e *Engine) Close() error {
 	}
 	e.mu.closed = true
 	e.mu.Unlock()
-	close(e.jobs)
+	e.jobs.close()
 	e.workers.Wait()
 	return nil
 }
 
 func (e *Engine) work() {
 	defer e.workers.Done()
-	for r := range e.jobs {
+	for r := e.jobs.pop(); r != nil; r = e.jobs.pop() {
 		r.encode()
 		// Finishing a record readies its stream, which the scheduler puts
 		// next on this P; a worker that took the next job at once would
@@ -148,14 +150,7 @@ func (e *Engine) work() {
 }
 
 // submit hands an admitted record to the workers.
-func (e *Engine) submit(ctx context.Context, r *record) error {
-	select {
-	case e.jobs <- r:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (e *Engine) submit(r *record) { e.jobs.push(r) }
 
 // Spec names a map output and how to write it.
 type Spec struct {

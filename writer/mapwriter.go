@@ -30,6 +30,7 @@ const (
 // that has not yet reached the commit step.
 type MapWriter struct {
 	e        *Engine
+	seq      uint64 // opening order in the engine: the queue's first key
 	spec     Spec
 	enc      *codec.Pool
 	dataPath string
@@ -69,7 +70,7 @@ type Result struct {
 }
 
 func newMapWriter(e *Engine, spec Spec) *MapWriter {
-	w := &MapWriter{e: e, spec: spec, enc: e.encoders[spec.Codec], last: -1}
+	w := &MapWriter{e: e, seq: e.seq.Add(1), spec: spec, enc: e.encoders[spec.Codec], last: -1}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
 }
@@ -345,13 +346,10 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 		r.finish()
 		return w.wrapCtx(ctx.Err())
 	}
+	r.run, r.seq = len(w.streams)-1, w.records
 	w.records++
 	w.bytesIn += r.quota
-	if err := w.e.submit(ctx, r); err != nil {
-		r.err = err
-		r.finish() // the stream releases the quota
-		return w.wrapCtx(err)
-	}
+	w.e.submit(r)
 	return nil
 }
 

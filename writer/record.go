@@ -13,6 +13,8 @@ import (
 type record struct {
 	w         *MapWriter
 	partition int
+	run       int   // index of its run in the map output
+	seq       int64 // arrival order in the map output
 	quota     int64
 
 	// Exactly one of data and cols is set: opaque bytes are compressed as
