@@ -365,12 +365,22 @@ func (w *MapWriter) wrapCtx(err error) error {
 // wait closes the open stream and waits for every stream to finish; it
 // returns the first stream error.
 func (w *MapWriter) wait(ctx context.Context) error {
+	w.closeRun()
+	return waitStreams(ctx, w.streams)
+}
+
+// closeRun closes the open stream's queue: no record follows.
+func (w *MapWriter) closeRun() {
 	if w.cur != nil {
 		close(w.cur.q)
 		w.cur = nil
 	}
+}
+
+// waitStreams waits for streams to finish and returns the first error.
+func waitStreams(ctx context.Context, streams []*stream) error {
 	var first error
-	for _, s := range w.streams {
+	for _, s := range streams {
 		select {
 		case <-s.done:
 		case <-ctx.Done():
@@ -413,13 +423,31 @@ func (w *MapWriter) Commit(ctx context.Context) (Result, error) {
 }
 
 func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
+	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
+	if k := len(w.streams); w.spec.Sink == nil && k >= 2 {
+		// Several runs: once the earlier ones are written, the merge may
+		// follow the last one as it is written.
+		w.closeRun()
+		if err := waitStreams(ctx, w.streams[:k-1]); err != nil {
+			return Result{}, w.wrapCtx(err)
+		}
+		if w.aborted.Load() {
+			return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
+		}
+		dataTemp, seg, ok, err := w.streamMerge(ctx, &res)
+		if err != nil {
+			return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
+		}
+		if ok {
+			return w.commitData(res, dataTemp, seg)
+		}
+	}
 	if err := w.wait(ctx); err != nil {
 		return Result{}, w.wrapCtx(err)
 	}
 	if w.aborted.Load() {
 		return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
 	}
-	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
 	if w.spec.Sink != nil && len(w.streams) == 1 {
 		cs := w.streams[0].sink.(custom).s
 		dataTemp, lengths, sums, err := cs.Assemble(ctx)
@@ -492,6 +520,7 @@ func (w *MapWriter) assemble(ctx context.Context, res *Result) (string, segments
 	return w.mergeRuns(ctx, res)
 }
 
+// mergeRuns merges finished runs, in files or in memory (package merge).
 func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, seg segments, err error) {
 	fsys := w.e.opts.fs
 	runs := make([]merge.Run, 0, len(w.streams))

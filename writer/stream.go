@@ -3,6 +3,7 @@ package writer
 import (
 	"bufio"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/shuffled/shuffled/checksum"
@@ -151,15 +152,27 @@ func (b *memoryBudget) release(n int64) { b.used.Add(-n) }
 // without a run file in between.
 type run struct {
 	w *MapWriter
+	// mu guards what a commit that merges the run while it is still
+	// written reads: chunks, mem, held, segments, progress, finished.
+	mu   sync.Mutex
+	cond sync.Cond // on mu: progress or finished changed
 	segments
 	file   *runFile // nil while a later run is in memory only
 	mem    bool     // the run's bytes are held in chunks
 	chunks [][]byte
 	held   int64 // bytes held in chunks: limiter quota, budget, map output's share
+	// progress: every partition below it is complete. finished: the run's
+	// stream has closed it, failed if after a failure.
+	progress         int
+	finished, failed bool
+	// streamed: a commit is merging the run as it fills, holding slices of
+	// its chunks; a spill then drops the chunks instead of reusing them.
+	streamed bool
 }
 
 func (w *MapWriter) newRun(first bool) (*run, error) {
 	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: w.e.memory.total > 0}
+	ru.cond.L = &ru.mu
 	if first || !ru.mem {
 		rf, err := newRunFile(w.e.opts.fs, w.spec.Space, w.dataPath)
 		if err != nil {
@@ -178,27 +191,35 @@ func (ru *run) put(r *record) (int64, error) {
 			return 0, err
 		}
 	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
 	var kept int64
 	if ru.mem {
 		k, ok := ru.keep(b, r.quota)
 		if ok {
 			kept = k
-		} else if err := ru.spill(); err != nil {
-			return 0, err
-		}
-	}
-	if !inFile && ru.file != nil { // spilled just now: b goes after what was held
-		if err := ru.file.write(b); err != nil {
-			return 0, err
+		} else {
+			if err := ru.spill(); err != nil {
+				return 0, err
+			}
+			if !inFile { // b goes after what was held
+				if err := ru.file.write(b); err != nil {
+					return 0, err
+				}
+			}
 		}
 	}
 	ru.add(r.partition, len(b), r.sum)
+	if r.partition > ru.progress {
+		ru.progress = r.partition
+		ru.cond.Broadcast()
+	}
 	return kept, nil
 }
 
 // keep copies b into the run's chunks if the budget allows, taking over up
 // to quota bytes of the record's quota and acquiring the rest, if any. It
-// returns the record quota it took.
+// returns the record quota it took. ru.mu is held.
 func (ru *run) keep(b []byte, quota int64) (int64, bool) {
 	w, n := ru.w, int64(len(b))
 	if !w.e.memory.reserve(n) {
@@ -229,7 +250,7 @@ func (ru *run) keep(b []byte, quota int64) (int64, bool) {
 }
 
 // spill stops keeping the run in memory: a run without a file writes what
-// it holds to a new one, and the memory is given back.
+// it holds to a new one, and the memory is given back. ru.mu is held.
 func (ru *run) spill() error {
 	if ru.file == nil {
 		w := ru.w
@@ -248,7 +269,8 @@ func (ru *run) spill() error {
 	return nil
 }
 
-// releaseMemory gives back the chunks and what they hold.
+// releaseMemory gives back the chunks and what they hold. ru.mu is held,
+// or the run's stream has ended.
 func (ru *run) releaseMemory() {
 	if ru.held > 0 {
 		w := ru.w
@@ -257,24 +279,36 @@ func (ru *run) releaseMemory() {
 		w.memHeld.Add(-ru.held)
 		ru.held = 0
 	}
-	for _, c := range ru.chunks {
-		putBuffer(c)
+	if !ru.streamed {
+		for _, c := range ru.chunks {
+			putBuffer(c)
+		}
 	}
 	ru.chunks, ru.mem = nil, false
 }
 
 func (ru *run) close(failed bool) error {
-	if ru.file == nil {
-		return nil
+	var err error
+	if ru.file != nil {
+		err = ru.file.close(failed)
 	}
-	return ru.file.close(failed)
+	ru.mu.Lock()
+	ru.finished, ru.failed = true, failed || err != nil
+	if !ru.failed {
+		ru.progress = len(ru.lengths)
+	}
+	ru.cond.Broadcast()
+	ru.mu.Unlock()
+	return err
 }
 
 func (ru *run) remove() {
 	if ru.file != nil {
 		ru.file.remove()
 	}
+	ru.mu.Lock()
 	ru.releaseMemory()
+	ru.mu.Unlock()
 }
 
 // runFile is a run's file: a partial file in the data file's directory,

@@ -578,3 +578,39 @@ func TestRunsInMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestLastRunSpills merges small runs held in memory with a last run that
+// outgrows the map output's share of the budget while it is written
+// (often after Commit has begun to merge it): a run goes to its run file
+// and the merge takes the rest of it from there.
+func TestLastRunSpills(t *testing.T) {
+	for i := range 5 {
+		e := newEngine(t, WithLimit(8<<20), WithRecordSize(4<<10), WithWorkers(1))
+		dir := t.TempDir()
+		rng := rand.New(rand.NewPCG(31, uint64(i)))
+		const parts = 40
+		var ops []op
+		for range 3 {
+			for p := range parts {
+				ops = append(ops, op{p, payload(rng, 100)})
+			}
+		}
+		for p := range parts {
+			ops = append(ops, op{p, payload(rng, 40<<10)})
+		}
+		spec := Spec{ID: shufflefile.ID{Shuffle: 6, Map: int64(i)}, NumPartitions: parts, Codec: codec.None, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
+		res, err := writeAll(t, e, spec, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The last run spills, or, when the workers take the last run's
+		// early partitions before the first run's late ones, the first run
+		// drops its copy.
+		if res.Runs != 4 || res.MemoryRuns < 2 || res.MemoryRuns > 3 {
+			t.Errorf("%d runs, %d merged from memory, want 4 with one spilled", res.Runs, res.MemoryRuns)
+		}
+		checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, parts))
+		noTemps(t, dir)
+		checkQuiet(t, e)
+	}
+}
