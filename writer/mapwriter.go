@@ -353,6 +353,15 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 	return nil
 }
 
+// wrapErr explains an error of the merge: the map output's own abort or
+// failure, a context error, or the merge's own.
+func (w *MapWriter) wrapErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrAborted) {
+		return w.wrapCtx(err)
+	}
+	return fmt.Errorf("writer: map output %s: %w", w.name(), err)
+}
+
 // wrapCtx explains a context error: the caller's, or the map output's own
 // abort or failure.
 func (w *MapWriter) wrapCtx(err error) error {
@@ -424,19 +433,12 @@ func (w *MapWriter) Commit(ctx context.Context) (Result, error) {
 
 func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
-	if k := len(w.streams); w.spec.Sink == nil && k >= 2 {
-		// Several runs: once the earlier ones are written, the merge may
-		// follow the last one as it is written.
+	if w.spec.Sink == nil && len(w.streams) >= 2 {
+		// Several runs: the merge may follow them as they are written.
 		w.closeRun()
-		if err := waitStreams(ctx, w.streams[:k-1]); err != nil {
-			return Result{}, w.wrapCtx(err)
-		}
-		if w.aborted.Load() {
-			return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
-		}
 		dataTemp, seg, ok, err := w.streamMerge(ctx, &res)
 		if err != nil {
-			return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
+			return Result{}, w.wrapErr(err)
 		}
 		if ok {
 			return w.commitData(res, dataTemp, seg)

@@ -14,43 +14,51 @@ import (
 // gathers before it writes.
 const flushBytes = 1 << 20
 
-// streamMerge merges a map output of several runs whose earlier runs are
-// finished and held in memory, following its last run as that run is
-// written: partition p goes to the data file as soon as the last run has
-// moved past p, so that the merge overlaps the last run's encoding
-// instead of starting after it. It reports false, having done nothing,
-// when a run is not in memory (the caller then waits and merges the
-// finished runs). If the last run spills while it is merged, the rest of
-// it is copied from its run file once it is finished.
+// streamMerge merges a map output of several runs held in memory while
+// they are still written: partition p goes to the data file as soon as
+// every run has moved past p. The workers encode a map output's records
+// partition by partition across its runs (see jobQueue), so the merge
+// follows the encoding instead of starting after the last record. It
+// reports false, having done nothing, when a run is not in memory at the
+// start (the caller then waits for the runs and merges them). A run that
+// spills while it is merged is finished from its run file once its stream
+// has ended.
 func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, seg segments, ok bool, err error) {
 	k := len(w.streams)
 	runs := make([]*run, k)
 	for i, s := range w.streams {
 		runs[i] = s.sink.(*run)
-		if i < k-1 && !runs[i].mem {
+	}
+	for i, ru := range runs {
+		ru.mu.Lock()
+		if !ru.mem {
+			ru.mu.Unlock()
+			for _, r := range runs[:i] {
+				r.mu.Lock()
+				r.streamed = false
+				r.mu.Unlock()
+			}
 			return "", segments{}, false, nil
 		}
+		ru.streamed = true
+		ru.mu.Unlock()
 	}
-	last, lastStream := runs[k-1], w.streams[k-1]
-	last.mu.Lock()
-	if !last.mem {
-		last.mu.Unlock()
-		return "", segments{}, false, nil
-	}
-	last.streamed = true
-	last.mu.Unlock()
-	defer func() { // nothing refers to its chunks any more: they may be reused
-		last.mu.Lock()
-		last.streamed = false
-		last.mu.Unlock()
+	defer func() { // nothing refers to their chunks any more: they may be reused
+		for _, ru := range runs {
+			ru.mu.Lock()
+			ru.streamed = false
+			ru.mu.Unlock()
+		}
 	}()
 
-	// Wake the wait for the last run when the caller gives up or the map
+	// Wake the waits for the runs when the caller gives up or the map
 	// output is aborted.
 	wake := func() {
-		last.mu.Lock()
-		last.cond.Broadcast()
-		last.mu.Unlock()
+		for _, ru := range runs {
+			ru.mu.Lock()
+			ru.cond.Broadcast()
+			ru.mu.Unlock()
+		}
 	}
 	stop1, stop2 := context.AfterFunc(ctx, wake), context.AfterFunc(w.ctx, wake)
 	defer stop1()
@@ -62,11 +70,13 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 	if err != nil {
 		return "", segments{}, true, err
 	}
-	var lastFile vfs.File // the last run's file, once it spilled and ended
+	files := make([]vfs.File, k) // a run's file, once it spilled and ended
 	defer func() {
-		if lastFile != nil {
-			if cerr := lastFile.Close(); err == nil && cerr != nil {
-				err = cerr
+		for _, f := range files {
+			if f != nil {
+				if cerr := f.Close(); err == nil && cerr != nil {
+					err = cerr
+				}
 			}
 		}
 		if cerr := dst.Close(); err == nil && cerr != nil {
@@ -79,11 +89,9 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 	}()
 
 	cursors := make([]merge.Cursor, k)
-	for i := range k - 1 {
-		cursors[i] = merge.Cursor{Chunks: runs[i].chunks}
-	}
+	offsets := make([]int64, k) // bytes of each run merged so far
 	var pending [][]byte
-	var pendingBytes, lastOff, total int64
+	var pendingBytes, total int64
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
@@ -100,81 +108,87 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		}
 		return nil
 	}
-	// lastEnded waits for the last run's stream and returns its error.
-	lastEnded := func() error {
+	// ended waits for run i's stream and returns its error.
+	ended := func(i int) error {
+		s := w.streams[i]
 		select {
-		case <-lastStream.done:
+		case <-s.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if lastStream.err != nil {
-			return lastStream.err
+		if s.err != nil {
+			return s.err
 		}
 		return w.stopped()
 	}
-	for p := range w.spec.NumPartitions {
-		for i := range k - 1 {
-			if n := runs[i].lengths[p]; n > 0 {
-				pending = cursors[i].Take(pending, n)
-				pendingBytes += n
-			}
-		}
-		if lastFile == nil {
-			last.mu.Lock()
-			for last.progress <= p && !last.finished && ctx.Err() == nil && w.stopped() == nil {
-				if len(pending) > 0 { // write what is ready while the last run catches up
-					last.mu.Unlock()
+	// segment adds run i's segment of partition p, once the run has it.
+	segment := func(i, p int) error {
+		ru := runs[i]
+		if files[i] == nil {
+			ru.mu.Lock()
+			for ru.progress <= p && !ru.finished && ctx.Err() == nil && w.stopped() == nil {
+				if len(pending) > 0 { // write what is ready while the run catches up
+					ru.mu.Unlock()
 					if err := flush(); err != nil {
-						return "", segments{}, true, err
+						return err
 					}
-					last.mu.Lock()
+					ru.mu.Lock()
 					continue
 				}
-				last.cond.Wait()
+				ru.cond.Wait()
 			}
-			if last.finished && last.failed || ctx.Err() != nil || w.stopped() != nil {
-				last.mu.Unlock()
-				err := lastEnded()
-				if err == nil {
-					err = errors.New("the last run failed")
+			if ru.finished && ru.failed || ctx.Err() != nil || w.stopped() != nil {
+				ru.mu.Unlock()
+				if err := ended(i); err != nil {
+					return err
 				}
-				return "", segments{}, true, err
+				return errors.New("a run failed")
 			}
-			if last.mem {
-				if n := last.lengths[p]; n > 0 {
-					cursors[k-1].Chunks = last.chunks
-					pending = cursors[k-1].Take(pending, n)
+			if ru.mem {
+				if n := ru.lengths[p]; n > 0 {
+					cursors[i].Chunks = ru.chunks
+					pending = cursors[i].Take(pending, n)
 					pendingBytes += n
-					lastOff += n
+					offsets[i] += n
 				}
-				last.mu.Unlock()
-			} else {
-				// Spilled: its file holds all of it once its stream ends.
-				last.mu.Unlock()
-				if err := flush(); err != nil {
-					return "", segments{}, true, err
-				}
-				if err := lastEnded(); err != nil {
-					return "", segments{}, true, err
-				}
-				if lastFile, err = fsys.Open(last.file.path); err != nil {
-					return "", segments{}, true, err
-				}
+				ru.mu.Unlock()
+				return nil
 			}
+			// Spilled: its file holds all of it once its stream ends.
+			ru.mu.Unlock()
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := ended(i); err != nil {
+				return err
+			}
+			f, err := fsys.Open(ru.file.path)
+			if err != nil {
+				return err
+			}
+			files[i] = f
 		}
-		if lastFile != nil {
-			if n := last.lengths[p]; n > 0 {
-				if err := flush(); err != nil {
-					return "", segments{}, true, err
-				}
-				if err := w.grow(n); err != nil {
-					return "", segments{}, true, err
-				}
-				if _, err := vfs.CopyRange(dst, lastFile, lastOff, n); err != nil {
-					return "", segments{}, true, err
-				}
-				lastOff += n
-				total += n
+		n := ru.lengths[p] // the stream has ended
+		if n == 0 {
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if err := w.grow(n); err != nil {
+			return err
+		}
+		if _, err := vfs.CopyRange(dst, files[i], offsets[i], n); err != nil {
+			return err
+		}
+		offsets[i] += n
+		total += n
+		return nil
+	}
+	for p := range w.spec.NumPartitions {
+		for i := range k {
+			if err := segment(i, p); err != nil {
+				return "", segments{}, true, err
 			}
 		}
 		if pendingBytes >= flushBytes {
@@ -186,11 +200,10 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 	if err := flush(); err != nil {
 		return "", segments{}, true, err
 	}
-	if err := lastEnded(); err != nil {
-		return "", segments{}, true, err
-	}
-	if err := ctx.Err(); err != nil {
-		return "", segments{}, true, err
+	for i := range k {
+		if err := ended(i); err != nil {
+			return "", segments{}, true, err
+		}
 	}
 	seg = newSegments(w.spec.NumPartitions, w.spec.Checksum)
 	for _, ru := range runs {
@@ -205,9 +218,10 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		}
 	}
 	res.MergeBytes = total
-	res.MemoryRuns = k
-	if lastFile != nil {
-		res.MemoryRuns--
+	for _, f := range files {
+		if f == nil {
+			res.MemoryRuns++
+		}
 	}
 	return temp, seg, true, nil
 }
