@@ -8,9 +8,9 @@
 // workers, and written by one goroutine per run. A run is a maximal stretch of
 // records with non-decreasing partition ids, so writing a run's records in
 // arrival order writes its partitions in order and the bytes of each
-// partition in arrival order, whatever order the workers finish in. The
-// workers take admitted records by map output (oldest first), then
-// partition, then run, so a map output's runs are encoded side by side.
+// partition in arrival order, whatever order the workers finish in. Map
+// outputs take turns at the workers, and a map output's records go by
+// partition, then run, so its runs are encoded side by side.
 //
 // The first run streams to a partial file, which becomes the data file by
 // rename if no other run follows, and keeps a copy of its bytes in memory.

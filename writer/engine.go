@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
@@ -70,7 +69,6 @@ type Engine struct {
 	opts     options
 	lim      *limiter.Limiter
 	jobs     *jobQueue
-	seq      atomic.Uint64 // map outputs opened
 	workers  sync.WaitGroup
 	encoders [4]*codec.Pool // by codec.Kind
 	memory   memoryBudget

@@ -30,7 +30,6 @@ const (
 // that has not yet reached the commit step.
 type MapWriter struct {
 	e        *Engine
-	seq      uint64 // opening order in the engine: the queue's first key
 	spec     Spec
 	enc      *codec.Pool
 	dataPath string
@@ -48,6 +47,7 @@ type MapWriter struct {
 	records int64
 	bytesIn int64
 	memHeld atomic.Int64 // bytes its runs hold in memory
+	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
 }
 
 // Result is what a committed map output holds.
@@ -70,7 +70,7 @@ type Result struct {
 }
 
 func newMapWriter(e *Engine, spec Spec) *MapWriter {
-	w := &MapWriter{e: e, seq: e.seq.Add(1), spec: spec, enc: e.encoders[spec.Codec], last: -1}
+	w := &MapWriter{e: e, spec: spec, enc: e.encoders[spec.Codec], last: -1}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
 }

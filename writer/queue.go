@@ -5,17 +5,19 @@ import (
 	"sync"
 )
 
-// jobQueue holds admitted records until a worker encodes them, in the
-// order their map output's data file needs them: by map output (the one
-// opened first first), then partition, then run, then arrival. A map
-// output whose runs were all admitted before the workers got far is thus
-// encoded partition by partition across its runs, and its commit can
-// write each partition as soon as its last run has it instead of after
-// the last run ends. The limiter bounds what the queue holds.
+// jobQueue holds admitted records until a worker encodes them. Map outputs
+// with queued records take turns, one record each, so that no map output
+// waits behind another; within a map output, records go by partition, then
+// run, then arrival: a map output whose runs were admitted before the
+// workers got far is encoded partition by partition across its runs, and
+// its commit can write each partition as soon as every run has it (see
+// streamMerge) instead of after the last record. The limiter bounds what
+// the queue holds.
 type jobQueue struct {
 	mu     sync.Mutex
 	cond   sync.Cond
-	h      jobHeap
+	turns  []*MapWriter // map outputs with queued records, in turn
+	queued int
 	closed bool
 }
 
@@ -26,8 +28,13 @@ func newJobQueue() *jobQueue {
 }
 
 func (q *jobQueue) push(r *record) {
+	w := r.w
 	q.mu.Lock()
-	heap.Push(&q.h, r)
+	heap.Push(&w.jobs, r)
+	if len(w.jobs) == 1 {
+		q.turns = append(q.turns, w)
+	}
+	q.queued++
 	q.mu.Unlock()
 	q.cond.Signal()
 }
@@ -36,13 +43,21 @@ func (q *jobQueue) push(r *record) {
 func (q *jobQueue) pop() *record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.h) == 0 {
+	for q.queued == 0 {
 		if q.closed {
 			return nil
 		}
 		q.cond.Wait()
 	}
-	return heap.Pop(&q.h).(*record)
+	w := q.turns[0]
+	r := heap.Pop(&w.jobs).(*record)
+	q.queued--
+	copy(q.turns, q.turns[1:])
+	q.turns = q.turns[:len(q.turns)-1]
+	if len(w.jobs) > 0 {
+		q.turns = append(q.turns, w) // its next turn after the others'
+	}
+	return r
 }
 
 func (q *jobQueue) close() {
@@ -52,6 +67,7 @@ func (q *jobQueue) close() {
 	q.cond.Broadcast()
 }
 
+// jobHeap is a map output's queued records, guarded by the queue's mutex.
 type jobHeap []*record
 
 func (h jobHeap) Len() int { return len(h) }
@@ -59,8 +75,6 @@ func (h jobHeap) Len() int { return len(h) }
 func (h jobHeap) Less(i, j int) bool {
 	a, b := h[i], h[j]
 	switch {
-	case a.w.seq != b.w.seq:
-		return a.w.seq < b.w.seq
 	case a.partition != b.partition:
 		return a.partition < b.partition
 	case a.run != b.run:

@@ -614,3 +614,50 @@ func TestLastRunSpills(t *testing.T) {
 		checkQuiet(t, e)
 	}
 }
+
+// TestMapOutputsTakeTurns checks that a map output with a long queue of
+// records does not hold back another one: the workers take one record of
+// each in turn, so a small map output commits while most of a large one's
+// queued records still wait (in arrival order it would wait for them all).
+func TestMapOutputsTakeTurns(t *testing.T) {
+	e := newEngine(t, WithLimit(256<<20), WithWorkers(1))
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(41, 1))
+	const big = 400
+	data := make([][]byte, big)
+	for p := range data {
+		data[p] = payload(rng, 64<<10)
+	}
+	a, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 7, Map: 1}, NumPartitions: big, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range big {
+		if err := a.Write(ctx, p, data[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queued := func() int {
+		e.jobs.mu.Lock()
+		defer e.jobs.mu.Unlock()
+		return len(a.jobs)
+	}
+	b, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 7, Map: 2}, NumPartitions: 1, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := queued()
+	if err := b.Write(ctx, 0, payload(rng, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := queued(); before < 50 || before-after > before/2 {
+		t.Errorf("the large map output had %d records queued when the small one wrote and %d when it had committed: want at least 50, and fewer than half of them taken first", before, after)
+	}
+	if _, err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkQuiet(t, e)
+}
