@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -33,6 +34,9 @@ type Device struct {
 	// stream only, while the next copy runs on another.
 	d2h  [streamDepth]cu.Stream
 	next atomic.Uint32
+	// raw is the context's driver handle, for the copy path, which makes
+	// it current on whatever thread calls (see CopyAsync).
+	raw C.CUcontext
 
 	mu struct {
 		sync.Mutex
@@ -68,6 +72,9 @@ func Open(ordinal int) (*Device, error) {
 		d.name = fmt.Sprintf("device %d", ordinal)
 	}
 	if err := d.ctx.Do(func() (err error) {
+		if d.raw, err = currentContext(); err != nil {
+			return err
+		}
 		for i := range d.d2h {
 			if d.d2h[i], err = cu.MakeStream(cu.NonBlocking); err != nil {
 				return err
@@ -320,39 +327,68 @@ func (p *Pinned) Free() error {
 
 // Copy is a device-to-host copy in flight.
 type Copy struct {
-	done chan struct{}
+	d  *Device
+	ev C.CUevent
 }
 
 // CopyAsync queues a copy of n bytes at device address src (an allocation
 // of this context or a Peer) into pinned memory at dst and returns without
-// waiting. Consecutive copies go to different streams and may overlap. dst must be pinned
-// memory (Pinned or Staged) and stay allocated until Wait returns.
+// waiting. Consecutive copies go to different streams and may overlap. dst
+// must be pinned memory (Pinned or Staged) and stay allocated until Wait
+// returns.
+//
+// Unlike the device's other calls, the copy is queued from the calling
+// goroutine's thread, with the context made current there, and Wait polls
+// its event: neither waits for another goroutine (the context's, or a
+// completion callback's) to be scheduled, which takes up to a preemption
+// slice while compression holds every P.
 func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: copy of %d bytes", ErrInvalid, n)
 	}
-	c := &Copy{done: make(chan struct{})}
-	err := d.do(func() error {
-		st := d.d2h[int(d.next.Add(1))%len(d.d2h)]
-		s := C.CUstream(unsafe.Pointer(st.C()))
-		if n > 0 {
-			if err := copyAsync(dst, src, n, s); err != nil {
-				return err
-			}
-		}
-		return notifyDone(s, c.done)
-	})
+	d.mu.Lock()
+	closed := d.mu.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("gpu: device %d: %w", d.ordinal, ErrClosed)
+	}
+	st := d.d2h[int(d.next.Add(1))%len(d.d2h)]
+	ev, err := copyEvent(d.raw, dst, src, n, C.CUstream(unsafe.Pointer(st.C())))
 	if err != nil {
 		return nil, fmt.Errorf("gpu: device %d: copying %d bytes to the host: %w", d.ordinal, n, err)
 	}
-	return c, nil
+	return &Copy{d: d, ev: ev}, nil
 }
 
-// Wait blocks until the copy has landed. It is not cancellable: the
-// destination must not be reused before the device is done writing it.
+// copySpin bounds how long Wait polls a copy before it blocks in the
+// driver: longer than a staging chunk's copy at PCIe or NVLink rates.
+const copySpin = 5 * time.Millisecond
+
+// Wait blocks until the copy has landed. It polls (holding its P, so that
+// the landing is seen at once) for up to copySpin, then waits in the
+// driver. It is not cancellable: the destination must not be reused
+// before the device is done writing it. Wait must be called once.
 func (c *Copy) Wait() error {
-	<-c.done
-	return nil
+	start := time.Now()
+	for {
+		done, err := eventDone(c.d.raw, c.ev)
+		if err != nil || done {
+			ferr := eventFinish(c.d.raw, c.ev, err != nil)
+			if err == nil {
+				err = ferr
+			}
+			if err != nil {
+				return fmt.Errorf("gpu: device %d: copy to the host: %w", c.d.ordinal, err)
+			}
+			return nil
+		}
+		if time.Since(start) > copySpin {
+			if err := eventFinish(c.d.raw, c.ev, true); err != nil {
+				return fmt.Errorf("gpu: device %d: copy to the host: %w", c.d.ordinal, err)
+			}
+			return nil
+		}
+	}
 }
 
 // CopyToHost copies n bytes at device address src into dst and waits: a

@@ -36,6 +36,45 @@ static CUresult ipcOpen(uintptr_t *ptr, CUipcMemHandle *h) {
 
 static CUresult ipcClose(uintptr_t ptr) { return cuIpcCloseMemHandle((CUdeviceptr)ptr); }
 
+// copyRecord queues a device-to-host copy on s and an event after it, with
+// ctx made current on the calling thread (any thread: the copy path does
+// not go through the context's goroutine).
+static CUresult copyRecord(CUcontext ctx, void *dst, uintptr_t src, size_t n, CUstream s, CUevent *ev) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuEventCreate(ev, CU_EVENT_DISABLE_TIMING);
+	if (r != CUDA_SUCCESS) return r;
+	if (n > 0) {
+		r = cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s);
+		if (r != CUDA_SUCCESS) {
+			cuEventDestroy(*ev);
+			return r;
+		}
+	}
+	r = cuEventRecord(*ev, s);
+	if (r != CUDA_SUCCESS) cuEventDestroy(*ev);
+	return r;
+}
+
+// eventQuery is cuEventQuery: CUDA_ERROR_NOT_READY while work before the
+// event is pending.
+static CUresult eventQuery(CUcontext ctx, CUevent ev) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuEventQuery(ev);
+}
+
+// eventFinish waits for the event (block: cuEventSynchronize) and destroys it.
+static CUresult eventFinish(CUcontext ctx, CUevent ev, int block) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	if (block) r = cuEventSynchronize(ev);
+	CUresult d = cuEventDestroy(ev);
+	return r != CUDA_SUCCESS ? r : d;
+}
+
+static CUresult currentCtx(CUcontext *ctx) { return cuCtxGetCurrent(ctx); }
+
 static CUresult copyDtoHAsync(void *dst, uintptr_t src, size_t n, CUstream s) {
 	return cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s);
 }
@@ -105,6 +144,46 @@ func ipcClose(ptr uintptr) error { return check("cuIpcCloseMemHandle", C.ipcClos
 // copyAsync queues a device-to-host copy into pinned memory on stream s.
 func copyAsync(dst unsafe.Pointer, src uintptr, n int64, s C.CUstream) error {
 	return check("cuMemcpyDtoHAsync", C.copyDtoHAsync(dst, C.uintptr_t(src), C.size_t(n), s))
+}
+
+// copyEvent queues a device-to-host copy into pinned memory on stream s of
+// context ctx, followed by an event, from the calling thread.
+func copyEvent(ctx C.CUcontext, dst unsafe.Pointer, src uintptr, n int64, s C.CUstream) (C.CUevent, error) {
+	var ev C.CUevent
+	if err := check("cuMemcpyDtoHAsync", C.copyRecord(ctx, dst, C.uintptr_t(src), C.size_t(n), s, &ev)); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// eventDone reports whether the work before ev has completed.
+func eventDone(ctx C.CUcontext, ev C.CUevent) (bool, error) {
+	switch r := C.eventQuery(ctx, ev); r {
+	case C.CUDA_SUCCESS:
+		return true, nil
+	case C.CUDA_ERROR_NOT_READY:
+		return false, nil
+	default:
+		return false, check("cuEventQuery", r)
+	}
+}
+
+// eventFinish destroys ev, waiting for it first when block is set.
+func eventFinish(ctx C.CUcontext, ev C.CUevent, block bool) error {
+	b := C.int(0)
+	if block {
+		b = 1
+	}
+	return check("cuEventSynchronize", C.eventFinish(ctx, ev, b))
+}
+
+// currentContext is the context current on the calling thread.
+func currentContext() (C.CUcontext, error) {
+	var c C.CUcontext
+	if err := check("cuCtxGetCurrent", C.currentCtx(&c)); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // notifyDone queues a host function on s that closes done once every

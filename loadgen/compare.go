@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/shuffled/shuffled/internal/baseline"
 	"github.com/shuffled/shuffled/writer"
 )
 
@@ -19,9 +20,31 @@ import (
 // the daemon's default.
 const compareLimit = writer.DefaultLimit
 
-// compareModes are the writer modes the compare mode runs, in the order of
-// its first repetition.
-var compareModes = []writer.Mode{writer.Stream, writer.Legacy, writer.Ceiling}
+// compareMode is one way the compare mode writes its map outputs: the
+// writer's own runs (stream) or a baseline's sink.
+type compareMode struct {
+	name string
+	sink func(writer.SinkSpec) (writer.Sink, error)
+	// writes: the mode leaves committed files (the ceiling writes none).
+	writes bool
+}
+
+func (m compareMode) String() string { return m.name }
+
+// compareModes are the modes the compare mode runs, in the order of its
+// first repetition.
+var compareModes = []compareMode{
+	{"stream", nil, true},
+	{"legacy", baseline.Legacy, true},
+	{"ceiling", baseline.Ceiling, false},
+}
+
+// Indexes of the modes in compareModes.
+const (
+	streamMode = iota
+	legacyMode
+	ceilingMode
+)
 
 // ModeResult is what the compare mode measured for one writer mode.
 type ModeResult struct {
@@ -152,7 +175,7 @@ func newComparison(cfg *Config, p *pool, workers int, runs [][]runResult) *Compa
 	}
 	wall := func(r *Report) float64 { return r.ThroughputMBs }
 	perCPU := func(r *Report) float64 { return r.MBPerCPUS }
-	stream, legacy, ceiling := slices.Index(compareModes, writer.Stream), slices.Index(compareModes, writer.Legacy), slices.Index(compareModes, writer.Ceiling)
+	stream, legacy, ceiling := streamMode, legacyMode, ceilingMode
 	c.StreamOverLegacy, c.StreamOverCeiling = ratio(stream, legacy, wall), ratio(stream, ceiling, wall)
 	c.StreamOverLegacyPerCPU, c.StreamOverCeilingPerCPU = ratio(stream, legacy, perCPU), ratio(stream, ceiling, perCPU)
 	return c
@@ -190,7 +213,7 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 			reps[i] = fmt.Sprintf("%.1f", v)
 		}
 		runs := "-" // legacy and ceiling have one sink whatever the batches
-		if m.Mode == writer.Stream.String() {
+		if m.Mode == compareModes[streamMode].name {
 			runs = fmt.Sprintf("%.2f", m.RunsPerMapOutput)
 		}
 		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.1f\t%s\t%.1f ms\t%.1f ms\t%s\t\n", m.Mode, m.ThroughputMBs, strings.Join(reps, " "), m.MBPerCPUS, size(m.OutputBytes), m.CommitP50Ms, m.CommitP99Ms, runs)

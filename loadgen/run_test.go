@@ -39,7 +39,7 @@ func runEngine(t *testing.T, cfg Config) (*pool, runResult) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.close)
-	res, err := runTasks(context.Background(), &cfg, p, &engineTarget{cfg: &cfg, e: e, mode: writer.Stream, dir: t.TempDir()}, nil)
+	res, err := runTasks(context.Background(), &cfg, p, &engineTarget{cfg: &cfg, e: e, mode: compareModes[streamMode], dir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func (o *daemonOutput) abort() { o.m.Abort(context.Background()) }
 type engineTarget struct {
 	cfg  *Config
 	e    *writer.Engine
-	mode writer.Mode
+	mode compareMode
 	dir  string
 }
 
@@ -203,13 +203,13 @@ func (t *engineTarget) open(ctx context.Context, slot, task int) (output, error)
 		Codec:         t.cfg.codecKind(),
 		Checksum:      t.cfg.checksumAlg(),
 		Layout:        shufflefile.Flat(t.dir),
-		Mode:          t.mode,
+		Sink:          t.mode.sink,
 	})
 	if err != nil {
 		return nil, err
 	}
 	o := &engineOutput{w: w}
-	if t.mode != writer.Ceiling {
+	if t.mode.writes {
 		o.dir = t.dir
 	}
 	return o, nil

@@ -13,9 +13,22 @@ import (
 	"github.com/shuffled/shuffled/vfs"
 )
 
+// Where makeRuns puts the runs' bytes.
+const (
+	inFiles  = "files"
+	inMemory = "memory"
+	mixed    = "mixed" // even runs in files, odd runs in memory
+)
+
 // makeRuns writes k run files of n partitions with random segments and
 // returns them with the expected merged partitions.
 func makeRuns(t testing.TB, dir string, k, n, maxSeg int, alg checksum.Algorithm, seed uint64) ([]Run, [][]byte) {
+	return makeRunsIn(t, dir, inFiles, k, n, maxSeg, alg, seed)
+}
+
+// makeRunsIn is makeRuns with the runs' bytes in files, in memory (in
+// chunks of random sizes) or both.
+func makeRunsIn(t testing.TB, dir, where string, k, n, maxSeg int, alg checksum.Algorithm, seed uint64) ([]Run, [][]byte) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	want := make([][]byte, n)
@@ -41,6 +54,16 @@ func makeRuns(t testing.TB, dir string, k, n, maxSeg int, alg checksum.Algorithm
 				run.Checksums[p] = alg.Update(alg.Empty(), seg)
 			}
 		}
+		if where == inMemory || (where == mixed && r%2 == 1) {
+			b := buf.Bytes()
+			for len(b) > 0 {
+				c := min(len(b), 1+rng.IntN(4*maxSeg+1))
+				run.Data = append(run.Data, b[:c])
+				b = b[c:]
+			}
+			runs[r] = run
+			continue
+		}
 		path := filepath.Join(dir, fmt.Sprintf("run%d", r))
 		if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 			t.Fatal(err)
@@ -58,44 +81,54 @@ func makeRuns(t testing.TB, dir string, k, n, maxSeg int, alg checksum.Algorithm
 
 func TestMerge(t *testing.T) {
 	for _, alg := range []checksum.Algorithm{checksum.None, checksum.Adler32, checksum.CRC32, checksum.CRC32C} {
-		for _, k := range []int{1, 2, 5} {
-			for _, n := range []int{1, 7, 300} {
-				t.Run(fmt.Sprintf("alg=%v/runs=%d/partitions=%d", alg, k, n), func(t *testing.T) {
-					dir := t.TempDir()
-					runs, want := makeRuns(t, dir, k, n, 500, alg, uint64(k*n))
-					dst, err := vfs.Default.Create(filepath.Join(dir, "data"), 0o600)
-					if err != nil {
-						t.Fatal(err)
-					}
-					res, err := Merge(dst, runs, n, alg)
-					if err != nil {
-						t.Fatalf("Merge: %v", err)
-					}
-					dst.Close()
-					data, err := os.ReadFile(filepath.Join(dir, "data"))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if int64(len(data)) != res.Bytes {
-						t.Fatalf("data file has %d bytes, Result.Bytes = %d", len(data), res.Bytes)
-					}
-					off := int64(0)
-					for p := range n {
-						got := data[off : off+res.Lengths[p]]
-						off += res.Lengths[p]
-						if !bytes.Equal(got, want[p]) {
-							t.Fatalf("partition %d: merged %d bytes, want %d", p, len(got), len(want[p]))
-						}
-						if alg != checksum.None {
-							if sum := alg.Update(alg.Empty(), want[p]); res.Checksums[p] != sum {
-								t.Errorf("partition %d: checksum %#x, want %#x", p, res.Checksums[p], sum)
-							}
-						}
-					}
-				})
+		for _, where := range []string{inFiles, inMemory, mixed} {
+			for _, k := range []int{1, 2, 5} {
+				for _, n := range []int{1, 7, 300} {
+					t.Run(fmt.Sprintf("alg=%v/in=%s/runs=%d/partitions=%d", alg, where, k, n), func(t *testing.T) {
+						testMerge(t, where, k, n, 500, alg)
+					})
+				}
 			}
 		}
 	}
+}
+
+func testMerge(t *testing.T, where string, k, n, maxSeg int, alg checksum.Algorithm) Result {
+	dir := t.TempDir()
+	runs, want := makeRunsIn(t, dir, where, k, n, maxSeg, alg, uint64(k*n))
+	dst, err := vfs.Default.Create(filepath.Join(dir, "data"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Merge(dst, runs, n, alg)
+	if err != nil {
+		t.Fatalf("Merge: %v", err)
+	}
+	if off, err := dst.Seek(0, io.SeekCurrent); err != nil || off != res.Bytes {
+		t.Errorf("offset after the merge %d (%v), want %d", off, err, res.Bytes)
+	}
+	dst.Close()
+	data, err := os.ReadFile(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(data)) != res.Bytes {
+		t.Fatalf("data file has %d bytes, Result.Bytes = %d", len(data), res.Bytes)
+	}
+	off := int64(0)
+	for p := range n {
+		got := data[off : off+res.Lengths[p]]
+		off += res.Lengths[p]
+		if !bytes.Equal(got, want[p]) {
+			t.Fatalf("partition %d: merged %d bytes, want %d", p, len(got), len(want[p]))
+		}
+		if alg != checksum.None {
+			if sum := alg.Update(alg.Empty(), want[p]); res.Checksums[p] != sum {
+				t.Errorf("partition %d: checksum %#x, want %#x", p, res.Checksums[p], sum)
+			}
+		}
+	}
+	return res
 }
 
 func TestMergeBadRuns(t *testing.T) {
@@ -187,5 +220,37 @@ func recompute(b *testing.B, dst vfs.File, runs []Run, n int, alg checksum.Algor
 			}
 		}
 		_ = sum
+	}
+}
+
+// BenchmarkMergeMemory merges four runs held in memory (the writer's
+// runs when they fit under its memory budget) into a new data file with
+// vectored writes: the page cache's rate of taking one file's bytes.
+func BenchmarkMergeMemory(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		{
+			b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+				dir := b.TempDir()
+				// About 4 MiB a run, as a run of the writer's benchmark.
+				runs, _ := makeRunsIn(b, dir, inMemory, 4, n, 8<<20/n, checksum.Adler32, 5)
+				var total int64
+				for _, r := range runs {
+					total += sum(r.Lengths)
+				}
+				b.SetBytes(total)
+				for i := 0; b.Loop(); i++ {
+					path := filepath.Join(dir, fmt.Sprint("data", i))
+					dst, err := vfs.Default.Create(path, 0o600)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := Merge(dst, runs, n, checksum.Adler32); err != nil {
+						b.Fatal(err)
+					}
+					dst.Close()
+					os.Remove(path)
+				}
+			})
+		}
 	}
 }

@@ -1,49 +1,29 @@
-package writer
+package writer_test
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/partition"
-	"github.com/shuffled/shuffled/partition/synth"
+	"github.com/shuffled/shuffled/internal/baseline"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/writer"
 )
 
-// benchRows is the rows of the lineitem-like batch a benchmark map task
-// writes per run: about 8 MiB serialized.
-const benchRows = 64 << 10
-
-var benchBatches sync.Map // partitions → *partition.Batch
-
-// lineitemBatch returns the deterministic lineitem-like batch, hash
-// partitioned on l_orderkey into n partitions.
-func lineitemBatch(tb testing.TB, n int) *partition.Batch {
-	if b, ok := benchBatches.Load(n); ok {
-		return b.(*partition.Batch)
-	}
-	raw, err := synth.Generate("lineitem", 42, benchRows)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := partition.Partition(raw, []int{0}, n)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	benchBatches.Store(n, b)
-	return b
-}
-
-func serializedSize(b *partition.Batch) int64 {
-	var n int64
-	for p := range b.NumPartitions() {
-		n += int64(partition.SliceSize(b, p))
-	}
-	return n
+// modes are the writer's own runs and the baselines it is measured
+// against (package internal/baseline).
+var modes = []struct {
+	name string
+	sink func(writer.SinkSpec) (writer.Sink, error)
+}{
+	{"stream", nil},
+	{"legacy", baseline.Legacy},
+	{"ceiling", baseline.Ceiling},
 }
 
 // BenchmarkWrite writes one map task of runs batches per iteration, through
@@ -52,32 +32,34 @@ func serializedSize(b *partition.Batch) int64 {
 // encoded on the same pool into nowhere). Throughput is of the uncompressed
 // serialized input.
 func BenchmarkWrite(b *testing.B) {
-	for _, mode := range []Mode{Stream, Legacy, Ceiling} {
+	for _, mode := range modes {
 		for _, k := range []codec.Kind{codec.LZ4, codec.Zstd} {
 			for _, runs := range []int{1, 4} {
 				for _, n := range []int{200, 2000} {
-					name := fmt.Sprintf("mode=%v/codec=%v/runs=%d/partitions=%d", mode, k, runs, n)
-					b.Run(name, func(b *testing.B) { benchWrite(b, mode, k, runs, n) })
+					name := fmt.Sprintf("mode=%s/codec=%v/runs=%d/partitions=%d", mode.name, k, runs, n)
+					b.Run(name, func(b *testing.B) { benchWrite(b, mode.sink, k, runs, n) })
 				}
 			}
 		}
 	}
 }
 
-func benchWrite(b *testing.B, mode Mode, k codec.Kind, runs, n int) {
-	batch := lineitemBatch(b, n)
-	e, err := New()
+func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k codec.Kind, runs, n int) {
+	batch := writer.LineitemBatch(b, n)
+	e, err := writer.New()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close()
 	dir := b.TempDir()
 	ctx := context.Background()
-	b.SetBytes(int64(runs) * serializedSize(batch))
+	b.SetBytes(int64(runs) * writer.SerializedSize(batch))
 	b.ReportAllocs()
+	var memoryRuns, allRuns int
+	cpu0 := cpuTime()
 	for i := 0; b.Loop(); i++ {
-		spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: int64(i)}, NumPartitions: n, Codec: k, Checksum: checksum.Adler32,
-			Layout: shufflefile.Flat(dir), Mode: mode}
+		spec := writer.Spec{ID: shufflefile.ID{Shuffle: 1, Map: int64(i)}, NumPartitions: n, Codec: k, Checksum: checksum.Adler32,
+			Layout: shufflefile.Flat(dir), Sink: sink}
 		w, err := e.Open(ctx, spec)
 		if err != nil {
 			b.Fatal(err)
@@ -87,17 +69,33 @@ func benchWrite(b *testing.B, mode Mode, k codec.Kind, runs, n int) {
 				b.Fatal(err)
 			}
 		}
-		if _, err := w.Commit(ctx); err != nil {
+		res, err := w.Commit(ctx)
+		if err != nil {
 			b.Fatal(err)
 		}
-		if mode != Ceiling {
-			b.StopTimer()
-			for _, name := range []string{shufflefile.DataName(spec.ID), shufflefile.IndexName(spec.ID), shufflefile.ChecksumName(spec.ID, spec.Checksum)} {
-				if err := os.Remove(shufflefile.Path(spec.Layout, name)); err != nil {
-					b.Fatal(err)
-				}
+		memoryRuns += res.MemoryRuns
+		allRuns += res.Runs
+		b.StopTimer()
+		for _, name := range []string{shufflefile.DataName(spec.ID), shufflefile.IndexName(spec.ID), shufflefile.ChecksumName(spec.ID, spec.Checksum)} {
+			if err := os.Remove(shufflefile.Path(spec.Layout, name)); err != nil && !os.IsNotExist(err) {
+				b.Fatal(err)
 			}
-			b.StartTimer()
 		}
+		b.StartTimer()
 	}
+	// CPU time of the process per map task: on a machine shared with
+	// other work it compares the modes more steadily than wall time.
+	b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+	if runs > 1 && sink == nil {
+		b.ReportMetric(float64(memoryRuns)/float64(allRuns), "memory-runs/run")
+	}
+}
+
+// cpuTime returns the user and system CPU time of this process.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

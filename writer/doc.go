@@ -8,16 +8,28 @@
 // workers, and written by one goroutine per run. A run is a maximal stretch of
 // records with non-decreasing partition ids, so writing a run's records in
 // arrival order writes its partitions in order and the bytes of each
-// partition in arrival order, whatever order the workers finish in.
+// partition in arrival order, whatever order the workers finish in. Map
+// outputs take turns at the workers, and a map output's records go by
+// partition, then run, so its runs are encoded side by side.
 //
-// A record whose partition id is lower than the previous one starts a new run
-// in its own partial file; nothing ever looks ahead. At Commit, a single run
-// file becomes the data file by rename; several runs are merged partition by
-// partition (package merge) by copying compressed segments. The index and
-// checksum files are then committed atomically (package shufflefile).
+// The first run streams to a partial file, which becomes the data file by
+// rename if no other run follows, and keeps a copy of its bytes in memory.
+// A record whose partition id is lower than the previous one starts a new
+// run; nothing ever looks ahead. Later runs keep their encoded bytes in
+// memory, taking over their records' quota, within a budget of a quarter of
+// the limit (an eighth per map output); a run that the budget refuses
+// spills to its own partial file. At Commit, runs in memory are merged into
+// the data file partition by partition while they are still written: each
+// partition as soon as every run has passed it. Runs in files are merged
+// after they end (package merge, by copying compressed segments). The index
+// and checksum files are then committed atomically (package shufflefile).
+//
+// A Spec.Sink replaces the runs for measurements (the baselines in
+// internal/baseline).
 //
 // Invariants: quota acquired for a record is released exactly once, on every
-// path (written, encoding failed, I/O failed, aborted, cancelled); a map
-// output holds O(runs) open files; Commit and Abort each leave no temp file
-// behind, and exactly one of them takes effect.
+// path (written, kept by a run in memory until the map output ends, encoding
+// failed, I/O failed, aborted, cancelled); a map output holds O(runs) open
+// files; Commit and Abort each leave no temp file behind, and exactly one of
+// them takes effect.
 package writer

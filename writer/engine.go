@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
 )
 
 // Sentinel errors. Errors returned by the writer wrap one of them (or a
@@ -29,32 +31,35 @@ var (
 	ErrClosed = errors.New("writer: engine closed")
 )
 
-// Mode selects how a map output's records reach the disk. Stream is the
-// writer; Legacy and Ceiling exist to measure it.
-type Mode uint8
+// A Sink takes the place of the writer's own runs for one map output: it
+// receives the map output's encoded records in arrival order and assembles
+// its data file. It exists to measure the writer against other designs
+// (the benchmarks' baselines); a map output without one (Spec.Sink nil)
+// is written by the writer's runs.
+type Sink interface {
+	// Write takes partition p's next encoded codec stream and its
+	// checksum (0 when the algorithm is None). b is valid only during the
+	// call.
+	Write(p int, b []byte, sum uint32) error
+	// Close runs once, after the last Write or after a failure.
+	Close(failed bool) error
+	// Assemble runs at Commit, after Close: it returns the finished data
+	// temp file, beside SinkSpec.DataPath, which Commit then commits, and
+	// every partition's length and checksum. An empty dataTemp commits
+	// nothing: Commit returns the lengths (a sink that writes no file).
+	Assemble(ctx context.Context) (dataTemp string, lengths []int64, checksums []uint32, err error)
+	// Remove deletes whatever files the sink still has. It runs once,
+	// after Close (and Assemble, if Commit got that far), on every path.
+	Remove()
+}
 
-const (
-	// Stream writes each run straight into its own file, partitions in order,
-	// and merges runs at commit.
-	Stream Mode = iota
-	// Legacy is the pre-V2 design: one temp file per partition, then a
-	// sequential concatenation into the data file at commit.
-	Legacy
-	// Ceiling encodes every record on the pool and discards the result: the
-	// compression ceiling, with no I/O at all. Commit writes nothing.
-	Ceiling
-)
-
-func (m Mode) String() string {
-	switch m {
-	case Stream:
-		return "stream"
-	case Legacy:
-		return "legacy"
-	case Ceiling:
-		return "ceiling"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
+// SinkSpec tells a Sink what it writes and where.
+type SinkSpec struct {
+	FS            vfs.FS
+	DataPath      string // the data file's final path; temp files go beside it
+	NumPartitions int
+	Checksum      checksum.Algorithm
+	Space         Space // nil: no space accounting
 }
 
 // Engine holds what every map output of a daemon shares: the limiter, the
@@ -63,9 +68,10 @@ func (m Mode) String() string {
 type Engine struct {
 	opts     options
 	lim      *limiter.Limiter
-	jobs     chan *record
+	jobs     *jobQueue
 	workers  sync.WaitGroup
 	encoders [4]*codec.Pool // by codec.Kind
+	memory   memoryBudget
 
 	mu struct {
 		sync.Mutex
@@ -86,6 +92,7 @@ func New(opts ...Option) (*Engine, error) {
 	if e.lim == nil {
 		e.lim = limiter.New(o.limit)
 	}
+	e.memory = newMemoryBudget(e.lim.Limit(), o.recordSize)
 	for _, k := range []codec.Kind{codec.None, codec.LZ4, codec.Zstd, codec.Snappy} {
 		p, err := codec.NewPool(k, codec.WithBlockSize(o.blockSize), codec.WithLevel(o.zstdLevel))
 		if err != nil {
@@ -93,7 +100,7 @@ func New(opts ...Option) (*Engine, error) {
 		}
 		e.encoders[k] = p
 	}
-	e.jobs = make(chan *record, 4*o.workers)
+	e.jobs = newJobQueue()
 	e.workers.Add(o.workers)
 	for range o.workers {
 		go e.work()
@@ -120,27 +127,28 @@ func (e *Engine) Close() error {
 	}
 	e.mu.closed = true
 	e.mu.Unlock()
-	close(e.jobs)
+	e.jobs.close()
 	e.workers.Wait()
 	return nil
 }
 
 func (e *Engine) work() {
 	defer e.workers.Done()
-	for r := range e.jobs {
+	for r := e.jobs.pop(); r != nil; r = e.jobs.pop() {
 		r.encode()
+		// Finishing a record readies its stream, which the scheduler puts
+		// next on this P; a worker that took the next job at once would
+		// keep it waiting there until preempted (10 ms) whenever every P
+		// encodes, and the run's writes would pile up at its end. Yielding
+		// between records lets it run now, and lets any other goroutine
+		// that waits for a P (a connection's reader, a copy's completion)
+		// in at least once per record.
+		runtime.Gosched()
 	}
 }
 
 // submit hands an admitted record to the workers.
-func (e *Engine) submit(ctx context.Context, r *record) error {
-	select {
-	case e.jobs <- r:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (e *Engine) submit(r *record) { e.jobs.push(r) }
 
 // Spec names a map output and how to write it.
 type Spec struct {
@@ -151,7 +159,9 @@ type Spec struct {
 	// Layout places the committed files (flat or Spark's hashed local dirs).
 	// Run and temp files live in the directory of the data file.
 	Layout shufflefile.Layout
-	Mode   Mode
+	// Sink, when set, makes the map output's Sink (see Sink): for
+	// measurements only.
+	Sink func(SinkSpec) (Sink, error)
 	// Space, when set, admits every byte the map output is about to put on
 	// disk — run files, partition files, the merged data file — before it
 	// is written. An error from Grow (a disk below its low watermark) fails
@@ -193,10 +203,7 @@ func (s *Spec) validate() error {
 	if s.Checksum > checksum.CRC32C {
 		return fmt.Errorf("%w: map output %d/%d: unknown checksum algorithm %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Checksum)
 	}
-	if s.Mode > Ceiling {
-		return fmt.Errorf("%w: map output %d/%d: unknown mode %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Mode)
-	}
-	if s.Layout == nil && s.Mode != Ceiling {
+	if s.Layout == nil {
 		return fmt.Errorf("%w: map output %d/%d: no layout", ErrInvalid, s.ID.Shuffle, s.ID.Map)
 	}
 	return nil

@@ -109,10 +109,10 @@ func (q *quota) Grow(n int64) error {
 func TestSpaceRefusal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	ops := workload(rng, 10, 3, 3000)
-	for _, mode := range []Mode{Stream, Legacy} {
+	{
 		e := newEngine(t, WithLimit(16<<10), WithRecordSize(2<<10))
 		dir := t.TempDir()
-		spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: 0}, NumPartitions: 10, Codec: codec.Snappy, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir), Mode: mode}
+		spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: 0}, NumPartitions: 10, Codec: codec.Snappy, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
 		spec.Space = &quota{left: 1 << 40}
 		res, err := writeAll(t, e, spec, ops)
 		if err != nil {
@@ -128,10 +128,10 @@ func TestSpaceRefusal(t *testing.T) {
 			spec.Space = &quota{left: budget}
 			_, err := writeAll(t, e, spec, ops)
 			if !errors.Is(err, errNoSpace) {
-				t.Errorf("mode %v, budget %d of %d: error %v, want the space refusal", mode, budget, needed, err)
+				t.Errorf("budget %d of %d: error %v, want the space refusal", budget, needed, err)
 			}
 			if _, statErr := os.Stat(shufflefile.Path(spec.Layout, shufflefile.IndexName(spec.ID))); statErr == nil {
-				t.Errorf("mode %v, budget %d: refused map output committed", mode, budget)
+				t.Errorf("budget %d: refused map output committed", budget)
 			}
 			noTemps(t, dir)
 			checkQuiet(t, e)
@@ -139,7 +139,7 @@ func TestSpaceRefusal(t *testing.T) {
 		spec.ID.Map++
 		spec.Space = &quota{left: needed}
 		if _, err := writeAll(t, e, spec, ops); err != nil {
-			t.Errorf("mode %v: budget of exactly %d bytes: %v", mode, needed, err)
+			t.Errorf("budget of exactly %d bytes: %v", needed, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -45,6 +46,8 @@ type MapWriter struct {
 	streams []*stream // every stream, cur last
 	records int64
 	bytesIn int64
+	memHeld atomic.Int64 // bytes its runs hold in memory
+	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
 }
 
 // Result is what a committed map output holds.
@@ -56,11 +59,14 @@ type Result struct {
 	Checksums []uint32 // nil when the algorithm is None
 	Existing  bool
 
-	Runs       int   // runs the records formed (Stream mode)
+	Runs       int   // runs the records formed (1 with a Spec.Sink)
 	Records    int64 // records encoded
 	BytesIn    int64 // uncompressed bytes written
 	BytesOut   int64 // bytes on disk: the data file's length
-	MergeBytes int64 // bytes copied by the merge of several runs
+	MergeBytes int64 // bytes the merge of several runs wrote
+	// MemoryRuns is how many runs the merge took from memory rather than
+	// from run files.
+	MemoryRuns int
 }
 
 func newMapWriter(e *Engine, spec Spec) *MapWriter {
@@ -71,9 +77,6 @@ func newMapWriter(e *Engine, spec Spec) *MapWriter {
 }
 
 func (w *MapWriter) init() error {
-	if w.spec.Mode == Ceiling {
-		return nil
-	}
 	w.dataPath = shufflefile.Path(w.spec.Layout, shufflefile.DataName(w.spec.ID))
 	// A directory made here (a Spark hashed sub-directory, an executor's
 	// dir in the daemon's root) gets shufflefile.DirMode, as Commit's do.
@@ -145,7 +148,7 @@ func (w *MapWriter) checkPartition(p int) error {
 	if p < 0 || p >= w.spec.NumPartitions {
 		return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
 	}
-	if w.cur == nil || (p < w.last && w.spec.Mode == Stream) {
+	if w.cur == nil || (p < w.last && w.spec.Sink == nil) {
 		if err := w.startRun(); err != nil {
 			return err
 		}
@@ -156,25 +159,29 @@ func (w *MapWriter) checkPartition(p int) error {
 
 // startRun closes the current run's queue, if any, and starts a new stream.
 func (w *MapWriter) startRun() error {
-	if n := len(w.streams) + 1; w.spec.Mode == Stream && (n > MaxRuns || n*w.spec.NumPartitions > maxRunSegments) {
+	n := len(w.streams) + 1
+	if w.spec.Sink == nil && (n > MaxRuns || n*w.spec.NumPartitions > maxRunSegments) {
 		err := fmt.Errorf("%w: map output %s: run %d of %d partitions exceeds %d runs or %d run segments", ErrTooManyRuns, w.name(), n, w.spec.NumPartitions, MaxRuns, maxRunSegments)
 		w.fail(err)
 		return err
 	}
 	var s sink
-	switch w.spec.Mode {
-	case Stream:
-		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
+	if w.spec.Sink != nil {
+		cs, err := w.spec.Sink(SinkSpec{FS: w.fs, DataPath: w.dataPath, NumPartitions: w.spec.NumPartitions, Checksum: w.spec.Checksum, Space: w.spec.Space})
+		if err != nil {
+			err = fmt.Errorf("writer: map output %s: sink: %w", w.name(), err)
+			w.fail(err)
+			return err
+		}
+		s = custom{cs}
+	} else {
+		ru, err := w.newRun(len(w.streams) == 0)
 		if err != nil {
 			err = fmt.Errorf("writer: map output %s: run %d: %w", w.name(), len(w.streams), err)
 			w.fail(err)
 			return err
 		}
-		s = rf
-	case Legacy:
-		s = newPartitionFiles(w.fs, w.spec.Space, w.dataPath, w.spec.NumPartitions, w.spec.Checksum)
-	case Ceiling:
-		s = &discard{newSegments(w.spec.NumPartitions, w.spec.Checksum)}
+		s = ru
 	}
 	if w.cur != nil {
 		close(w.cur.q)
@@ -327,18 +334,24 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 		r.finish()
 		return w.wrapCtx(ctx.Err())
 	}
+	r.run, r.seq = len(w.streams)-1, w.records
 	w.records++
 	if r.encoded {
 		w.bytesIn += r.raw
 	} else {
 		w.bytesIn += r.quota
 	}
-	if err := w.e.submit(ctx, r); err != nil {
-		r.err = err
-		r.finish() // the stream releases the quota
+	w.e.submit(r)
+	return nil
+}
+
+// wrapErr explains an error of the merge: the map output's own abort or
+// failure, a context error, or the merge's own.
+func (w *MapWriter) wrapErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrAborted) {
 		return w.wrapCtx(err)
 	}
-	return nil
+	return fmt.Errorf("writer: map output %s: %w", w.name(), err)
 }
 
 // wrapCtx explains a context error: the caller's, or the map output's own
@@ -353,12 +366,22 @@ func (w *MapWriter) wrapCtx(err error) error {
 // wait closes the open stream and waits for every stream to finish; it
 // returns the first stream error.
 func (w *MapWriter) wait(ctx context.Context) error {
+	w.closeRun()
+	return waitStreams(ctx, w.streams)
+}
+
+// closeRun closes the open stream's queue: no record follows.
+func (w *MapWriter) closeRun() {
 	if w.cur != nil {
 		close(w.cur.q)
 		w.cur = nil
 	}
+}
+
+// waitStreams waits for streams to finish and returns the first error.
+func waitStreams(ctx context.Context, streams []*stream) error {
 	var first error
-	for _, s := range w.streams {
+	for _, s := range streams {
 		select {
 		case <-s.done:
 		case <-ctx.Done():
@@ -401,28 +424,46 @@ func (w *MapWriter) Commit(ctx context.Context) (Result, error) {
 }
 
 func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
+	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
+	if w.spec.Sink == nil && len(w.streams) >= 2 {
+		// Several runs: the merge may follow them as they are written.
+		w.closeRun()
+		dataTemp, seg, ok, err := w.streamMerge(ctx, &res)
+		if err != nil {
+			return Result{}, w.wrapErr(err)
+		}
+		if ok {
+			return w.commitData(res, dataTemp, seg)
+		}
+	}
 	if err := w.wait(ctx); err != nil {
 		return Result{}, w.wrapCtx(err)
 	}
 	if w.aborted.Load() {
 		return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
 	}
-	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
-	if w.spec.Mode == Ceiling {
-		var seg segments
-		if len(w.streams) > 0 {
-			seg = w.streams[0].sink.(*discard).segments
-		} else {
-			seg = newSegments(w.spec.NumPartitions, w.spec.Checksum)
+	if w.spec.Sink != nil && len(w.streams) == 1 {
+		cs := w.streams[0].sink.(custom).s
+		dataTemp, lengths, sums, err := cs.Assemble(ctx)
+		if err != nil {
+			return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
 		}
-		res.Lengths, res.Checksums, res.BytesOut = seg.lengths, seg.checksums, sum(seg.lengths)
-		return res, nil
+		if dataTemp == "" {
+			res.Lengths, res.Checksums, res.BytesOut = lengths, sums, sum(lengths)
+			return res, nil
+		}
+		return w.commitData(res, dataTemp, segments{alg: w.spec.Checksum, lengths: lengths, checksums: sums})
 	}
-	dataTemp, seg, mergeBytes, err := w.assemble(ctx)
+	dataTemp, seg, err := w.assemble(ctx, &res)
 	if err != nil {
 		return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
 	}
-	res.MergeBytes = mergeBytes
+	return w.commitData(res, dataTemp, seg)
+}
+
+// commitData commits a finished data temp file with its index and checksum
+// file; the temp file is gone afterwards on every path.
+func (w *MapWriter) commitData(res Result, dataTemp string, seg segments) (Result, error) {
 	if w.aborted.Load() { // an Abort that came during the merge still wins
 		_ = w.fs.Remove(dataTemp)
 		return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
@@ -446,42 +487,41 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// assemble produces the finished data temp file: the single run file as it
-// is, or a merge of several runs (Stream), or the concatenation of the
-// partition files (Legacy). Run and partition files are removed once merged;
-// on error, assemble removes what it made and abortLocked removes the rest.
-func (w *MapWriter) assemble(ctx context.Context) (string, segments, int64, error) {
+// assemble produces the finished data temp file: the single run's file as
+// it is, or a merge of several runs. Run files are removed once merged; on
+// error, assemble removes what it made and abortLocked removes the rest.
+func (w *MapWriter) assemble(ctx context.Context, res *Result) (string, segments, error) {
 	fsys := w.fs
-	switch {
-	case len(w.streams) == 0:
+	switch len(w.streams) {
+	case 0:
 		// No record at all: an empty data file.
 		path := shufflefile.TempName(w.dataPath)
 		f, err := fsys.Create(path, 0o600)
 		if err != nil {
-			return "", segments{}, 0, err
+			return "", segments{}, err
 		}
 		if err := f.Close(); err != nil {
 			_ = fsys.Remove(path)
-			return "", segments{}, 0, err
+			return "", segments{}, err
 		}
-		return path, newSegments(w.spec.NumPartitions, w.spec.Checksum), 0, nil
-	case w.spec.Mode == Stream && len(w.streams) == 1:
-		rf := w.streams[0].sink.(*runFile)
+		return path, newSegments(w.spec.NumPartitions, w.spec.Checksum), nil
+	case 1:
+		ru := w.streams[0].sink.(*run)
+		ru.releaseMemory()
 		w.streams = nil // the run file is now the data temp file; Commit owns it
-		return rf.path, rf.segments, 0, nil
-	case w.spec.Mode == Stream:
-		return w.mergeRuns(ctx)
-	default:
-		return w.concatPartitions(ctx)
+		return ru.file.path, ru.segments, nil
 	}
+	return w.mergeRuns(ctx, res)
 }
 
-func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, copied int64, err error) {
+// mergeRuns merges finished runs, in files or in memory (package merge).
+func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, seg segments, err error) {
 	fsys := w.fs
 	runs := make([]merge.Run, 0, len(w.streams))
+	var files []vfs.File
 	defer func() {
-		for _, r := range runs {
-			if cerr := r.File.Close(); cerr != nil && err == nil {
+		for _, f := range files {
+			if cerr := f.Close(); cerr != nil && err == nil {
 				err = cerr
 			}
 		}
@@ -490,39 +530,46 @@ func (w *MapWriter) mergeRuns(ctx context.Context) (path string, seg segments, c
 			path = ""
 		}
 	}()
+	var total int64
 	for _, s := range w.streams {
-		rf := s.sink.(*runFile)
-		f, err := fsys.Open(rf.path)
-		if err != nil {
-			return "", segments{}, 0, err
+		ru := s.sink.(*run)
+		mr := merge.Run{Lengths: ru.lengths, Checksums: ru.checksums}
+		if ru.mem {
+			mr.Data = ru.chunks
+			res.MemoryRuns++
+		} else {
+			f, err := fsys.Open(ru.file.path)
+			if err != nil {
+				return "", segments{}, err
+			}
+			files = append(files, f)
+			mr.File = f
 		}
-		runs = append(runs, merge.Run{File: f, Lengths: rf.lengths, Checksums: rf.checksums})
+		runs = append(runs, mr)
+		total += sum(ru.lengths)
 	}
 	if err := ctx.Err(); err != nil {
-		return "", segments{}, 0, err
+		return "", segments{}, err
 	}
 	// The merged copy holds the runs' bytes a second time until the runs
 	// are removed.
-	var total int64
-	for _, r := range runs {
-		total += sum(r.Lengths)
-	}
 	if err := w.grow(total); err != nil {
-		return "", segments{}, 0, err
+		return "", segments{}, err
 	}
 	path = shufflefile.TempName(w.dataPath)
 	dst, err := fsys.Create(path, 0o600)
 	if err != nil {
-		return "", segments{}, 0, err
+		return "", segments{}, err
 	}
-	res, err := merge.Merge(dst, runs, w.spec.NumPartitions, w.spec.Checksum)
+	mres, err := merge.Merge(dst, runs, w.spec.NumPartitions, w.spec.Checksum)
 	if cerr := dst.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		return path, segments{}, 0, err
+		return path, segments{}, err
 	}
-	return path, segments{alg: w.spec.Checksum, lengths: res.Lengths, checksums: res.Checksums}, res.Bytes, nil
+	res.MergeBytes = mres.Bytes
+	return path, segments{alg: w.spec.Checksum, lengths: mres.Lengths, checksums: mres.Checksums}, nil
 }
 
 // grow admits n more bytes on disk with the map output's Space, if any.
@@ -539,53 +586,6 @@ func sum(lengths []int64) int64 {
 		total += n
 	}
 	return total
-}
-
-// concatPartitions is the Legacy commit: partition files copied one after
-// the other into the data file.
-func (w *MapWriter) concatPartitions(ctx context.Context) (string, segments, int64, error) {
-	fsys := w.fs
-	pf := w.streams[0].sink.(*partitionFiles)
-	if err := w.grow(sum(pf.lengths)); err != nil {
-		return "", segments{}, 0, err
-	}
-	path := shufflefile.TempName(w.dataPath)
-	dst, err := fsys.Create(path, 0o600)
-	if err != nil {
-		return "", segments{}, 0, err
-	}
-	var copied int64
-	err = func() error {
-		for p, src := range pf.paths {
-			if src == "" {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			f, err := fsys.Open(src)
-			if err != nil {
-				return err
-			}
-			_, err = vfs.CopyRange(dst, f, 0, pf.lengths[p])
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			copied += pf.lengths[p]
-		}
-		return nil
-	}()
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = fsys.Remove(path)
-		return "", segments{}, 0, err
-	}
-	return path, pf.segments, copied, nil
 }
 
 // Abort discards the map output: every record still in flight is dropped and

@@ -13,6 +13,8 @@ import (
 type record struct {
 	w         *MapWriter
 	partition int
+	run       int   // index of its run in the map output
+	seq       int64 // arrival order in the map output
 	quota     int64
 
 	// Exactly one of data and cols is set: opaque bytes are compressed as
@@ -145,4 +147,15 @@ func putBuffer(b []byte) {
 	}
 	b = b[:0]
 	bufferPools[c].Put(&b)
+}
+
+// getChunk returns an empty buffer for the k-th chunk of a run held in
+// memory: 64 KiB, then 256 KiB, then 1 MiB for every later one, so a small
+// run holds little and a large one few chunks.
+func getChunk(k int) []byte {
+	c := min(2+k, 4)
+	if p, ok := bufferPools[c].Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 1<<(minBufferShift+2*c))
 }

@@ -69,25 +69,26 @@ func TestSweepThenRetry(t *testing.T) {
 	leakcheck.Check(t)
 	for _, tc := range []struct {
 		name  string
-		mode  Mode
+		limit int64
 		kinds []errorfs.OpKind
 		err   error
 		short bool
 	}{
-		{"stream/any-op", Stream, everyOpButRemove, errorfs.ErrInjected, false},
-		{"legacy/any-op", Legacy, everyOpButRemove, errorfs.ErrInjected, false},
-		{"stream/write-enospc-short", Stream, []errorfs.OpKind{errorfs.OpWrite, errorfs.OpCopyRange}, syscall.ENOSPC, true},
-		{"legacy/write-enospc-short", Legacy, []errorfs.OpKind{errorfs.OpWrite, errorfs.OpCopyRange}, syscall.ENOSPC, true},
-		{"stream/fsync-eio", Stream, []errorfs.OpKind{errorfs.OpSync, errorfs.OpSyncDir}, syscall.EIO, false},
-		{"stream/rename-exdev", Stream, []errorfs.OpKind{errorfs.OpRename, errorfs.OpLink}, syscall.EXDEV, false},
-		{"legacy/rename-exdev", Legacy, []errorfs.OpKind{errorfs.OpRename, errorfs.OpLink}, syscall.EXDEV, false},
+		// files: an 8 KiB limit keeps every run in a file; memory: 1 MiB
+		// lets later runs stay in memory until the merge.
+		{"files/any-op", 8 << 10, everyOpButRemove, errorfs.ErrInjected, false},
+		{"memory/any-op", 1 << 20, everyOpButRemove, errorfs.ErrInjected, false},
+		{"files/write-enospc-short", 8 << 10, []errorfs.OpKind{errorfs.OpWrite, errorfs.OpCopyRange}, syscall.ENOSPC, true},
+		{"memory/write-enospc-short", 1 << 20, []errorfs.OpKind{errorfs.OpWrite, errorfs.OpCopyRange}, syscall.ENOSPC, true},
+		{"files/fsync-eio", 8 << 10, []errorfs.OpKind{errorfs.OpSync, errorfs.OpSyncDir}, syscall.EIO, false},
+		{"files/rename-exdev", 8 << 10, []errorfs.OpKind{errorfs.OpRename, errorfs.OpLink}, syscall.EXDEV, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inj := &armedNth{kinds: tc.kinds, err: tc.err, short: tc.short}
 			fsys := errorfs.New(vfs.Default, inj)
 			// Fsyncs are slow; only the cases that may fail them need them.
 			sync := slices.Contains(tc.kinds, errorfs.OpSync)
-			e := newEngine(t, WithFS(fsys), WithLimit(8<<10), WithRecordSize(2<<10), WithWorkers(2), WithSync(sync))
+			e := newEngine(t, WithFS(fsys), WithLimit(tc.limit), WithRecordSize(2<<10), WithWorkers(2), WithSync(sync))
 			dir := t.TempDir()
 			rng := rand.New(rand.NewPCG(17, 3))
 			const parts = 8
@@ -95,7 +96,7 @@ func TestSweepThenRetry(t *testing.T) {
 			want := expect(ops, parts)
 			spec := func(m int64) Spec {
 				return Spec{ID: shufflefile.ID{Shuffle: 2, Map: m}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32C,
-					Layout: shufflefile.Flat(dir), Mode: tc.mode}
+					Layout: shufflefile.Flat(dir)}
 			}
 			anchor := spec(0)
 			if _, err := writeAll(t, e, anchor, ops); err != nil {

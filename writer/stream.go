@@ -2,9 +2,9 @@ package writer
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
-	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -13,7 +13,8 @@ import (
 
 // A stream is the ordered tail of the pipeline: one goroutine that takes a
 // map output's records in arrival order, waits for each to be encoded, and
-// hands the bytes to a sink. In Stream mode there is one stream per run.
+// hands the bytes to a sink. There is one stream per run (or one for a
+// Spec.Sink).
 type stream struct {
 	w    *MapWriter
 	q    chan *record
@@ -22,14 +23,18 @@ type stream struct {
 	done chan struct{} // closed when the goroutine has returned
 }
 
-// sink receives encoded records of non-decreasing partition ids (Stream) or
-// any order (Legacy).
+// sink receives encoded records of non-decreasing partition ids (a run) or
+// in any order (a Spec.Sink).
 type sink interface {
-	write(p int, b []byte, sum uint32) error
-	// close flushes and closes files; it runs once, after the last write or
+	// put takes an encoded record and says how much of the record's quota
+	// it keeps (for bytes it holds in memory); the stream releases the
+	// rest.
+	put(r *record) (kept int64, err error)
+	// close flushes and closes files; it runs once, after the last put or
 	// after a failure.
 	close(failed bool) error
-	// remove deletes whatever files the sink made; it runs after close.
+	// remove deletes whatever files the sink made and gives back the
+	// memory it holds; it runs after close.
 	remove()
 }
 
@@ -48,6 +53,7 @@ func (s *stream) loop() {
 	w := s.w
 	for r := range s.q {
 		<-r.done
+		var kept int64
 		if s.err == nil {
 			switch {
 			case r.err != nil:
@@ -55,13 +61,13 @@ func (s *stream) loop() {
 			case w.aborted.Load():
 				s.err = ErrAborted
 			default:
-				s.err = s.sink.write(r.partition, r.out, r.sum)
+				kept, s.err = s.sink.put(r)
 			}
 			if s.err != nil {
 				w.fail(s.err)
 			}
 		}
-		w.e.lim.Release(r.quota)
+		w.e.lim.Release(r.quota - kept)
 		if r.out != nil {
 			putBuffer(r.out)
 			r.out = nil
@@ -100,31 +106,231 @@ func (s *segments) add(p int, n int, sum uint32) {
 	}
 }
 
-// runFile is the sink of one run: a partial file in the data file's
-// directory, written sequentially through a buffer.
+// memoryBudget bounds, across an engine, the bytes that runs keep in
+// memory until their map output commits. Those bytes also stay counted by
+// the limiter (a record hands its quota over to the run that keeps its
+// encoding), so they are bytes in flight; the budget keeps them to a
+// quarter of the limit, and to an eighth for one map output, so that
+// records always find room and a map output larger than that spills to
+// run files. An engine whose limit is under 16 records gets no budget: its
+// runs go to files.
+type memoryBudget struct {
+	total, perOutput int64
+	used             atomic.Int64
+}
+
+func newMemoryBudget(limit int64, recordSize int) memoryBudget {
+	if limit < 16*int64(recordSize) {
+		return memoryBudget{}
+	}
+	return memoryBudget{total: limit / 4, perOutput: limit / 8}
+}
+
+func (b *memoryBudget) reserve(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u+n > b.total {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+func (b *memoryBudget) release(n int64) { b.used.Add(-n) }
+
+// A run is the sink of one maximal stretch of records with non-decreasing
+// partition ids: its bytes are, in order, every partition's segment.
+//
+// The first run of a map output streams to a run file, which becomes the
+// data file if no other run follows, and keeps a copy of its bytes in
+// memory while the budget allows. Later runs keep their bytes in memory
+// only, until the budget refuses more: the run then spills, writing what it
+// holds to a run file and streaming there from then on (the first run just
+// drops its copy). At Commit, runs in memory are merged into the data file
+// without a run file in between.
+type run struct {
+	w *MapWriter
+	// mu guards what a commit that merges the run while it is still
+	// written reads: chunks, mem, held, segments, progress, finished.
+	mu   sync.Mutex
+	cond sync.Cond // on mu: progress or finished changed
+	segments
+	file   *runFile // nil while a later run is in memory only
+	mem    bool     // the run's bytes are held in chunks
+	chunks [][]byte
+	held   int64 // bytes held in chunks: limiter quota, budget, map output's share
+	// progress: every partition below it is complete. finished: the run's
+	// stream has closed it, failed if after a failure.
+	progress         int
+	finished, failed bool
+	// streamed: a commit is merging the run as it fills, holding slices of
+	// its chunks; a spill then drops the chunks instead of reusing them.
+	streamed bool
+}
+
+func (w *MapWriter) newRun(first bool) (*run, error) {
+	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: w.e.memory.total > 0}
+	ru.cond.L = &ru.mu
+	if first || !ru.mem {
+		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath)
+		if err != nil {
+			return nil, err
+		}
+		ru.file = rf
+	}
+	return ru, nil
+}
+
+func (ru *run) put(r *record) (int64, error) {
+	b := r.out
+	inFile := ru.file != nil
+	if inFile {
+		if err := ru.file.write(b); err != nil {
+			return 0, err
+		}
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	var kept int64
+	if ru.mem {
+		k, ok := ru.keep(b, r.quota)
+		if ok {
+			kept = k
+		} else {
+			if err := ru.spill(); err != nil {
+				return 0, err
+			}
+			if !inFile { // b goes after what was held
+				if err := ru.file.write(b); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+	ru.add(r.partition, len(b), r.sum)
+	if r.partition > ru.progress {
+		ru.progress = r.partition
+		ru.cond.Broadcast()
+	}
+	return kept, nil
+}
+
+// keep copies b into the run's chunks if the budget allows, taking over up
+// to quota bytes of the record's quota and acquiring the rest, if any. It
+// returns the record quota it took. ru.mu is held.
+func (ru *run) keep(b []byte, quota int64) (int64, bool) {
+	w, n := ru.w, int64(len(b))
+	if !w.e.memory.reserve(n) {
+		return 0, false
+	}
+	if w.memHeld.Add(n) > w.e.memory.perOutput {
+		w.memHeld.Add(-n)
+		w.e.memory.release(n)
+		return 0, false
+	}
+	kept := min(n, quota)
+	if extra := n - kept; extra > 0 && !w.e.lim.TryAcquire(extra) {
+		w.memHeld.Add(-n)
+		w.e.memory.release(n)
+		return 0, false
+	}
+	for len(b) > 0 {
+		if k := len(ru.chunks); k == 0 || len(ru.chunks[k-1]) == cap(ru.chunks[k-1]) {
+			ru.chunks = append(ru.chunks, getChunk(k))
+		}
+		c := &ru.chunks[len(ru.chunks)-1]
+		m := copy((*c)[len(*c):cap(*c)], b)
+		*c = (*c)[:len(*c)+m]
+		b = b[m:]
+	}
+	ru.held += n
+	return kept, true
+}
+
+// spill stops keeping the run in memory: a run without a file writes what
+// it holds to a new one, and the memory is given back. ru.mu is held.
+func (ru *run) spill() error {
+	if ru.file == nil {
+		w := ru.w
+		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath)
+		if err != nil {
+			return err
+		}
+		ru.file = rf
+		for _, c := range ru.chunks {
+			if err := rf.write(c); err != nil {
+				return err
+			}
+		}
+	}
+	ru.releaseMemory()
+	return nil
+}
+
+// releaseMemory gives back the chunks and what they hold. ru.mu is held,
+// or the run's stream has ended.
+func (ru *run) releaseMemory() {
+	if ru.held > 0 {
+		w := ru.w
+		w.e.lim.Release(ru.held)
+		w.e.memory.release(ru.held)
+		w.memHeld.Add(-ru.held)
+		ru.held = 0
+	}
+	if !ru.streamed {
+		for _, c := range ru.chunks {
+			putBuffer(c)
+		}
+	}
+	ru.chunks, ru.mem = nil, false
+}
+
+func (ru *run) close(failed bool) error {
+	var err error
+	if ru.file != nil {
+		err = ru.file.close(failed)
+	}
+	ru.mu.Lock()
+	ru.finished, ru.failed = true, failed || err != nil
+	if !ru.failed {
+		ru.progress = len(ru.lengths)
+	}
+	ru.cond.Broadcast()
+	ru.mu.Unlock()
+	return err
+}
+
+func (ru *run) remove() {
+	if ru.file != nil {
+		ru.file.remove()
+	}
+	ru.mu.Lock()
+	ru.releaseMemory()
+	ru.mu.Unlock()
+}
+
+// runFile is a run's file: a partial file in the data file's directory,
+// written sequentially through a buffer.
 type runFile struct {
 	fs    vfs.FS
 	space Space // nil: no space accounting
 	path  string
 	f     vfs.File
 	bw    *bufio.Writer
-	segments
 }
 
-func newRunFile(fsys vfs.FS, space Space, dataPath string, numPartitions int, alg checksum.Algorithm) (*runFile, error) {
+func newRunFile(fsys vfs.FS, space Space, dataPath string) (*runFile, error) {
 	path := shufflefile.TempName(dataPath)
 	f, err := fsys.Create(path, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	return &runFile{
-		fs: fsys, space: space, path: path, f: f,
-		bw:       bufio.NewWriterSize(f, runBufferSize),
-		segments: newSegments(numPartitions, alg),
-	}, nil
+	return &runFile{fs: fsys, space: space, path: path, f: f, bw: bufio.NewWriterSize(f, runBufferSize)}, nil
 }
 
-func (rf *runFile) write(p int, b []byte, sum uint32) error {
+func (rf *runFile) write(b []byte) error {
 	if rf.space != nil {
 		if err := rf.space.Grow(int64(len(b))); err != nil {
 			return err
@@ -133,11 +339,13 @@ func (rf *runFile) write(p int, b []byte, sum uint32) error {
 	if _, err := rf.bw.Write(b); err != nil {
 		return fmt.Errorf("write %s: %w", rf.path, err)
 	}
-	rf.add(p, len(b), sum)
 	return nil
 }
 
 func (rf *runFile) close(failed bool) error {
+	if rf.f == nil {
+		return nil
+	}
 	var err error
 	if !failed {
 		err = rf.bw.Flush()
@@ -145,93 +353,15 @@ func (rf *runFile) close(failed bool) error {
 	if cerr := rf.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close %s: %w", rf.path, cerr)
 	}
-	rf.bw = nil
+	rf.f, rf.bw = nil, nil
 	return err
 }
 
 func (rf *runFile) remove() { _ = rf.fs.Remove(rf.path) }
 
-// partitionFiles is the Legacy sink: one temp file per partition, opened on
-// first use and kept open (O(partitions) files and buffers, the cost the
-// Stream design removes).
-type partitionFiles struct {
-	fs       vfs.FS
-	space    Space
-	dataPath string
-	files    []vfs.File
-	bufs     []*bufio.Writer
-	paths    []string
-	segments
-}
+// custom adapts a Spec.Sink.
+type custom struct{ s Sink }
 
-// legacyBufferSize is Spark's spark.shuffle.file.buffer default.
-const legacyBufferSize = 32 << 10
-
-func newPartitionFiles(fsys vfs.FS, space Space, dataPath string, numPartitions int, alg checksum.Algorithm) *partitionFiles {
-	return &partitionFiles{
-		fs: fsys, space: space, dataPath: dataPath,
-		files:    make([]vfs.File, numPartitions),
-		bufs:     make([]*bufio.Writer, numPartitions),
-		paths:    make([]string, numPartitions),
-		segments: newSegments(numPartitions, alg),
-	}
-}
-
-func (pf *partitionFiles) write(p int, b []byte, sum uint32) error {
-	if pf.space != nil {
-		if err := pf.space.Grow(int64(len(b))); err != nil {
-			return err
-		}
-	}
-	if pf.files[p] == nil {
-		path := shufflefile.TempName(pf.dataPath + ".p" + strconv.Itoa(p))
-		f, err := pf.fs.Create(path, 0o600)
-		if err != nil {
-			return err
-		}
-		pf.files[p], pf.paths[p] = f, path
-		pf.bufs[p] = bufio.NewWriterSize(f, legacyBufferSize)
-	}
-	if _, err := pf.bufs[p].Write(b); err != nil {
-		return fmt.Errorf("write %s: %w", pf.paths[p], err)
-	}
-	pf.add(p, len(b), sum)
-	return nil
-}
-
-func (pf *partitionFiles) close(failed bool) error {
-	var errs []error
-	for p, f := range pf.files {
-		if f == nil {
-			continue
-		}
-		if !failed {
-			if err := pf.bufs[p].Flush(); err != nil {
-				errs = append(errs, fmt.Errorf("write %s: %w", pf.paths[p], err))
-			}
-		}
-		if err := f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", pf.paths[p], err))
-		}
-		pf.files[p], pf.bufs[p] = nil, nil
-	}
-	return errors.Join(errs...)
-}
-
-func (pf *partitionFiles) remove() {
-	for _, path := range pf.paths {
-		if path != "" {
-			_ = pf.fs.Remove(path)
-		}
-	}
-}
-
-// discard is the Ceiling sink: it counts bytes and writes nothing.
-type discard struct{ segments }
-
-func (d *discard) write(p int, b []byte, sum uint32) error {
-	d.add(p, len(b), sum)
-	return nil
-}
-func (d *discard) close(bool) error { return nil }
-func (d *discard) remove()          {}
+func (c custom) put(r *record) (int64, error) { return 0, c.s.Write(r.partition, r.out, r.sum) }
+func (c custom) close(failed bool) error      { return c.s.Close(failed) }
+func (c custom) remove()                      { c.s.Remove() }

@@ -44,14 +44,18 @@ func TestErrorSweep(t *testing.T) {
 	leakcheck.Check(t)
 	for _, tc := range []struct {
 		name  string
-		mode  Mode
+		limit int64
 		runs  int
 		short bool
 	}{
-		{"stream/runs=1", Stream, 1, false},
-		{"stream/runs=3", Stream, 3, false},
-		{"stream/runs=3/short", Stream, 3, true},
-		{"legacy/runs=2", Legacy, 2, false},
+		// An 8 KiB limit keeps every run in a file; 1 MiB lets later runs
+		// stay in memory until the merge.
+		{"files/runs=1", 8 << 10, 1, false},
+		{"files/runs=3", 8 << 10, 3, false},
+		{"files/runs=3/short", 8 << 10, 3, true},
+		{"memory/runs=1", 1 << 20, 1, false},
+		{"memory/runs=3", 1 << 20, 3, false},
+		{"memory/runs=3/short", 1 << 20, 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(11, uint64(tc.runs)))
@@ -65,9 +69,9 @@ func TestErrorSweep(t *testing.T) {
 				inj := &failNth{short: tc.short}
 				inj.n.Store(i)
 				fsys := errorfs.New(vfs.Default, inj)
-				e := newEngine(t, WithFS(fsys), WithLimit(8<<10), WithRecordSize(2<<10), WithWorkers(2), WithSync(true))
+				e := newEngine(t, WithFS(fsys), WithLimit(tc.limit), WithRecordSize(2<<10), WithWorkers(2), WithSync(true))
 				spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: i}, NumPartitions: 12, Codec: codec.LZ4, Checksum: checksum.CRC32C,
-					Layout: shufflefile.Flat(dir), Mode: tc.mode}
+					Layout: shufflefile.Flat(dir)}
 				_, err := writeAll(t, e, spec, ops)
 				checkQuiet(t, e)
 				if cerr := e.Close(); cerr != nil {

@@ -280,46 +280,6 @@ func TestOversizeRecord(t *testing.T) {
 	checkQuiet(t, e)
 }
 
-// TestModesAgree checks that Legacy writes the same data file as Stream for
-// one run, and that Ceiling reports the same lengths without writing.
-func TestModesAgree(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	ops := workload(rng, 300, 1, 5000)
-	e := newEngine(t, WithLimit(1<<20))
-	var lengths [3][]int64
-	var data [2][]byte
-	for _, mode := range []Mode{Stream, Legacy, Ceiling} {
-		dir := t.TempDir()
-		spec := Spec{ID: shufflefile.ID{Shuffle: 3, Map: 1}, NumPartitions: 300, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir), Mode: mode}
-		res, err := writeAll(t, e, spec, ops)
-		if err != nil {
-			t.Fatalf("mode %v: %v", mode, err)
-		}
-		lengths[mode] = res.Lengths
-		if mode == Ceiling {
-			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-				t.Errorf("mode ceiling wrote %d files, want 0", len(ents))
-			}
-			continue
-		}
-		data[mode], err = os.ReadFile(filepath.Join(dir, shufflefile.DataName(spec.ID)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, 300))
-		noTemps(t, dir)
-	}
-	if !bytes.Equal(data[Stream], data[Legacy]) {
-		t.Errorf("legacy data file differs from stream's (%d vs %d bytes)", len(data[Legacy]), len(data[Stream]))
-	}
-	for p := range lengths[Stream] {
-		if lengths[Stream][p] != lengths[Legacy][p] || lengths[Stream][p] != lengths[Ceiling][p] {
-			t.Fatalf("partition %d: lengths stream/legacy/ceiling = %d/%d/%d, want equal", p, lengths[Stream][p], lengths[Legacy][p], lengths[Ceiling][p])
-		}
-	}
-	checkQuiet(t, e)
-}
-
 func TestFirstCommitWins(t *testing.T) {
 	e := newEngine(t)
 	dir := t.TempDir()
@@ -449,11 +409,12 @@ func TestBadInput(t *testing.T) {
 
 // TestAbortRemovesEverything aborts map outputs with several runs in flight.
 func TestAbortRemovesEverything(t *testing.T) {
-	for _, mode := range []Mode{Stream, Legacy} {
-		e := newEngine(t, WithLimit(16<<10), WithRecordSize(2<<10))
+	// 16 KiB: every run in a file; 1 MiB: later runs in memory.
+	for _, limit := range []int64{16 << 10, 1 << 20} {
+		e := newEngine(t, WithLimit(limit), WithRecordSize(2<<10))
 		dir := t.TempDir()
 		ctx := context.Background()
-		spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: 8}, NumPartitions: 50, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir), Mode: mode}
+		spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: 8}, NumPartitions: 50, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
 		w, err := e.Open(ctx, spec)
 		if err != nil {
 			t.Fatal(err)
@@ -468,7 +429,7 @@ func TestAbortRemovesEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-			t.Errorf("mode %v: %d files left after Abort, want 0", mode, len(ents))
+			t.Errorf("limit %d: %d files left after Abort, want 0", limit, len(ents))
 		}
 		checkQuiet(t, e)
 	}
@@ -574,5 +535,129 @@ func TestTooManyRuns(t *testing.T) {
 		t.Errorf("Commit after too many runs = %v, want ErrTooManyRuns", err)
 	}
 	noTemps(t, dir)
+	checkQuiet(t, e)
+}
+
+// TestRunsInMemory checks where a map output's runs go: later runs stay in
+// memory while the engine's budget allows (the merge then takes them from
+// there), a map output larger than its share spills them to run files,
+// and either way the data reads back whole and the limiter holds nothing
+// once the map output is committed.
+func TestRunsInMemory(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		limit   int64
+		maxLen  int
+		inMem   func(memoryRuns, runs int) bool
+		explain string
+	}{
+		{"fits", 8 << 20, 3000, func(m, r int) bool { return m == r }, "every run"},
+		{"spills", 1 << 20, 30000, func(m, r int) bool { return m < r }, "fewer than all runs"},
+		{"no budget", 64 << 10, 3000, func(m, r int) bool { return m == 0 }, "no run"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEngine(t, WithLimit(c.limit), WithRecordSize(4<<10), WithWorkers(2))
+			dir := t.TempDir()
+			rng := rand.New(rand.NewPCG(21, 5))
+			const parts = 40
+			ops := workload(rng, parts, 4, c.maxLen)
+			spec := Spec{ID: shufflefile.ID{Shuffle: 5, Map: 1}, NumPartitions: parts, Codec: codec.None, Checksum: checksum.CRC32C, Layout: shufflefile.Flat(dir)}
+			res, err := writeAll(t, e, spec, ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Runs < 2 || !c.inMem(res.MemoryRuns, res.Runs) {
+				t.Errorf("limit %d: %d of %d runs merged from memory, want %s", c.limit, res.MemoryRuns, res.Runs, c.explain)
+			}
+			checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, parts))
+			noTemps(t, dir)
+			checkQuiet(t, e)
+			if used := e.memory.used.Load(); used != 0 {
+				t.Errorf("memory budget holds %d bytes after the commit, want 0", used)
+			}
+		})
+	}
+}
+
+// TestLastRunSpills merges small runs held in memory with a last run that
+// outgrows the map output's share of the budget while it is written
+// (often after Commit has begun to merge it): a run goes to its run file
+// and the merge takes the rest of it from there.
+func TestLastRunSpills(t *testing.T) {
+	for i := range 5 {
+		e := newEngine(t, WithLimit(8<<20), WithRecordSize(4<<10), WithWorkers(1))
+		dir := t.TempDir()
+		rng := rand.New(rand.NewPCG(31, uint64(i)))
+		const parts = 40
+		var ops []op
+		for range 3 {
+			for p := range parts {
+				ops = append(ops, op{p, payload(rng, 100)})
+			}
+		}
+		for p := range parts {
+			ops = append(ops, op{p, payload(rng, 40<<10)})
+		}
+		spec := Spec{ID: shufflefile.ID{Shuffle: 6, Map: int64(i)}, NumPartitions: parts, Codec: codec.None, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
+		res, err := writeAll(t, e, spec, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The last run spills, or, when the workers take the last run's
+		// early partitions before the first run's late ones, the first run
+		// drops its copy.
+		if res.Runs != 4 || res.MemoryRuns < 2 || res.MemoryRuns > 3 {
+			t.Errorf("%d runs, %d merged from memory, want 4 with one spilled", res.Runs, res.MemoryRuns)
+		}
+		checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, parts))
+		noTemps(t, dir)
+		checkQuiet(t, e)
+	}
+}
+
+// TestMapOutputsTakeTurns checks that a map output with a long queue of
+// records does not hold back another one: the workers take one record of
+// each in turn, so a small map output commits while most of a large one's
+// queued records still wait (in arrival order it would wait for them all).
+func TestMapOutputsTakeTurns(t *testing.T) {
+	e := newEngine(t, WithLimit(256<<20), WithWorkers(1))
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(41, 1))
+	const big = 400
+	data := make([][]byte, big)
+	for p := range data {
+		data[p] = payload(rng, 64<<10)
+	}
+	a, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 7, Map: 1}, NumPartitions: big, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range big {
+		if err := a.Write(ctx, p, data[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queued := func() int {
+		e.jobs.mu.Lock()
+		defer e.jobs.mu.Unlock()
+		return len(a.jobs)
+	}
+	b, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 7, Map: 2}, NumPartitions: 1, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := queued()
+	if err := b.Write(ctx, 0, payload(rng, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := queued(); before < 50 || before-after > before/2 {
+		t.Errorf("the large map output had %d records queued when the small one wrote and %d when it had committed: want at least 50, and fewer than half of them taken first", before, after)
+	}
+	if _, err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	checkQuiet(t, e)
 }
