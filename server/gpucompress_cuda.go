@@ -37,7 +37,7 @@ type compressorOnce struct {
 func (ds *deviceState) compressor() (*gpu.Compressor, error) {
 	v, _ := compressors.LoadOrStore(ds, &compressorOnce{})
 	co := v.(*compressorOnce)
-	co.once.Do(func() { co.c, co.err = ds.dev.NewCompressor() })
+	co.once.Do(func() { co.c, co.err = ds.dev.NewCompressor(0) })
 	return co.c, co.err
 }
 
