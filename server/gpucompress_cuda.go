@@ -5,6 +5,7 @@ package server
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,10 +35,17 @@ type compressorOnce struct {
 	err  error
 }
 
-func (ds *deviceState) compressor() (*gpu.Compressor, error) {
+// compressor returns ds's compressor, loading it at the first call; log
+// hears once why it could not be loaded.
+func (ds *deviceState) compressor(log *slog.Logger) (*gpu.Compressor, error) {
 	v, _ := compressors.LoadOrStore(ds, &compressorOnce{})
 	co := v.(*compressorOnce)
-	co.once.Do(func() { co.c, co.err = ds.dev.NewCompressor(0) })
+	co.once.Do(func() {
+		co.c, co.err = ds.dev.NewCompressor(0)
+		if co.err != nil {
+			log.Warn("device batches of lz4 map outputs are compressed by the CPU pool: the GPU's lz4 kernels did not load", "device", ds.dev.Ordinal(), "err", co.err)
+		}
+	})
 	return co.c, co.err
 }
 
@@ -53,19 +61,24 @@ var gpuCompressed struct {
 	plan, kernels, copyOut, write, batches atomic.Int64
 }
 
-// gpuCompresses reports whether o's device batches are compressed on the
-// GPU: no --no-cuda-compress, an lz4 map output, a block size the
-// kernels support.
-func (sess *session) gpuCompresses(o *output) bool {
+// gpuCompresses reports whether o's device batches on ds are compressed
+// on the GPU: no --no-cuda-compress, an lz4 map output, a block size the
+// kernels support, and kernels that load on the device (where they do
+// not, the CPU pool compresses, as with --no-cuda-compress).
+func (sess *session) gpuCompresses(o *output, ds *deviceState) bool {
 	cfg := sess.s.cfg
-	return !cfg.NoCUDACompress && o.w.Codec() == codec.LZ4 && lz4ref.CheckBlockSize(cfg.BlockSize) == nil
+	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(cfg.BlockSize) != nil {
+		return false
+	}
+	_, err := ds.compressor(sess.s.log)
+	return err == nil
 }
 
 // deviceCompressed applies a device batch of o by compressing it on the
 // device at src.
 func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
 	start := time.Now()
-	comp, err := ds.compressor()
+	comp, err := ds.compressor(sess.s.log)
 	if err != nil {
 		return err
 	}

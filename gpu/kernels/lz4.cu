@@ -315,6 +315,14 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) lz4_compress(const Job 
 	}
 }
 
+// load_nc loads 16 bytes of global memory through the read-only cache
+// (what __ldg does, spelled out so that the PTX depends on no header).
+__device__ __forceinline__ uint4 load_nc(const uint4 *p) {
+	uint4 v;
+	asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+	return v;
+}
+
 // lz4_compress_smem is lz4_compress with one warp per block of threads,
 // which first copies its block into shared memory (16-byte loads, the
 // copy placed at the source's offset within 16 bytes so that the loads
@@ -337,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(32) lz4_compress_smem(const Job *jo
 		uint4 *to = (uint4 *)buf;
 		int words = (int)((head + job.len + 15) / 16);
 		for (int k = lane; k < words; k += 32) {
-			to[k] = __ldg(from + k);
+			to[k] = load_nc(from + k);
 		}
 		__syncwarp();
 		src = buf + head;
