@@ -54,7 +54,8 @@ type Compressor struct {
 	mod cu.Module
 	fn  map[string]cu.Function
 	// smem: lz4_compress_smem (each warp copies its block into shared
-	// memory first) rather than lz4_compress (reads global memory).
+	// memory first) rather than lz4_compress (reads global memory, the
+	// default: measured faster, docs/benchmarks.md "GPU").
 	smem  bool
 	slots chan *lz4Slot
 	all   []*lz4Slot
@@ -70,9 +71,12 @@ type lz4Slot struct {
 func (c *Compressor) Slots() int { return len(c.all) }
 
 // UseSharedMemory chooses between the two compress kernels, which make
-// the same bytes: true (the default) copies each block into shared memory
-// before compressing it, false reads it from global memory. It must not be
-// called while a Compress is running.
+// the same bytes: true copies each block into shared memory before
+// compressing it, false (the default) reads it from global memory. On an
+// H200 the global kernel is about 1.5 times as fast: the 40 KiB of shared
+// memory a warp needs for a 32 KiB block leave 5 warps per SM instead of
+// 28, and a batch fits the L2 cache anyway. It must not be called while a
+// Compress is running.
 func (c *Compressor) UseSharedMemory(on bool) { c.smem = on }
 
 // NewCompressor loads the lz4 kernels built into the program.
@@ -89,7 +93,7 @@ func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
 	if slots <= 0 {
 		slots = DefaultCompressSlots
 	}
-	c := &Compressor{d: d, fn: make(map[string]cu.Function), smem: true, slots: make(chan *lz4Slot, slots)}
+	c := &Compressor{d: d, fn: make(map[string]cu.Function), slots: make(chan *lz4Slot, slots)}
 	err := d.do(func() (err error) {
 		if c.mod, err = cu.LoadData(string(ptx)); err != nil {
 			return fmt.Errorf("loading the module: %w", err)

@@ -195,7 +195,7 @@ func testColumnar(t *testing.T, c *Compressor, kernel string) {
 						t.Fatalf("%s: record %d is not partition %d's SHFC block", name, i, r.Partition)
 					}
 				}
-				if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 && c.smem {
+				if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 && !c.smem {
 					var all []byte
 					for _, s := range got {
 						all = append(all, s...)
@@ -325,7 +325,7 @@ func BenchmarkLZ4Compress(b *testing.B) {
 		}
 		src.Free()
 	}
-	c.UseSharedMemory(true)
+	c.UseSharedMemory(false)
 }
 
 func evenOffsets(n int64, parts int) []int64 {
