@@ -11,10 +11,11 @@
 #     the GPU (CPU_DAEMON and GPU_DAEMON are their flags); a verified --gpu
 #     run against each (the GPU one with --keep: one kept map output is
 #     read back with `shuffled cat` and packed into kept.tar), then REPS
-#     unverified runs each, alternating; then both at --concurrency 8 and
-#     16, the GPU daemon with --checksum none (what the checksums cost),
-#     and the ceiling: the CPU pool daemon with --codec none (the writer
-#     and disk, nothing compressed). Each run: end-to-end MB/s,
+#     unverified runs each, alternating; then both at --concurrency 8,
+#     the GPU daemon at 16 and with --checksum none (what the checksums
+#     cost), and the ceiling: the CPU pool daemon with --codec none (the
+#     writer and disk, nothing compressed) at concurrency 4, 8 and 16.
+#     Each run: end-to-end MB/s,
 #     compression ratio, the daemon's CPU seconds (utime+stime from /proc)
 #     per GB serialized, and the bytes it copied device to host (from its
 #     "device batches" log); at the end, the GPU daemon's totals (its
