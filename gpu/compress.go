@@ -149,7 +149,30 @@ func PlanColumnar(l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows 
 	if len(partitionRows) < 2 || partitionRows[0] != 0 || partitionRows[len(partitionRows)-1] != int64(rows) {
 		return nil, fmt.Errorf("%w: %d partition row offsets, want at least 2, the first 0 and the last %d", ErrInvalid, len(partitionRows), rows)
 	}
-	pl := &CompressPlan{}
+	// Room for one record per non-empty partition (more only when one is
+	// split): its header, and its ops (the header's, then per column one
+	// for validity, two for offsets and data), each cut once at most.
+	records := 0
+	for p := 1; p < len(partitionRows); p++ {
+		if partitionRows[p] > partitionRows[p-1] {
+			records++
+		}
+	}
+	perBlock := 1
+	for _, c := range sk.Columns {
+		perBlock++
+		if c.Validity != nil {
+			perBlock++
+		}
+		if c.Type.VarWidth() {
+			perBlock++
+		}
+	}
+	pl := &CompressPlan{
+		Records: make([]Record, 0, records),
+		Ops:     make([]GatherOp, 0, 2*perBlock*records),
+		Meta:    make([]byte, 0, records*len(appendMeta(nil, sk, 0, 0, 0))),
+	}
 	for p := 1; p < len(partitionRows); p++ {
 		start, end := partitionRows[p-1], partitionRows[p]
 		if end < start {

@@ -278,3 +278,18 @@ func TestPlanCheck(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlanColumnar is the host's share of a columnar device batch:
+// the plan of a load generator batch (lineitem, 100,000 rows, 200
+// partitions), the job list included.
+func BenchmarkPlanColumnar(b *testing.B) {
+	tb := newTestBatch(b, "lineitem", 100_000, 200, 0)
+	b.SetBytes(int64(len(tb.region)))
+	for b.Loop() {
+		pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pl.jobs(32 << 10)
+	}
+}

@@ -26,39 +26,74 @@ var lz4PTX string
 
 // Launch shapes of the lz4 kernels, matching kernels/lz4.cu.
 const (
-	lz4Warps       = 4    // warps per block of lz4_compress, one block each
-	lz4ScanThreads = 1024 // the one block of lz4_scan
-	lz4CopyThreads = 256  // threads per block of lz4_gather and lz4_compact
-	lz4JobSize     = 24   // struct Job
-	lz4OpSize      = 32   // struct Op
+	lz4Warps       = 4       // warps per block of lz4_compress, one block each
+	lz4HashBytes   = 2 << 12 // the hash table of a warp (u16 entries)
+	lz4SmemSlack   = 16      // shared memory past the block: the copy's alignment
+	lz4ScanThreads = 1024    // the one block of lz4_scan
+	lz4CopyThreads = 256     // threads per block of lz4_gather and lz4_compact
+	lz4JobSize     = 24      // struct Job
+	lz4OpSize      = 32      // struct Op
 )
 
-var lz4KernelNames = [...]string{"lz4_gather", "lz4_compress", "lz4_scan", "lz4_compact"}
+var lz4KernelNames = [...]string{"lz4_gather", "lz4_compress", "lz4_compress_smem", "lz4_scan", "lz4_compact"}
+
+// DefaultCompressSlots is how many batches a Compressor has in flight at
+// once unless told otherwise (CompressSlots).
+const DefaultCompressSlots = 4
 
 // Compressor turns the records of device batches into lz4-java streams
 // on one device with the kernels of kernels/lz4.cu: the same bytes as
-// package lz4ref makes of the same records. Its scratch memory grows to
-// the largest batch seen; a Compress holds it until its result is
-// released, so calls are serialized.
+// package lz4ref makes of the same records. It has a number of slots,
+// each a stream of its own with scratch memory that grows to the largest
+// batch it has seen; a Compress takes a free slot (waiting while every
+// slot is out) and holds it until its result is released, so that as
+// many batches as there are slots are compressed, copied out and
+// written at the same time.
 type Compressor struct {
-	d      *Device
-	mod    cu.Module
-	fn     map[string]cu.Function
-	stream cu.Stream
+	d   *Device
+	mod cu.Module
+	fn  map[string]cu.Function
+	// smem: lz4_compress_smem (each warp copies its block into shared
+	// memory first) rather than lz4_compress (reads global memory, the
+	// default: measured faster, docs/benchmarks.md "GPU").
+	smem  bool
+	slots chan *lz4Slot
+	all   []*lz4Slot
+}
 
-	mu      sync.Mutex // held from Compress to Compressed.Release
+// lz4Slot is one batch's worth of a Compressor: its stream and scratch.
+type lz4Slot struct {
+	stream  cu.Stream
 	scratch map[string]*Buffer
 }
 
+// Slots is the number of batches the compressor has in flight at most.
+func (c *Compressor) Slots() int { return len(c.all) }
+
+// UseSharedMemory chooses between the two compress kernels, which make
+// the same bytes: true copies each block into shared memory before
+// compressing it, false (the default) reads it from global memory. On an
+// H200 the global kernel is about 1.5 times as fast: the 40 KiB of shared
+// memory a warp needs for a 32 KiB block leave 5 warps per SM instead of
+// 28, and a batch fits the L2 cache anyway. It must not be called while a
+// Compress is running.
+func (c *Compressor) UseSharedMemory(on bool) { c.smem = on }
+
 // NewCompressor loads the lz4 kernels built into the program.
-func (d *Device) NewCompressor() (*Compressor, error) {
-	return d.LoadCompressor([]byte(lz4PTX))
+// NewCompressor loads the lz4 kernels built into the program, with slots
+// batches in flight (DefaultCompressSlots when slots <= 0).
+func (d *Device) NewCompressor(slots int) (*Compressor, error) {
+	return d.LoadCompressor([]byte(lz4PTX), slots)
 }
 
 // LoadCompressor loads the lz4 kernels from PTX (or a cubin) built from
-// kernels/lz4.cu.
-func (d *Device) LoadCompressor(ptx []byte) (*Compressor, error) {
-	c := &Compressor{d: d, fn: make(map[string]cu.Function), scratch: make(map[string]*Buffer)}
+// kernels/lz4.cu, with slots batches in flight (DefaultCompressSlots when
+// slots <= 0).
+func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
+	if slots <= 0 {
+		slots = DefaultCompressSlots
+	}
+	c := &Compressor{d: d, fn: make(map[string]cu.Function), slots: make(chan *lz4Slot, slots)}
 	err := d.do(func() (err error) {
 		if c.mod, err = cu.LoadData(string(ptx)); err != nil {
 			return fmt.Errorf("loading the module: %w", err)
@@ -70,8 +105,22 @@ func (d *Device) LoadCompressor(ptx []byte) (*Compressor, error) {
 			}
 			c.fn[name] = f
 		}
-		c.stream, err = cu.MakeStream(cu.NonBlocking)
-		return err
+		// The largest block (64 KiB) takes more than the 48 KiB of
+		// dynamic shared memory a kernel gets without asking.
+		smem := lz4HashBytes + lz4ref.MaxBlockSize + lz4SmemSlack
+		f := c.fn["lz4_compress_smem"]
+		if r := C.cuFuncSetAttribute(*(*C.CUfunction)(unsafe.Pointer(&f)), C.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, C.int(smem)); r != C.CUDA_SUCCESS {
+			return fmt.Errorf("lz4_compress_smem: %d bytes of shared memory: CUDA error %d", smem, int(r))
+		}
+		for range slots {
+			s := &lz4Slot{scratch: make(map[string]*Buffer)}
+			if s.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+				return err
+			}
+			c.all = append(c.all, s)
+			c.slots <- s
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gpu: device %d: lz4 kernels: %w", d.ordinal, err)
@@ -79,42 +128,46 @@ func (d *Device) LoadCompressor(ptx []byte) (*Compressor, error) {
 	return c, nil
 }
 
-// Close frees the scratch memory and unloads the kernels. A result not
-// yet released holds it up.
+// Close frees the scratch memory and unloads the kernels. Results not
+// yet released hold it up.
 func (c *Compressor) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, b := range c.scratch {
-		b.Free()
-		delete(c.scratch, k)
+	for range c.all {
+		s := <-c.slots
+		for k, b := range s.scratch {
+			b.Free()
+			delete(s.scratch, k)
+		}
 	}
 	return c.d.do(func() error {
-		c.stream.Destroy()
+		for _, s := range c.all {
+			s.stream.Destroy()
+		}
 		return c.mod.Unload()
 	})
 }
 
-// buf returns scratch buffer name of at least n bytes.
-func (c *Compressor) buf(name string, n int64) (*Buffer, error) {
+// buf returns the slot's scratch buffer name of at least n bytes.
+func (c *Compressor) buf(s *lz4Slot, name string, n int64) (*Buffer, error) {
 	n = max(n, 256)
-	if b := c.scratch[name]; b != nil && b.size >= n {
+	if b := s.scratch[name]; b != nil && b.size >= n {
 		return b, nil
 	} else if b != nil {
 		b.Free()
-		delete(c.scratch, name)
+		delete(s.scratch, name)
 	}
 	b, err := c.d.Alloc(n + n/4)
 	if err != nil {
 		return nil, err
 	}
-	c.scratch[name] = b
+	s.scratch[name] = b
 	return b, nil
 }
 
 // Compressed is the result of Compress: every record's stream, one after
 // the other in device memory, readable until Release.
 type Compressed struct {
-	c *Compressor
+	c    *Compressor
+	slot *lz4Slot
 	// Ptr and Size locate the streams; Streams[i] is record i's, relative
 	// to Ptr.
 	Ptr     uintptr
@@ -126,8 +179,8 @@ type Compressed struct {
 // Release lets the compressor reuse the memory of the streams.
 func (r *Compressed) Release() {
 	r.once.Do(func() {
-		if r.c != nil {
-			r.c.mu.Unlock()
+		if r.slot != nil {
+			r.c.slots <- r.slot
 		}
 	})
 }
@@ -145,17 +198,17 @@ func (c *Compressor) Compress(src uintptr, size int64, pl *CompressPlan, blockSi
 	if err := pl.check(size); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	res, err := c.compress(src, pl, blockSize)
+	s := <-c.slots
+	res, err := c.compress(s, src, pl, blockSize)
 	if err != nil {
-		c.mu.Unlock()
+		c.slots <- s
 		return nil, fmt.Errorf("gpu: device %d: compressing %d records: %w", c.d.ordinal, len(pl.Records), err)
 	}
 	return res, nil
 }
 
-func (c *Compressor) compress(src uintptr, pl *CompressPlan, blockSize int) (*Compressed, error) {
-	res := &Compressed{c: c, Streams: make([]Range, len(pl.Records))}
+func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSize int) (*Compressed, error) {
+	res := &Compressed{c: c, slot: s, Streams: make([]Range, len(pl.Records))}
 	if len(pl.Records) == 0 {
 		return res, nil
 	}
@@ -170,7 +223,7 @@ func (c *Compressor) compress(src uintptr, pl *CompressPlan, blockSize int) (*Co
 	}
 	b := map[string]*Buffer{}
 	for name, n := range bufs {
-		buf, err := c.buf(name, n)
+		buf, err := c.buf(s, name, n)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +260,7 @@ func (c *Compressor) compress(src uintptr, pl *CompressPlan, blockSize int) (*Co
 	}
 	done := make(chan struct{})
 	err := c.d.do(func() error {
-		k := lz4Launcher{c: c}
+		k := lz4Launcher{c: c, stream: s.stream}
 		if pl.Gathered > 0 {
 			k.upload(b["ops"], ob)
 			k.upload(b["meta"], pl.Meta)
@@ -215,11 +268,17 @@ func (c *Compressor) compress(src uintptr, pl *CompressPlan, blockSize int) (*Co
 			k.launch("lz4_gather", len(pl.Ops), lz4CopyThreads, b["ops"].ptr, int64(len(pl.Ops)))
 		}
 		k.upload(b["jobs"], jb)
-		k.launch("lz4_compress", int((njobs+lz4Warps-1)/lz4Warps), 32*lz4Warps, b["jobs"].ptr, njobs, b["slots"].ptr, b["sizes"].ptr)
+		if c.smem {
+			k.smem = lz4HashBytes + blockSize + lz4SmemSlack
+			k.launch("lz4_compress_smem", int(njobs), 32, b["jobs"].ptr, njobs, b["slots"].ptr, b["sizes"].ptr)
+			k.smem = 0
+		} else {
+			k.launch("lz4_compress", int((njobs+lz4Warps-1)/lz4Warps), 32*lz4Warps, b["jobs"].ptr, njobs, b["slots"].ptr, b["sizes"].ptr)
+		}
 		k.launch("lz4_scan", 1, lz4ScanThreads, b["sizes"].ptr, b["offs"].ptr, njobs)
 		k.launch("lz4_compact", int(njobs), lz4CopyThreads, b["jobs"].ptr, b["sizes"].ptr, b["offs"].ptr, b["slots"].ptr, b["out"].ptr, njobs)
 		if k.err == nil {
-			k.err = notifyDone(C.CUstream(unsafe.Pointer(c.stream.C())), done)
+			k.err = notifyDone(C.CUstream(unsafe.Pointer(s.stream.C())), done)
 		}
 		return k.err
 	})
@@ -245,10 +304,12 @@ func (c *Compressor) compress(src uintptr, pl *CompressPlan, blockSize int) (*Co
 // lz4Launcher queues copies and kernels on the compressor's stream and
 // keeps the first error; it runs on the device's goroutine.
 type lz4Launcher struct {
-	c    *Compressor
-	args [8]uint64
-	ptrs [8]unsafe.Pointer
-	err  error
+	c      *Compressor
+	stream cu.Stream
+	smem   int // dynamic shared memory of the next launch
+	args   [8]uint64
+	ptrs   [8]unsafe.Pointer
+	err    error
 }
 
 func (k *lz4Launcher) upload(dst *Buffer, src []byte) {
@@ -256,14 +317,14 @@ func (k *lz4Launcher) upload(dst *Buffer, src []byte) {
 		return
 	}
 	// From pageable memory the call returns once src is staged.
-	if err := cu.MemcpyHtoDAsync(dst.ptr, unsafe.Pointer(&src[0]), int64(len(src)), k.c.stream); err != nil {
+	if err := cu.MemcpyHtoDAsync(dst.ptr, unsafe.Pointer(&src[0]), int64(len(src)), k.stream); err != nil {
 		k.err = fmt.Errorf("upload: %w", err)
 	}
 }
 
 func (k *lz4Launcher) memset(ptr cu.DevicePtr, n int64) {
 	if k.err == nil {
-		if err := cu.MemsetD8Async(ptr, 0, n, k.c.stream); err != nil {
+		if err := cu.MemsetD8Async(ptr, 0, n, k.stream); err != nil {
 			k.err = fmt.Errorf("memset: %w", err)
 		}
 	}
@@ -285,7 +346,7 @@ func (k *lz4Launcher) launch(name string, grid, block int, args ...any) {
 		}
 		k.ptrs[i] = unsafe.Pointer(&k.args[i])
 	}
-	if err := k.c.fn[name].Launch(grid, 1, 1, block, 1, 1, 0, k.c.stream, k.ptrs[:len(args)]); err != nil {
+	if err := k.c.fn[name].Launch(grid, 1, 1, block, 1, 1, k.smem, k.stream, k.ptrs[:len(args)]); err != nil {
 		k.err = fmt.Errorf("kernel %s: %w", name, err)
 	}
 }

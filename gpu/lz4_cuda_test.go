@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -28,9 +30,9 @@ func compressor(tb testing.TB, d *Device) *Compressor {
 		if rerr != nil {
 			tb.Fatal(rerr)
 		}
-		c, err = d.LoadCompressor(ptx)
+		c, err = d.LoadCompressor(ptx, 0)
 	} else {
-		c, err = d.NewCompressor()
+		c, err = d.NewCompressor(0)
 	}
 	if err != nil {
 		tb.Fatalf("loading the lz4 kernels: %v", err)
@@ -43,20 +45,29 @@ func compressor(tb testing.TB, d *Device) *Compressor {
 // reference makes it.
 func runCompress(t testing.TB, c *Compressor, region []byte, pl *CompressPlan, bs int) (got [][]byte, payload []byte) {
 	t.Helper()
-	src, err := c.d.Upload(region)
+	got, payload, err := compressOnce(c, region, pl, bs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return got, payload
+}
+
+// compressOnce is runCompress, returning its error.
+func compressOnce(c *Compressor, region []byte, pl *CompressPlan, bs int) (got [][]byte, payload []byte, err error) {
+	src, err := c.d.Upload(region)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer src.Free()
 	res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, bs)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer res.Release()
 	host := make([]byte, max(res.Size, 1))
 	if res.Size > 0 {
 		if err := c.d.CopyToHost(unsafePtr(host), res.Ptr, res.Size); err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 	}
 	for _, s := range res.Streams {
@@ -67,7 +78,7 @@ func runCompress(t testing.TB, c *Compressor, region []byte, pl *CompressPlan, b
 		payload = make([]byte, pl.Gathered)
 		pl.Gather(payload, region)
 	}
-	return got, payload
+	return got, payload, nil
 }
 
 // same fails the test unless the device's streams equal the reference's
@@ -106,11 +117,25 @@ func textData(n int, seed uint64) []byte {
 	return b.Bytes()[:n]
 }
 
+// kernels is each compress kernel's name, for the tests to run both.
+var kernels = []struct {
+	name string
+	smem bool
+}{{"smem", true}, {"global", false}}
+
 // Opaque payloads: random, text, zeros, short periods, and partitions of
-// 0 and 1 bytes, at block sizes 32 KiB, 64 KiB and the minimum.
+// 0 and 1 bytes, at block sizes 32 KiB, 64 KiB and the minimum, with both
+// compress kernels.
 func TestLZ4OpaqueMatchesReference(t *testing.T) {
 	c := compressor(t, device(t))
 	defer c.Close()
+	for _, k := range kernels {
+		c.UseSharedMemory(k.smem)
+		testOpaque(t, c, k.name)
+	}
+}
+
+func testOpaque(t *testing.T, c *Compressor, kernel string) {
 	r := rand.New(rand.NewPCG(3, 4))
 	random := make([]byte, 1<<20)
 	for i := range random {
@@ -134,16 +159,23 @@ func TestLZ4OpaqueMatchesReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, payload := runCompress(t, c, region, pl, bs)
-			same(t, fmt.Sprintf("opaque block %d record %d", bs, rs), got, pl, payload, bs)
+			same(t, fmt.Sprintf("%s: opaque block %d record %d", kernel, bs, rs), got, pl, payload, bs)
 		}
 	}
 }
 
 // SHFC payloads of every load generator schema, with and without nulls,
-// records split as the writer splits them.
+// records split as the writer splits them, with both compress kernels.
 func TestLZ4ColumnarMatchesReference(t *testing.T) {
 	c := compressor(t, device(t))
 	defer c.Close()
+	for _, k := range kernels {
+		c.UseSharedMemory(k.smem)
+		testColumnar(t, c, k.name)
+	}
+}
+
+func testColumnar(t *testing.T, c *Compressor, kernel string) {
 	for _, schema := range synth.Schemas {
 		for _, nulls := range []float64{0, 0.1} {
 			tb := newTestBatch(t, schema, 50000, 13, nulls)
@@ -153,7 +185,7 @@ func TestLZ4ColumnarMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				got, payload := runCompress(t, c, tb.region, pl, bs)
-				name := fmt.Sprintf("%s nulls %v block %d", schema, nulls, bs)
+				name := fmt.Sprintf("%s: %s nulls %v block %d", kernel, schema, nulls, bs)
 				same(t, name, got, pl, payload, bs)
 				for i, s := range got {
 					d, _ := codec.Decode(codec.LZ4, nil, s)
@@ -163,7 +195,7 @@ func TestLZ4ColumnarMatchesReference(t *testing.T) {
 						t.Fatalf("%s: record %d is not partition %d's SHFC block", name, i, r.Partition)
 					}
 				}
-				if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 {
+				if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 && !c.smem {
 					var all []byte
 					for _, s := range got {
 						all = append(all, s...)
@@ -175,6 +207,39 @@ func TestLZ4ColumnarMatchesReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Batches compressed at the same time, more than there are slots, each
+// of its own data, all come out as the reference makes them.
+func TestLZ4ConcurrentMatchesReference(t *testing.T) {
+	c := compressor(t, device(t))
+	defer c.Close()
+	if c.Slots() != DefaultCompressSlots {
+		t.Fatalf("Slots() = %d, want %d", c.Slots(), DefaultCompressSlots)
+	}
+	var wg sync.WaitGroup
+	for g := range 3 * c.Slots() {
+		wg.Go(func() {
+			region := textData(1<<20+g*4099, uint64(100+g))
+			pl, err := PlanOpaque(evenOffsets(int64(len(region)), 7), int64(len(region)), 100000)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, payload, err := compressOnce(c, region, pl, 32<<10)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			want := pl.Streams(payload, 32<<10)
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Errorf("batch %d record %d: device stream of %d bytes differs from the reference's %d bytes", g, i, len(got[i]), len(want[i]))
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // An empty plan and a plan with gather ops outside the region fail or
@@ -201,53 +266,66 @@ func TestLZ4CompressChecks(t *testing.T) {
 
 // BenchmarkLZ4Compress is the kernels' throughput in raw bytes: the
 // gather (SHFC), every block compressed, the results compacted, on a
-// batch already in device memory.
+// batch already in device memory; per compress kernel, with one batch at
+// a time and with a batch in every slot of the compressor at once.
 func BenchmarkLZ4Compress(b *testing.B) {
 	c := compressor(b, device(b))
 	defer c.Close()
 	for _, input := range []string{"lineitem", "text", "random"} {
-		b.Run(input, func(b *testing.B) {
-			var region []byte
-			var pl *CompressPlan
-			var err error
-			switch input {
-			case "lineitem":
-				tb := newTestBatch(b, "lineitem", 400000, 200, 0)
-				region = tb.region
-				pl, err = PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(region)), 1<<20)
-			case "text":
-				region = textData(64<<20, 9)
-				pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
-			case "random":
-				region = make([]byte, 64<<20)
-				r := rand.New(rand.NewPCG(1, 1))
-				for i := range region {
-					region[i] = byte(r.Uint32())
-				}
-				pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
+		var region []byte
+		var pl *CompressPlan
+		var err error
+		switch input {
+		case "lineitem":
+			tb := newTestBatch(b, "lineitem", 400000, 200, 0)
+			region = tb.region
+			pl, err = PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(region)), 1<<20)
+		case "text":
+			region = textData(64<<20, 9)
+			pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
+		case "random":
+			region = make([]byte, 64<<20)
+			r := rand.New(rand.NewPCG(1, 1))
+			for i := range region {
+				region[i] = byte(r.Uint32())
 			}
-			if err != nil {
-				b.Fatal(err)
+			pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		src, err := c.d.Upload(region)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range kernels {
+			for _, inflight := range []int{1, c.Slots()} {
+				b.Run(fmt.Sprintf("%s/kernel=%s/inflight=%d", input, k.name, inflight), func(b *testing.B) {
+					c.UseSharedMemory(k.smem)
+					var out atomic.Int64
+					b.SetBytes(pl.RawBytes * int64(inflight))
+					for b.Loop() {
+						var wg sync.WaitGroup
+						for range inflight {
+							wg.Go(func() {
+								res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, 32<<10)
+								if err != nil {
+									b.Error(err)
+									return
+								}
+								out.Store(res.Size)
+								res.Release()
+							})
+						}
+						wg.Wait()
+					}
+					b.ReportMetric(float64(pl.RawBytes)/float64(out.Load()), "ratio")
+				})
 			}
-			src, err := c.d.Upload(region)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer src.Free()
-			var out int64
-			b.SetBytes(pl.RawBytes)
-			b.ResetTimer()
-			for b.Loop() {
-				res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, 32<<10)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out = res.Size
-				res.Release()
-			}
-			b.ReportMetric(float64(pl.RawBytes)/float64(out), "ratio")
-		})
+		}
+		src.Free()
 	}
+	c.UseSharedMemory(false)
 }
 
 func evenOffsets(n int64, parts int) []int64 {

@@ -13,9 +13,17 @@ type Compressed struct {
 	Streams []Range
 }
 
-func (d *Device) NewCompressor() (*Compressor, error)            { return nil, ErrNotSupported }
-func (d *Device) LoadCompressor(ptx []byte) (*Compressor, error) { return nil, ErrNotSupported }
-func (c *Compressor) Close() error                               { return ErrNotSupported }
+// DefaultCompressSlots is how many batches a Compressor has in flight at
+// once unless told otherwise.
+const DefaultCompressSlots = 4
+
+func (d *Device) NewCompressor(slots int) (*Compressor, error) { return nil, ErrNotSupported }
+func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
+	return nil, ErrNotSupported
+}
+func (c *Compressor) Close() error            { return ErrNotSupported }
+func (c *Compressor) Slots() int              { return 0 }
+func (c *Compressor) UseSharedMemory(on bool) {}
 func (c *Compressor) Compress(src uintptr, size int64, pl *CompressPlan, blockSize int) (*Compressed, error) {
 	return nil, ErrNotSupported
 }

@@ -71,8 +71,8 @@ func startChild(ctx context.Context, cfg *Config) (_ *child, err error) {
 	go d.awaitReady(readyc)
 
 	args := []string{"serve", "--socket", d.socket, "--root", d.root}
-	if cfg.GPUCompress {
-		args = append(args, "--cuda-compress")
+	if cfg.CPUCompress {
+		args = append(args, "--no-cuda-compress")
 	}
 	d.cmd = exec.Command(cfg.DaemonBin, args...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath)

@@ -99,10 +99,11 @@ type Config struct {
 	// daemon in another process (Socket or DaemonBin): CUDA does not open
 	// an IPC handle in the process that exported it.
 	GPU bool
-	// GPUCompress asks for the daemon's GPU compression (--gpu-compress,
-	// with GPU): a DaemonBin child is started with --cuda-compress; a
-	// daemon at Socket must have been started with it.
-	GPUCompress bool
+	// CPUCompress asks for the daemon's CPU pool to compress the device
+	// batches (--cpu-compress, with GPU), not the GPU, its default: a
+	// DaemonBin child is started with --no-cuda-compress; a daemon at
+	// Socket must have been started with it.
+	CPUCompress bool
 
 	// Socket is a running daemon's socket; empty starts an embedded daemon.
 	Socket string
@@ -188,7 +189,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes) or opaque (pre-serialized)")
 	fs.StringVar(&c.DataPlane, "data-plane", c.DataPlane, "data plane: inline (through the socket), memfd, or cuda-ipc (with --gpu, its default)")
 	fs.BoolVar(&c.GPU, "gpu", false, "partition batches on CUDA device 0 and hand them over by IPC handle (a cuda build; needs --socket or --daemon-bin)")
-	fs.BoolVar(&c.GPUCompress, "gpu-compress", false, "with --gpu: the daemon compresses the device batches on the GPU (a --daemon-bin child is started with --cuda-compress; a --socket daemon must run with it)")
+	fs.BoolVar(&c.CPUCompress, "cpu-compress", false, "with --gpu: the daemon compresses the device batches on its CPU pool, not on the GPU (a --daemon-bin child is started with --no-cuda-compress; a --socket daemon must run with it)")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "generator seed: the same seed sends the same bytes")
 	fs.IntVar(&c.PoolBatches, "pool-batches", c.PoolBatches, "distinct batches generated up front and reused")
 	fs.StringVar(&c.Socket, "socket", "", "a running daemon's socket; empty: start an embedded daemon")
@@ -327,8 +328,8 @@ func (c *Config) validateGPU() error {
 		return usagef("--gpu sends columnar batches that the GPU partitions; drop --payload %s", c.Payload)
 	case c.GPU && c.Partitions > gpu.MaxGPUPartitions:
 		return usagef("--partitions must be <= %d with --gpu (the kernel's per-warp counters), got %d", gpu.MaxGPUPartitions, c.Partitions)
-	case c.GPUCompress && !c.GPU:
-		return usagef("--gpu-compress compresses device batches: it needs --gpu")
+	case c.CPUCompress && !c.GPU:
+		return usagef("--cpu-compress compresses device batches: it needs --gpu")
 	case c.GPU && c.Compare:
 		return usagef("--compare runs the writer in process; drop --gpu")
 	case c.GPU && c.Socket == "" && c.DaemonBin == "":

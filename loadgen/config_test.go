@@ -59,7 +59,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--payload", "rows"}, `--payload must be columnar or opaque, got "rows"`},
 		{[]string{"--data-plane", "rdma"}, `--data-plane must be inline, memfd or cuda-ipc, got "rdma"`},
 		{[]string{"--data-plane", "cuda-ipc"}, "--data-plane cuda-ipc needs --gpu (the batches must be in GPU memory)"},
-		{[]string{"--gpu-compress"}, "--gpu-compress compresses device batches: it needs --gpu"},
+		{[]string{"--cpu-compress"}, "--cpu-compress compresses device batches: it needs --gpu"},
 		{[]string{"--keep"}, "--keep needs --root DIR: the temporary root of an embedded or --daemon-bin daemon is always removed"},
 		{[]string{"--daemon-bin", "/d", "--keep"}, "--keep needs --root DIR: the temporary root of an embedded or --daemon-bin daemon is always removed"},
 		{[]string{"--daemon-bin", "/d", "--socket", "/s"}, "--daemon-bin starts a daemon of its own; drop --socket /s or --daemon-bin"},

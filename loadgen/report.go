@@ -181,7 +181,7 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	rep.FirstBatchMs = ms(r.firstBatch)
 	if dp := p.dev; dp != nil {
 		rep.GPUDevice = dp.dev.Name()
-		rep.GPUCompress = p.cfg.GPUCompress
+		rep.GPUCompress = p.cfg.GPU && !p.cfg.CPUCompress && p.cfg.Codec == "lz4"
 		if dp.gpuTime > 0 {
 			rep.GPUPartitionRowsPerS = round(float64(dp.rows)/dp.gpuTime.Seconds(), 0)
 		}
@@ -239,7 +239,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Tasks, r.BatchesPerTask, r.RowsPerBatch, r.Schema, keys, r.Partitions, r.Codec, r.Checksum,
 		r.Payload, r.DataPlane, r.Concurrency, r.Daemon)
 	if r.GPUDevice != "" && r.GPUCompress {
-		fmt.Fprintf(w, "  batches partitioned on %s, compressed there by the daemon (--gpu-compress)\n", r.GPUDevice)
+		fmt.Fprintf(w, "  batches partitioned on %s, and compressed there by the daemon\n", r.GPUDevice)
 	} else if r.GPUDevice != "" {
 		fmt.Fprintf(w, "  batches partitioned on %s\n", r.GPUDevice)
 	}

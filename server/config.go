@@ -136,13 +136,16 @@ type Config struct {
 	// first device batch pays (docs/benchmarks.md, "GPU", measures both).
 	// A build without the GPU data plane accepts it and ignores it.
 	CUDAStagingPrime bool
-	// CUDACompress makes a daemon with the GPU data plane compress the
-	// device batches of lz4 map outputs on the GPU (--cuda-compress): the
-	// records leave the device as finished lz4-java streams, and the CPU
-	// only checksums and writes them (docs/benchmarks.md, "GPU"). Other
-	// codecs, and block sizes over 64 KiB, use the CPU pool as without it.
-	// A build without the GPU data plane accepts it and ignores it.
-	CUDACompress bool
+	// NoCUDACompress keeps a daemon with the GPU data plane from
+	// compressing the device batches of lz4 map outputs on the GPU
+	// (--no-cuda-compress): they are copied to the host and compressed by
+	// the CPU pool. By default they are compressed on the GPU: the records
+	// leave the device as finished lz4-java streams and the CPU only
+	// checksums and writes them, faster and with a fraction of the CPU
+	// (docs/benchmarks.md, "GPU"). Other codecs, and block sizes over 64
+	// KiB, always use the CPU pool. A build without the GPU data plane
+	// accepts it and ignores it.
+	NoCUDACompress bool
 }
 
 // defaultConfig holds the value EnsureDefaults gives each zero field, except
@@ -392,7 +395,7 @@ func (c *Config) settings() []setting {
 		{"log-format", "log `format`: text or json", stringValue(&c.LogFormat, strings.ToLower)},
 		{"sub-dirs", "`count` of hashed sub-directories per Spark local dir (spark.diskStore.subDirectories)", intValue(&c.SubDirs)},
 		{"cuda-staging-prime", "open every CUDA device and pin its staging buffers at startup, not at the first device batch (cuda builds only: no effect in others)", boolValue(&c.CUDAStagingPrime)},
-		{"cuda-compress", "compress device batches of lz4 map outputs on the GPU, block sizes up to 64 KiB (cuda builds only: no effect in others)", boolValue(&c.CUDACompress)},
+		{"no-cuda-compress", "compress device batches of lz4 map outputs on the CPU pool, not on the GPU (cuda builds only: no effect in others)", boolValue(&c.NoCUDACompress)},
 	}
 }
 

@@ -221,7 +221,7 @@ func TestBindFlags(t *testing.T) {
 		"--allowed-uids=root,1000", "--allowed-gids=2000", "--drain-timeout=1m",
 		"--file-mode=0644", "--socket-mode=0o600", "--max-frame=16MiB", "--retention=48h",
 		"--log-level=debug", "--log-format=json", "--sub-dirs=32", "--cuda-staging-prime",
-		"--partition-state-limit=1MiB", "--max-open-outputs=100", "--cuda-compress",
+		"--partition-state-limit=1MiB", "--max-open-outputs=100", "--no-cuda-compress",
 	})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -251,7 +251,7 @@ func TestBindFlags(t *testing.T) {
 		LogFormat:           "json",
 		SubDirs:             32,
 		CUDAStagingPrime:    true,
-		CUDACompress:        true,
+		NoCUDACompress:      true,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("after flags:\n got %+v\nwant %+v", c, want)

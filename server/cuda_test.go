@@ -263,11 +263,12 @@ func runExecutor(tb testing.TB, j job) *jobResult {
 // and hands it over by CUDA IPC; the committed output holds, partition by
 // partition, exactly the blocks of the host partitioner's batch. An
 // opaque payload larger than a staging chunk, with partitions that span
-// chunks, lands byte for byte.
+// chunks, lands byte for byte. The batches are staged and compressed on
+// the host (NoCUDACompress; TestCUDACompress covers the GPU's).
 func TestCUDAIPCRoundTrip(t *testing.T) {
 	openDevice(t) // the device's goroutine lives as long as the process
 	leakcheck.Check(t)
-	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20 })
+	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20; c.NoCUDACompress = true })
 	layout := shufflefile.Flat(filepath.Join(d.root, "gpu", "1"))
 
 	const rows, parts = 20_000, 16

@@ -5,6 +5,7 @@ package server
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,7 @@ import (
 	"github.com/shuffled/shuffled/writer"
 )
 
-// With Config.CUDACompress, a device batch of an lz4 map output is made
+// Unless Config.NoCUDACompress, a device batch of an lz4 map output is made
 // into its records' lz4-java streams on the device (gpu.Compressor: the
 // records the writer would make, gathered and compressed there), and only
 // the streams cross to the host, into one staging buffer admitted by
@@ -34,33 +35,50 @@ type compressorOnce struct {
 	err  error
 }
 
-func (ds *deviceState) compressor() (*gpu.Compressor, error) {
+// compressor returns ds's compressor, loading it at the first call; log
+// hears once why it could not be loaded.
+func (ds *deviceState) compressor(log *slog.Logger) (*gpu.Compressor, error) {
 	v, _ := compressors.LoadOrStore(ds, &compressorOnce{})
 	co := v.(*compressorOnce)
-	co.once.Do(func() { co.c, co.err = ds.dev.NewCompressor() })
+	co.once.Do(func() {
+		co.c, co.err = ds.dev.NewCompressor(0)
+		if co.err != nil {
+			log.Warn("device batches of lz4 map outputs are compressed by the CPU pool: the GPU's lz4 kernels did not load", "device", ds.dev.Ordinal(), "err", co.err)
+		}
+	})
 	return co.c, co.err
 }
 
 // gpuCompressed counts what the device path compressed: raw bytes in,
 // stream bytes copied to the host, and the time from the batch's start to
-// its streams' landing.
+// its streams' landing; then, summed over batches, the time each step
+// took: the plan (the offsets' copy included), the kernels (waiting for a
+// free slot included), the streams' copy to the host (their admission
+// included), and handing the records to the writer (its admission and
+// queues).
 var gpuCompressed struct {
-	raw, streams, nanos atomic.Int64
+	raw, streams, nanos                    atomic.Int64
+	plan, kernels, copyOut, write, batches atomic.Int64
 }
 
-// gpuCompresses reports whether o's device batches are compressed on the
-// GPU: the daemon's --cuda-compress, an lz4 map output, a block size the
-// kernels support.
-func (sess *session) gpuCompresses(o *output) bool {
+// gpuCompresses reports whether o's device batches on ds are compressed
+// on the GPU: no --no-cuda-compress, an lz4 map output, a block size the
+// kernels support, and kernels that load on the device (where they do
+// not, the CPU pool compresses, as with --no-cuda-compress).
+func (sess *session) gpuCompresses(o *output, ds *deviceState) bool {
 	cfg := sess.s.cfg
-	return cfg.CUDACompress && o.w.Codec() == codec.LZ4 && lz4ref.CheckBlockSize(cfg.BlockSize) == nil
+	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(cfg.BlockSize) != nil {
+		return false
+	}
+	_, err := ds.compressor(sess.s.log)
+	return err == nil
 }
 
 // deviceCompressed applies a device batch of o by compressing it on the
 // device at src.
 func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
 	start := time.Now()
-	comp, err := ds.compressor()
+	comp, err := ds.compressor(sess.s.log)
 	if err != nil {
 		return err
 	}
@@ -80,10 +98,15 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	if err != nil {
 		return err
 	}
+	t1 := time.Now()
+	gpuCompressed.plan.Add(int64(t1.Sub(start)))
 	res, err := comp.Compress(src, size, pl, sess.s.cfg.BlockSize)
 	if err != nil {
 		return err
 	}
+	t2 := time.Now()
+	gpuCompressed.kernels.Add(int64(t2.Sub(t1)))
+	gpuCompressed.batches.Add(1)
 	if res.Size == 0 {
 		res.Release()
 		return nil
@@ -101,10 +124,14 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	}
 	gpuCompressed.raw.Add(pl.RawBytes)
 	gpuCompressed.streams.Add(res.Size)
-	gpuCompressed.nanos.Add(int64(time.Since(start)))
+	t3 := time.Now()
+	gpuCompressed.copyOut.Add(int64(t3.Sub(t2)))
+	gpuCompressed.nanos.Add(int64(t3.Sub(start)))
 	d2h.bytes.Add(res.Size + copied)
-	d2h.nanos.Add(int64(time.Since(start)))
-	if err := o.w.WriteEncoded(sess.ctx, recs, staged.Release); err != nil {
+	d2h.nanos.Add(int64(t3.Sub(start)))
+	err = o.w.WriteEncoded(sess.ctx, recs, staged.Release)
+	gpuCompressed.write.Add(int64(time.Since(t3)))
+	if err != nil {
 		return err
 	}
 	sess.s.metrics.BytesIn.Add(float64(size))
@@ -188,7 +215,10 @@ func checkDecimal(t partition.Type, precision, scale int32) error {
 // logDeviceTotals logs, when a session that sent device batches ends,
 // the daemon's device-to-host totals so far.
 func (sess *session) logDeviceTotals() {
+	s := func(n *atomic.Int64) float64 { return float64(n.Load()) / 1e9 }
 	sess.log.Info("device batches", "d2h_bytes", d2h.bytes.Load(),
 		"gpu_compressed_raw_bytes", gpuCompressed.raw.Load(), "gpu_compressed_stream_bytes", gpuCompressed.streams.Load(),
-		"gpu_compress_s", float64(gpuCompressed.nanos.Load())/1e9)
+		"gpu_compress_s", s(&gpuCompressed.nanos), "gpu_compressed_batches", gpuCompressed.batches.Load(),
+		"gpu_plan_s", s(&gpuCompressed.plan), "gpu_kernels_s", s(&gpuCompressed.kernels),
+		"gpu_copy_out_s", s(&gpuCompressed.copyOut), "gpu_write_s", s(&gpuCompressed.write))
 }

@@ -17,14 +17,14 @@ import (
 	"github.com/shuffled/shuffled/vfs"
 )
 
-// TestCUDACompress: with CUDACompress, device batches are compressed on
-// the GPU: the committed partitions decode to exactly the host
+// TestCUDACompress: by default (no NoCUDACompress), device batches are
+// compressed on the GPU: the committed partitions decode to exactly the host
 // partitioner's blocks (columnar) and to the bytes sent (opaque), their
 // on-disk bytes are the reference compressor's streams of the records,
 // and what crossed to the host is the streams, not the raw batch.
 func TestCUDACompress(t *testing.T) {
 	openDevice(t)
-	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20; c.CUDACompress = true })
+	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20 })
 	raw0, streams0 := gpuCompressed.raw.Load(), gpuCompressed.streams.Load()
 
 	const rows, parts = 30_000, 16

@@ -28,8 +28,8 @@ func (s *Server) primeDevices() error {
 	if s.cfg.CUDAStagingPrime {
 		s.log.Warn("--cuda-staging-prime has no effect: this build has no GPU data plane (a daemon built with -tags cuda has)")
 	}
-	if s.cfg.CUDACompress {
-		s.log.Warn("--cuda-compress has no effect: this build has no GPU data plane (a daemon built with -tags cuda has)")
+	if s.cfg.NoCUDACompress {
+		s.log.Warn("--no-cuda-compress has no effect: this build has no GPU data plane (a daemon built with -tags cuda has)")
 	}
 	return nil
 }

@@ -92,15 +92,15 @@ func asErr(m protocol.Message) error {
 }
 
 // TestStagingPrimeIgnored: a build without the GPU data plane accepts
-// --cuda-staging-prime and --cuda-compress, starts, and logs that they
+// --cuda-staging-prime and --no-cuda-compress, starts, and logs that they
 // have no effect.
 func TestStagingPrimeIgnored(t *testing.T) {
 	dir := t.TempDir()
 	var log bytes.Buffer
-	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), CUDAStagingPrime: true, CUDACompress: true}
+	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), CUDAStagingPrime: true, NoCUDACompress: true}
 	d := startDaemonWith(t, cfg, WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	d.stop(t)
-	for _, flag := range []string{"--cuda-staging-prime", "--cuda-compress"} {
+	for _, flag := range []string{"--cuda-staging-prime", "--no-cuda-compress"} {
 		if got := log.String(); !strings.Contains(got, flag+" has no effect") {
 			t.Errorf("log of a daemon started with %s = %q, want a warning that it has no effect", flag, got)
 		}

@@ -1,25 +1,34 @@
 #!/bin/sh
 # Runs on the GPU machine over binaries that build.sh made elsewhere: the
-# tests and the benchmark of GPU compression (--cuda-compress).
+# tests and the benchmark of GPU compression (the daemon's default; off
+# with --no-cuda-compress).
 #  1. the lz4 kernels' device tests (output == gpu/lz4ref's, byte for
 #     byte, for the load generator's schemas and random data) and their
 #     benchmark (raw GB/s of the kernels alone); at the end, the cuda
 #     tests of server (TestCUDACompress, TestCUDAIPCRoundTrip) and loadgen
 #     (TestRunGPU*). TESTS=0 skips them.
-#  2. two daemons side by side, one compressing on its CPU pool (the
-#     default), one with --cuda-compress; a verified --gpu run against
-#     each (the GPU one with --keep: one kept map output is read back with
-#     `shuffled cat` and packed into kept.tar), then REPS unverified runs
-#     each, alternating. Each run: end-to-end MB/s, compression ratio, the
-#     daemon's CPU seconds (utime+stime from /proc) per GB serialized, and
-#     the bytes it copied device to host (from its "device batches" log).
+#  2. two daemons side by side, one compressing on its CPU pool, one on
+#     the GPU (CPU_DAEMON and GPU_DAEMON are their flags); a verified --gpu
+#     run against each (the GPU one with --keep: one kept map output is
+#     read back with `shuffled cat` and packed into kept.tar), then REPS
+#     unverified runs each, alternating; then both at --concurrency 8,
+#     the GPU daemon at 16 and with --checksum none (what the checksums
+#     cost), and the ceiling: the CPU pool daemon with --codec none (the
+#     writer and disk, nothing compressed) at concurrency 4, 8 and 16.
+#     Each run: end-to-end MB/s,
+#     compression ratio, the daemon's CPU seconds (utime+stime from /proc)
+#     per GB serialized, and the bytes it copied device to host (from its
+#     "device batches" log); at the end, the GPU daemon's totals (its
+#     steps' summed times).
 # Results go to $OUT (default ./compress-out): summary.txt, logs.tar.gz,
 # kept.tar.
 #
 # Usage: scripts/cuda/compress.sh [BINDIR]   (default bin/cuda; TASKS=300, REPS=2)
+# Each step has a timeout; T_TESTS (default 90) and T_RUN (default 60)
+# are the tests' and each load generator run's.
 # LOADGEN_FLAGS (default --gpu) is what every run adds to the load
-# generator's flags, GPU_COMPRESS (default --gpu-compress) what the runs
-# against the --cuda-compress daemon add.
+# generator's flags, CPU_COMPRESS (default --cpu-compress) what the runs
+# against the CPU pool daemon add.
 set -u
 cd "$(dirname "$0")/../.."
 bin=$(cd "${1:-bin/cuda}" && pwd)
@@ -29,7 +38,11 @@ out=$(cd "$out" && pwd)
 tasks=${TASKS:-300}
 reps=${REPS:-2}
 lgflags=${LOADGEN_FLAGS---gpu}
-gc=${GPU_COMPRESS---gpu-compress}
+cc=${CPU_COMPRESS---cpu-compress}
+cpud=${CPU_DAEMON---no-cuda-compress}
+gpud=${GPU_DAEMON-}
+tt=${T_TESTS:-90}
+tr=${T_RUN:-60}
 work=$(mktemp -d)
 logs=$work/logs
 mkdir -p "$logs" "$work/keep"
@@ -44,9 +57,9 @@ trap 'for p in $pids; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 } >"$sum" 2>&1
 
 if [ "${TESTS:-1}" != 0 ]; then
-	(cd gpu && SHUFFLED_LZ4_KEEP="$work/keep" timeout 150 "$bin/gpu.test" -test.run LZ4 -test.v -test.count=1) >"$logs/gpu-test.log" 2>&1
+	(cd gpu && SHUFFLED_LZ4_KEEP="$work/keep" timeout "$tt" "$bin/gpu.test" -test.run LZ4 -test.v -test.count=1) >"$logs/gpu-test.log" 2>&1
 	echo "gpu lz4 tests: exit $?" >>"$sum"
-	(cd gpu && timeout 150 "$bin/gpu.test" -test.run '^$' -test.bench LZ4 -test.benchtime 20x) >"$logs/bench.log" 2>&1
+	(cd gpu && timeout "$tt" "$bin/gpu.test" -test.run '^$' -test.bench LZ4 -test.benchtime 10x) >"$logs/bench.log" 2>&1
 	echo "gpu lz4 benchmark: exit $?" >>"$sum"
 	grep '^Benchmark' "$logs/bench.log" >>"$sum"
 fi
@@ -82,7 +95,7 @@ run() {
 	b0=$(d2h "$name")
 	echo "== $label: shuffled-loadgen --socket $name.sock --tasks $tasks $lgflags $*" >>"$logs/loadgen.log"
 	# shellcheck disable=SC2086
-	timeout 150 "$bin/shuffled-loadgen" --socket "$work/$name.sock" --tasks "$tasks" --json $lgflags "$@" >"$work/r.json" 2>>"$logs/loadgen.log"
+	timeout "$tr" "$bin/shuffled-loadgen" --socket "$work/$name.sock" --tasks "$tasks" --json $lgflags "$@" >"$work/r.json" 2>>"$logs/loadgen.log"
 	rc=$?
 	sleep 1 # the daemon logs its totals as the sessions end
 	c1=$(ticks "$pid")
@@ -97,9 +110,10 @@ run() {
 	}' >>"$sum"
 }
 
-daemon cpu && daemon gpu --cuda-compress
-run cpu-verify cpu --verify
-run gpu-verify gpu $gc --verify --keep
+# shellcheck disable=SC2086
+daemon cpu $cpud && daemon gpu $gpud
+run cpu-verify cpu $cc --verify
+run gpu-verify gpu --verify --keep
 kept=$(find "$work/gpu-root" -name '*.data' | sort | head -n 1)
 if [ -n "$kept" ]; then
 	timeout 60 "$bin/shuffled" cat "$kept" >"$logs/cat.txt" 2>&1
@@ -108,18 +122,24 @@ if [ -n "$kept" ]; then
 	tar -cf "$out/kept.tar" -C "$(dirname "$kept")" $(cd "$(dirname "$kept")" && ls "$(basename "$base")".*)
 fi
 for r in $(seq "$reps"); do
-	run "cpu-$r" cpu
-	run "gpu-$r" gpu $gc
+	run "cpu-$r" cpu $cc
+	run "gpu-$r" gpu
 done
-run cpu-c8 cpu --concurrency 8
-run gpu-c8 gpu $gc --concurrency 8
+run cpu-c8 cpu $cc --concurrency 8
+run gpu-c8 gpu --concurrency 8
+run gpu-c16 gpu --concurrency 16
+run gpu-nosum gpu --checksum none
+run ceiling cpu --codec none
+run ceiling-c8 cpu --codec none --concurrency 8
+run ceiling-c16 cpu --codec none --concurrency 16
+grep 'device batches' "$logs/gpu.log" | tail -n 1 >>"$sum"
 for p in $pids; do kill -TERM "$p"; done
 wait
 pids=
 if [ "${TESTS:-1}" != 0 ]; then
-	(cd server && SHUFFLED_LZ4_KEEP="$work/keep" timeout 150 "$bin/server.test" -test.run 'CUDACompress|CUDAIPCRoundTrip' -test.v -test.count=1) >"$logs/server-test.log" 2>&1
+	(cd server && SHUFFLED_LZ4_KEEP="$work/keep" timeout "$tt" "$bin/server.test" -test.run 'CUDACompress|CUDAIPCRoundTrip' -test.v -test.count=1) >"$logs/server-test.log" 2>&1
 	echo "server tests: exit $?" >>"$sum"
-	(cd loadgen && timeout 150 "$bin/loadgen.test" -test.run 'RunGPU' -test.v -test.count=1) >"$logs/loadgen-test.log" 2>&1
+	(cd loadgen && timeout "$tt" "$bin/loadgen.test" -test.run 'RunGPU' -test.v -test.count=1) >"$logs/loadgen-test.log" 2>&1
 	echo "loadgen tests: exit $?" >>"$sum"
 fi
 tar -czf "$out/logs.tar.gz" -C "$work" logs keep
