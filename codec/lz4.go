@@ -36,16 +36,15 @@ func lz4MaxEncodedLen(n, blockSize int) int {
 	return n + (blocks+1)*lz4HeaderLen
 }
 
-// lz4Encoder writes lz4-java block streams. Its block compressor makes the
-// same blocks as the reference LZ4_compress_default that lz4-java's native
-// compressor calls, so a stream is the bytes Spark writes for the same
-// input; on text it also compresses better and faster than lz4.Compressor.
-// The compressor's hash tables live in the encoder, so steady-state
-// encoding does not allocate.
+// lz4Encoder writes lz4-java block streams. Its block compressor
+// (lz4block.go) makes the same blocks as the reference LZ4_compress_default
+// that lz4-java's native compressor calls, so a stream is the bytes Spark
+// writes for the same input. The compressor's hash tables live in the
+// encoder, so steady-state encoding does not allocate.
 type lz4Encoder struct {
 	o     options
 	level byte
-	c     lz4.CompressorCCompat
+	c     lz4Compressor
 	open  bool
 	out   []byte
 	buf   []byte // input of the stream in progress, less than one block
@@ -106,10 +105,13 @@ func (e *lz4Encoder) appendBlock(dst, src []byte) []byte {
 	dst = grow(dst, lz4HeaderLen+len(src))
 	payload := dst[start+lz4HeaderLen:]
 	method := byte(lz4MethodLZ4)
-	// With less room than the input, the compressor gives up (n == 0 or an
-	// error) exactly when the block would not shrink.
-	n, err := e.c.CompressBlock(src, payload[:len(src)-1])
-	if err != nil || n == 0 {
+	// With less room than the input, the compressor gives up (n == 0)
+	// exactly when the block would not shrink.
+	n := 0
+	if len(src) > 1 {
+		n = e.c.compress(payload[:len(src)-1], src)
+	}
+	if n == 0 {
 		method = lz4MethodRaw
 		n = copy(payload, src)
 	}
