@@ -62,7 +62,7 @@ var lz4Impls = []blockCompressor{
 
 // BenchmarkLZ4Block compresses the corpus in 32 KiB blocks, as the lz4
 // encoder cuts them, with each block compressor: the pure-Go one (go),
-// pierrec's port of LZ4_compress_default (pierrec) and, in an lz4c build,
+// pierrec's port of LZ4_compress_default (pierrec) and, in a clib build,
 // liblz4's LZ4_compress_default itself (c). Compare with
 // benchstat -col /impl.
 func BenchmarkLZ4Block(b *testing.B) {
@@ -79,6 +79,46 @@ func BenchmarkLZ4Block(b *testing.B) {
 					out = 0
 					for q := src; len(q) > 0; q = q[min(len(q), DefaultBlockSize):] {
 						out += compress(dst, q[:min(len(q), DefaultBlockSize)])
+					}
+				}
+				b.ReportMetric(float64(len(src))/float64(out), "ratio")
+			})
+		}
+	}
+}
+
+// zstdImpl compresses one record into a zstd frame appended to dst.
+type zstdImpl struct {
+	name string
+	new  func(tb testing.TB) func(dst, src []byte) []byte
+}
+
+var zstdImpls = []zstdImpl{
+	{"go", func(tb testing.TB) func(dst, src []byte) []byte {
+		return mustEncoder(tb, Zstd).Encode
+	}},
+}
+
+// BenchmarkZstdRecord compresses the corpus in records of 64 KiB (about a
+// partition's slice of a 100 000-row batch at 200 partitions), one frame
+// each at level 1: the encoder (go) and, in a clib build, libzstd's
+// ZSTD_compress2 (c), the C that zstd-jni calls.
+func BenchmarkZstdRecord(b *testing.B) {
+	const record = 64 << 10
+	for _, data := range []string{"lineitem", "text"} {
+		for _, impl := range zstdImpls {
+			b.Run(fmt.Sprintf("data=%s/impl=%s", data, impl.name), func(b *testing.B) {
+				src := corpus(b, data)
+				compress := impl.new(b)
+				dst := make([]byte, 0, 2*record)
+				b.SetBytes(int64(len(src)))
+				b.ReportAllocs()
+				var out int
+				for b.Loop() {
+					out = 0
+					for q := src; len(q) > 0; q = q[min(len(q), record):] {
+						dst = compress(dst[:0], q[:min(len(q), record)])
+						out += len(dst)
 					}
 				}
 				b.ReportMetric(float64(len(src))/float64(out), "ratio")
