@@ -53,11 +53,6 @@ func (c *lz4Compressor) compress(dst, src []byte) int {
 	return compress16(&c.table, dst, src)
 }
 
-func load32(p unsafe.Pointer, i int) uint32 { return *(*uint32)(unsafe.Add(p, i)) }
-func load64(p unsafe.Pointer, i int) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
-func store64(p unsafe.Pointer, i int, v uint64) {
-	*(*uint64)(unsafe.Add(p, i)) = v
-}
 func storeByte(p unsafe.Pointer, i int, v byte) { *(*byte)(unsafe.Add(p, i)) = v }
 func loadByte(p unsafe.Pointer, i int) byte     { return *(*byte)(unsafe.Add(p, i)) }
 
@@ -182,7 +177,7 @@ func compress16(table *[lz4TableSize16]uint16, dst, src []byte) int {
 				in += 4
 				m += 4
 			}
-			if in+2 <= matchLimit && *(*uint16)(unsafe.Add(s, m)) == *(*uint16)(unsafe.Add(s, in)) {
+			if in+2 <= matchLimit && load16(s, m) == load16(s, in) {
 				in += 2
 				m += 2
 			}
