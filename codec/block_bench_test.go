@@ -2,6 +2,7 @@ package codec
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -15,8 +16,30 @@ import (
 // benchCorpus is what the block benchmarks compress: the load generator's
 // default bytes (a lineitem batch of 100 000 rows hashed into 200
 // partitions, each partition's slice serialized as the opaque payload
-// carries it) and text lines.
+// carries it) and text lines; and, when CODEC_BENCH_FILE names a file (a
+// batch-<j>.bin of shuffled-loadgen --dump-input, for the JVM's CodecBench
+// on the same bytes), that file's bytes as "file".
 var benchCorpus = sync.OnceValues(func() (map[string][]byte, error) {
+	c, err := genCorpus()
+	if err != nil {
+		return nil, err
+	}
+	if name := os.Getenv("CODEC_BENCH_FILE"); name != "" {
+		if c["file"], err = os.ReadFile(name); err != nil {
+			return nil, fmt.Errorf("CODEC_BENCH_FILE: %w", err)
+		}
+	}
+	return c, nil
+})
+
+func benchData() []string {
+	if os.Getenv("CODEC_BENCH_FILE") != "" {
+		return []string{"lineitem", "text", "file"}
+	}
+	return []string{"lineitem", "text"}
+}
+
+func genCorpus() (map[string][]byte, error) {
 	b, err := synth.Generate("lineitem", 1, 100_000)
 	if err != nil {
 		return nil, err
@@ -30,7 +53,7 @@ var benchCorpus = sync.OnceValues(func() (map[string][]byte, error) {
 		opaque = partition.AppendSlice(opaque, pb, p)
 	}
 	return map[string][]byte{"lineitem": opaque, "text": textData(len(opaque), 7)}, nil
-})
+}
 
 func corpus(tb testing.TB, name string) []byte {
 	tb.Helper()
@@ -92,7 +115,7 @@ var lz4Impls = []blockCompressor{
 // liblz4's LZ4_compress_default itself (c). Compare with
 // benchstat -col /impl.
 func BenchmarkLZ4Block(b *testing.B) {
-	for _, data := range []string{"lineitem", "text"} {
+	for _, data := range benchData() {
 		for _, impl := range lz4Impls {
 			b.Run(fmt.Sprintf("data=%s/impl=%s", data, impl.name), func(b *testing.B) {
 				src := corpus(b, data)
@@ -138,7 +161,7 @@ var zstdImpls = []zstdImpl{
 // calls and the clib build's encoder.
 func BenchmarkZstdRecord(b *testing.B) {
 	const record = 64 << 10
-	for _, data := range []string{"lineitem", "text"} {
+	for _, data := range benchData() {
 		for _, impl := range zstdImpls {
 			b.Run(fmt.Sprintf("data=%s/impl=%s", data, impl.name), func(b *testing.B) {
 				src := corpus(b, data)
