@@ -48,6 +48,9 @@ type lz4Encoder struct {
 	open  bool
 	out   []byte
 	buf   []byte // input of the stream in progress, less than one block
+	// scratch takes a block when the output has no room for the
+	// compressor's bound.
+	scratch []byte
 }
 
 func newLZ4Encoder(o options) *lz4Encoder {
@@ -99,23 +102,34 @@ func (e *lz4Encoder) release() {
 }
 
 // appendBlock appends one block holding src (1..blockSize bytes), stored
-// raw when compression does not make it smaller.
+// raw when compression does not make it smaller, as LZ4BlockOutputStream
+// decides. The compressor writes into dst when dst has room for its bound,
+// else into the encoder's scratch buffer, and the block is copied from
+// there.
 func (e *lz4Encoder) appendBlock(dst, src []byte) []byte {
 	start := len(dst)
-	dst = grow(dst, lz4HeaderLen+len(src))
-	payload := dst[start+lz4HeaderLen:]
+	bound := lz4Bound(len(src))
+	var n int
+	var payload []byte
+	if cap(dst)-start-lz4HeaderLen >= bound {
+		payload = dst[start+lz4HeaderLen : start+lz4HeaderLen+bound]
+		n = e.c.compress(payload, src)
+	} else {
+		if len(e.scratch) < bound {
+			e.scratch = make([]byte, lz4Bound(e.o.blockSize))
+		}
+		payload = e.scratch
+		n = e.c.compress(payload, src)
+	}
 	method := byte(lz4MethodLZ4)
-	// With less room than the input, the compressor gives up (n == 0)
-	// exactly when the block would not shrink.
-	n := 0
-	if len(src) > 1 {
-		n = e.c.compress(payload[:len(src)-1], src)
-	}
-	if n == 0 {
+	if n == 0 || n >= len(src) {
 		method = lz4MethodRaw
-		n = copy(payload, src)
+		payload, n = src, len(src)
 	}
-	dst = dst[:start+lz4HeaderLen+n]
+	dst = grow(dst, lz4HeaderLen+n)
+	if &payload[0] != &dst[start+lz4HeaderLen] {
+		copy(dst[start+lz4HeaderLen:], payload[:n])
+	}
 	h := dst[start:]
 	copy(h, lz4Magic)
 	h[8] = method | e.level

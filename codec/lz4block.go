@@ -14,9 +14,13 @@ import (
 // the same bytes, so a stream is the bytes lz4-java's native compressor
 // writes. Larger inputs go to pierrec's port of the same function.
 //
-// It is written for speed: the hash and table sizes are constants, loads and
-// stores go through unsafe pointers, and the bounds that make them safe are
-// checked once per sequence, as lz4.c's limitedOutput mode checks them.
+// It is written for speed: the hash and table sizes are constants, and loads
+// and stores go through unsafe pointers, without bounds checks. Like
+// lz4-java's call of LZ4_compress_default (its destination holds
+// LZ4_compressBound bytes: lz4.c's notLimited mode), it writes into room for
+// the bound and checks nothing as it writes; the caller stores a block raw
+// when the result is not smaller than the input, as LZ4BlockOutputStream
+// does.
 const (
 	lz4HashLog16     = 13 // LZ4_HASHLOG + 1: the byU16 table's bits
 	lz4TableSize16   = 1 << lz4HashLog16
@@ -39,9 +43,15 @@ type lz4Compressor struct {
 	large lz4.CompressorCCompat
 }
 
-// compress writes the LZ4 block of src into dst and returns its length, or
-// 0 when it does not fit in dst. src must not be empty.
+// lz4Bound is LZ4_compressBound: the largest block of n bytes of input.
+func lz4Bound(n int) int { return n + n/255 + 16 }
+
+// compress writes the LZ4 block of src into dst and returns its length. It
+// returns 0, writing nothing, unless dst holds lz4Bound(len(src)) bytes.
 func (c *lz4Compressor) compress(dst, src []byte) int {
+	if len(dst) < lz4Bound(len(src)) {
+		return 0
+	}
 	if len(src) >= lz4U16Limit {
 		n, err := c.large.CompressBlock(src, dst)
 		if err != nil {
@@ -59,22 +69,20 @@ func loadByte(p unsafe.Pointer, i int) byte     { return *(*byte)(unsafe.Add(p, 
 // hash16 is LZ4_hash4 for the byU16 table.
 func hash16(v uint32) uint32 { return v * lz4Prime4 >> lz4HashShift16 }
 
-// compress16 is the byU16 case of LZ4_compress_generic. Every load is
-// within src: positions searched stop lz4MFLimit bytes before its end (a
-// load of 8 bytes from there ends 4 bytes before it), and matches
-// lz4LastLiterals bytes before it. Every store is within dst: each
-// sequence checks its room before writing, as limitedOutput does.
+// compress16 is the byU16 case of LZ4_compress_generic in notLimited mode.
+// Every load is within src: positions searched stop lz4MFLimit bytes before
+// its end (a load of 8 bytes from there ends 4 bytes before it), and matches
+// lz4LastLiterals bytes before it. Every store is within dst, which holds
+// lz4Bound(len(src)) bytes: the output is at most that long, and the wild
+// copy of literals, which may write 7 bytes past them, is always followed by
+// at least 8 bytes of output (an offset, a token, the last literals).
 func compress16(table *[lz4TableSize16]uint16, dst, src []byte) int {
 	n := len(src)
-	if len(dst) == 0 {
-		return 0
-	}
 	s := unsafe.Pointer(unsafe.SliceData(src))
 	d := unsafe.Pointer(unsafe.SliceData(dst))
 	t := unsafe.Pointer(table)
 	tget := func(h uint32) int { return int(*(*uint16)(unsafe.Add(t, uintptr(h)*2))) }
 	tput := func(h uint32, pos int) { *(*uint16)(unsafe.Add(t, uintptr(h)*2)) = uint16(pos) }
-	dlen := len(dst)
 
 	var (
 		anchor, ip, op int
@@ -128,9 +136,6 @@ func compress16(table *[lz4TableSize16]uint16, dst, src []byte) int {
 			litLength := ip - anchor
 			token = op
 			op++
-			if op+litLength+(2+1+lz4LastLiterals)+litLength/255 > dlen {
-				return 0
-			}
 			if litLength >= lz4MaxLiteralRun {
 				storeByte(d, token, lz4MaxLiteralRun<<4)
 				l := litLength - lz4MaxLiteralRun
@@ -144,8 +149,7 @@ func compress16(table *[lz4TableSize16]uint16, dst, src []byte) int {
 				storeByte(d, token, byte(litLength<<4))
 			}
 			// Wild copy in 8-byte words: it may write up to 7 bytes past
-			// the literals, within the room checked above, which the
-			// offset and what follows overwrite.
+			// the literals, which the offset and what follows overwrite.
 			for i := 0; i < litLength; i += 8 {
 				store64(d, op+i, load64(s, anchor+i))
 			}
@@ -187,9 +191,6 @@ func compress16(table *[lz4TableSize16]uint16, dst, src []byte) int {
 		counted:
 			matchCode := in - start
 			ip = in
-			if op+(1+lz4LastLiterals)+(matchCode+240)/255 > dlen {
-				return 0
-			}
 			if matchCode >= 0xF {
 				storeByte(d, token, loadByte(d, token)+0xF)
 				matchCode -= 0xF
@@ -236,9 +237,6 @@ func compress16(table *[lz4TableSize16]uint16, dst, src []byte) int {
 
 lastLiterals:
 	lastRun := n - anchor
-	if op+lastRun+1+(lastRun+255-lz4MaxLiteralRun)/255 > dlen {
-		return 0
-	}
 	if lastRun >= lz4MaxLiteralRun {
 		storeByte(d, op, lz4MaxLiteralRun<<4)
 		op++

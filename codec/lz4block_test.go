@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -34,32 +35,85 @@ func blockInputs(t testing.TB) map[string][]byte {
 
 // TestLZ4BlockMatchesReference checks that the block compressor writes the
 // bytes of pierrec's port of LZ4_compress_default (whose own tests compare
-// it with lz4.c), with room for the bound and with just too little room,
-// and that a reused compressor writes what a fresh one does.
+// it with lz4.c), that it refuses a destination shorter than the bound, and
+// that a reused compressor writes what a fresh one does.
 func TestLZ4BlockMatchesReference(t *testing.T) {
 	var c lz4Compressor
 	var ref lz4.CompressorCCompat
 	for name, src := range blockInputs(t) {
-		bound := lz4.CompressBlockBound(len(src))
+		bound := lz4Bound(len(src))
+		if bound != lz4.CompressBlockBound(len(src)) {
+			t.Fatalf("%s: lz4Bound(%d) = %d, want %d", name, len(src), bound, lz4.CompressBlockBound(len(src)))
+		}
 		want := make([]byte, bound)
 		wn, err := ref.CompressBlock(src, want)
 		if err != nil || wn == 0 {
 			t.Fatalf("%s: reference CompressBlock = %d, %v", name, wn, err)
 		}
 		want = want[:wn]
-		for _, room := range []int{bound, wn, wn - 1} {
-			dst := make([]byte, room)
-			n := c.compress(dst, src)
-			switch {
-			case room < wn && n != 0:
-				t.Errorf("%s: compress into %d bytes = %d, want 0 (the block is %d bytes)", name, room, n, wn)
-			case room >= wn && !bytes.Equal(dst[:n], want):
-				t.Errorf("%s: compress into %d bytes = %d bytes, differ from the reference's %d", name, room, n, wn)
-			}
+		dst := make([]byte, bound)
+		if n := c.compress(dst, src); !bytes.Equal(dst[:n], want) {
+			t.Errorf("%s: compress = %d bytes, differ from the reference's %d", name, n, wn)
+		}
+		if n := c.compress(dst[:bound-1], src); n != 0 {
+			t.Errorf("%s: compress into %d bytes (bound %d) = %d, want 0", name, bound-1, bound, n)
 		}
 		out := make([]byte, len(src))
 		if k, err := lz4.UncompressBlock(want, out); err != nil || !bytes.Equal(out[:k], src) {
 			t.Errorf("%s: block does not decode to its input (%d bytes, %v)", name, k, err)
+		}
+	}
+}
+
+// refLZ4Stream is an lz4 stream as LZ4BlockOutputStream writes it, built
+// from the reference compressor: each block compressed with room for the
+// bound, stored raw unless the result is smaller than the block.
+func refLZ4Stream(src []byte, blockSize int) []byte {
+	var ref lz4.CompressorCCompat
+	var out []byte
+	for len(src) > 0 {
+		blk := src[:min(len(src), blockSize)]
+		src = src[len(blk):]
+		comp := make([]byte, lz4.CompressBlockBound(len(blk)))
+		n, _ := ref.CompressBlock(blk, comp)
+		method, payload := byte(lz4MethodLZ4), comp[:n]
+		if n == 0 || n >= len(blk) {
+			method, payload = lz4MethodRaw, blk
+		}
+		var h [lz4HeaderLen]byte
+		copy(h[:], lz4Magic)
+		h[8] = method | lz4Level(blockSize)
+		binary.LittleEndian.PutUint32(h[9:], uint32(len(payload)))
+		binary.LittleEndian.PutUint32(h[13:], uint32(len(blk)))
+		binary.LittleEndian.PutUint32(h[17:], xxh32(blk, lz4Seed)&lz4ChecksumMask)
+		out = append(append(out, h[:]...), payload...)
+	}
+	var end [lz4HeaderLen]byte
+	copy(end[:], lz4Magic)
+	end[8] = lz4MethodRaw | lz4Level(blockSize)
+	return append(out, end[:]...)
+}
+
+// TestLZ4EncoderRawDecision checks the encoder against LZ4BlockOutputStream's
+// rule on inputs around the point where blocks stop shrinking (random bytes
+// with growing runs), with an output buffer that has room for the
+// compressor's bound and one that has not (the scratch path).
+func TestLZ4EncoderRawDecision(t *testing.T) {
+	for _, bs := range []int{64, 1024, DefaultBlockSize} {
+		enc := mustEncoder(t, LZ4, WithBlockSize(bs))
+		for run := 0; run <= 16; run += 2 {
+			src := randomData(4*bs+7, uint64(run))
+			for i := 0; i+run < len(src); i += 2 * max(run, 1) {
+				for j := 1; j < run; j++ {
+					src[i+j] = src[i]
+				}
+			}
+			want := refLZ4Stream(src, bs)
+			for _, dst := range [][]byte{nil, make([]byte, 0, 2*len(want)+8*lz4Bound(bs))} {
+				if got := enc.Encode(dst, src); !bytes.Equal(got, want) {
+					t.Errorf("block size %d, runs %d, dst cap %d: stream of %d bytes differs from LZ4BlockOutputStream's %d", bs, run, cap(dst), len(got), len(want))
+				}
+			}
 		}
 	}
 }
@@ -74,22 +128,17 @@ func FuzzLZ4Block(f *testing.F) {
 		if len(src) == 0 {
 			return
 		}
-		want := make([]byte, lz4.CompressBlockBound(len(src)))
+		bound := lz4Bound(len(src))
+		want := make([]byte, bound)
 		wn, _ := ref.CompressBlock(src, want)
-		got := make([]byte, len(want))
+		// The compressor writes nothing past the bound.
+		got := make([]byte, bound, bound+64)
 		n := c.compress(got, src)
 		if !bytes.Equal(got[:n], want[:wn]) {
 			t.Fatalf("compress(%d bytes) = %d bytes, differ from the reference's %d", len(src), n, wn)
 		}
-		// Too little room: no block, never a write past dst.
-		if wn > 1 {
-			short := make([]byte, wn-1, wn+64)
-			if n := c.compress(short, src); n != 0 {
-				t.Fatalf("compress into %d bytes = %d, want 0", wn-1, n)
-			}
-			if tail := short[wn-1 : wn+64]; !bytes.Equal(tail, make([]byte, len(tail))) {
-				t.Fatalf("compress into %d bytes wrote past it", wn-1)
-			}
+		if tail := got[bound : bound+64]; !bytes.Equal(tail, make([]byte, len(tail))) {
+			t.Fatalf("compress of %d bytes wrote past its bound %d", len(src), bound)
 		}
 	})
 }
