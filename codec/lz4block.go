@@ -60,7 +60,7 @@ func (c *lz4Compressor) compress(dst, src []byte) int {
 		return n
 	}
 	c.table = [lz4TableSize16]uint16{}
-	return compress16(&c.table, dst, src)
+	return compress16(&c.table, unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), len(src))
 }
 
 func storeByte(p unsafe.Pointer, i int, v byte) { *(*byte)(unsafe.Add(p, i)) = v }
@@ -76,10 +76,10 @@ func hash16(v uint32) uint32 { return v * lz4Prime4 >> lz4HashShift16 }
 // lz4Bound(len(src)) bytes: the output is at most that long, and the wild
 // copy of literals, which may write 7 bytes past them, is always followed by
 // at least 8 bytes of output (an offset, a token, the last literals).
-func compress16(table *[lz4TableSize16]uint16, dst, src []byte) int {
-	n := len(src)
-	s := unsafe.Pointer(unsafe.SliceData(src))
-	d := unsafe.Pointer(unsafe.SliceData(dst))
+//
+// It takes pointers, not slices: with no slice headers live across its
+// loops, the compiler keeps the search loop's variables in registers.
+func compress16(table *[lz4TableSize16]uint16, d, s unsafe.Pointer, n int) int {
 	t := unsafe.Pointer(table)
 	tget := func(h uint32) int { return int(*(*uint16)(unsafe.Add(t, uintptr(h)*2))) }
 	tput := func(h uint32, pos int) { *(*uint16)(unsafe.Add(t, uintptr(h)*2)) = uint16(pos) }
@@ -251,6 +251,6 @@ lastLiterals:
 		storeByte(d, op, byte(lastRun<<4))
 		op++
 	}
-	op += copy(dst[op:], src[anchor:])
+	op += copy(unsafe.Slice((*byte)(unsafe.Add(d, op)), lastRun), unsafe.Slice((*byte)(unsafe.Add(s, anchor)), lastRun))
 	return op
 }
