@@ -15,8 +15,9 @@
 #      daemon (its CPU covers the load generator's client, the socket and
 #      memfd data plane and the daemon), the model in memory mode, the model
 #      in file-only mode (each after WARMUP passes that let the JIT compile).
-# It prints medians: MB of input per CPU second and the ratios, and peak RSS
-# (the model's less its input pool, which stands for the executor's batches).
+# It prints medians: MB of input per CPU second, the ratios (medians of the
+# ratios within each repetition), and peak RSS (the model's less its input
+# pool, which stands for the executor's batches).
 #
 # Environment: REPS (5), TASKS (8), ROWS (100000), CONCURRENCY (2), THREADS
 # (2, the daemon's pool and the model's writer threads), LIMIT_MIB (128),
@@ -81,10 +82,10 @@ for p in $PARTITIONS; do
 		say "partitions $p, batches per task $b: $same files byte-identical; $REPS repetitions"
 		for r in $(seq "$REPS"); do
 			loadgen --partitions "$p" --batches-per-task "$b" --seed 1 |
-				python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"side":"shuffled","p":'"$p"',"b":'"$b"',"mb_per_cpu_s":d["mb_per_cpu_s"],"serialized":d["serialized_bytes"]}))' >>"$results"
+				python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"side":"shuffled","rep":'"$r"',"p":'"$p"',"b":'"$b"',"mb_per_cpu_s":d["mb_per_cpu_s"],"serialized":d["serialized_bytes"]}))' >>"$results"
 			for mode in memory file; do
 				model --input "$w/in" --output "$w/jvm-rep" --mode "$mode" --warmup "$WARMUP" |
-					python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"side":"jvm-"+d["mode"],"p":'"$p"',"b":'"$b"',"mb_per_cpu_s":d["mb_per_cpu_s"],"rss":d["peak_rss_bytes"]-d["pool_bytes"],"compressor":d["compressor"],"serialized":d["serialized_bytes"]}))' >>"$results"
+					python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"side":"jvm-"+d["mode"],"rep":'"$r"',"p":'"$p"',"b":'"$b"',"mb_per_cpu_s":d["mb_per_cpu_s"],"rss":d["peak_rss_bytes"]-d["pool_bytes"],"compressor":d["compressor"],"serialized":d["serialized_bytes"]}))' >>"$results"
 				rm -rf "$w/jvm-rep"
 			done
 		done
@@ -105,10 +106,17 @@ print(f"shuffled vs the spark-rapids V2 writer model: opaque lineitem, {tasks} t
       f"{threads} writer threads, {limit} MiB limit; medians of {reps} interleaved runs; JVM lz4: {', '.join(sorted(comp))}")
 print(f"{'partitions':>10} {'batches':>7} | {'MB per CPU second':^35} | {'shuffled /':^17} | {'peak RSS MiB':^24}")
 print(f"{'':>10} {'':>7} | {'shuffled':>11} {'V2 memory':>11} {'V2 file':>11} | {'memory':>8} {'best':>8} | {'shuffled':>8} {'V2':>7} {'ratio':>7}")
+def rep(side, p, b, r):
+    return [x for x in rows if x["side"] == side and x["p"] == p and x["b"] == b and x["rep"] == r][0]["mb_per_cpu_s"]
 keys = sorted({(r["p"], r["b"]) for r in rows})
 for p, b in keys:
     s, m, f = (med(x, p, b, "mb_per_cpu_s") for x in ("shuffled", "jvm-memory", "jvm-file"))
+    # The ratios are medians of the ratios within each repetition, whose
+    # runs were back to back.
+    rs_ = sorted({x["rep"] for x in rows if x["side"] == "shuffled" and x["p"] == p and x["b"] == b})
+    over_m = statistics.median([rep("shuffled", p, b, r) / rep("jvm-memory", p, b, r) for r in rs_])
+    over_best = statistics.median([rep("shuffled", p, b, r) / max(rep("jvm-memory", p, b, r), rep("jvm-file", p, b, r)) for r in rs_])
     rs = med("shuffled-daemon", p, b, "rss") / 2**20
     rj = statistics.median([r["rss"] for r in rows if r["side"].startswith("jvm-") and r["p"] == p and r["b"] == b]) / 2**20
-    print(f"{p:>10} {b:>7} | {s:>11.1f} {m:>11.1f} {f:>11.1f} | {s/m:>8.2f} {s/max(m, f):>8.2f} | {rs:>8.1f} {rj:>7.1f} {rs/rj:>7.2f}")
+    print(f"{p:>10} {b:>7} | {s:>11.1f} {m:>11.1f} {f:>11.1f} | {over_m:>8.2f} {over_best:>8.2f} | {rs:>8.1f} {rj:>7.1f} {rs/rj:>7.2f}")
 EOF
