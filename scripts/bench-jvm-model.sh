@@ -19,6 +19,9 @@
 # ratios within each repetition), and peak RSS (the model's less its input
 # pool, which stands for the executor's batches).
 #
+# REPS=0 checks the byte identity only (a quick test: e.g. REPS=0 TASKS=2
+# ROWS=2000 PARTITIONS=16 BATCHES="1 3").
+#
 # Environment: REPS (5), TASKS (8), ROWS (100000), CONCURRENCY (2), THREADS
 # (2, the daemon's pool and the model's writer threads), LIMIT_MIB (128),
 # WARMUP (1), PARTITIONS ("200 2000"), BATCHES ("1 4"), CPUS (taskset list,
@@ -80,7 +83,7 @@ for p in $PARTITIONS; do
 		done
 		rm -rf "$w/root"
 		say "partitions $p, batches per task $b: $same files byte-identical; $REPS repetitions"
-		for r in $(seq "$REPS"); do
+		for r in $(seq 1 "$REPS"); do
 			loadgen --partitions "$p" --batches-per-task "$b" --seed 1 |
 				python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"side":"shuffled","rep":'"$r"',"p":'"$p"',"b":'"$b"',"mb_per_cpu_s":d["mb_per_cpu_s"],"serialized":d["serialized_bytes"]}))' >>"$results"
 			for mode in memory file; do
@@ -94,6 +97,10 @@ for p in $PARTITIONS; do
 	done
 done
 
+if [ "$REPS" -eq 0 ]; then
+	say "all outputs byte-identical (REPS=0: nothing measured)"
+	exit 0
+fi
 python3 - "$results" "$REPS" "$TASKS" "$ROWS" "$THREADS" "$LIMIT_MIB" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
