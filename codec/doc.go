@@ -25,7 +25,12 @@
 //	17      4     checksum                     xxHash32(original, seed 0x9747b28c) & 0x0FFFFFFF
 //	21      n     payload                      raw bytes or an LZ4 block (no frame)
 //
-// A block is stored raw unless the LZ4 block is smaller. The end mark is a
+// A block is stored raw unless the LZ4 block is smaller. The block
+// compressor (lz4block.go) writes the blocks of LZ4_compress_default, the
+// function lz4-java's native compressor calls, so a stream is byte for byte
+// what Spark writes for the same input; the clib build tag (liblz4-dev,
+// libzstd-dev) tests that against liblz4 itself, and makes the zstd encoder
+// write libzstd's frames. The end mark is a
 // header with a raw token and three zero ints, and no payload; an empty
 // stream is the end mark alone. At the default block size:
 //

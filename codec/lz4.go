@@ -36,19 +36,21 @@ func lz4MaxEncodedLen(n, blockSize int) int {
 	return n + (blocks+1)*lz4HeaderLen
 }
 
-// lz4Encoder writes lz4-java block streams. Its block compressor makes the
-// same blocks as the reference LZ4_compress_default that lz4-java's native
-// compressor calls, so a stream is the bytes Spark writes for the same
-// input; on text it also compresses better and faster than lz4.Compressor.
-// The compressor's hash tables live in the encoder, so steady-state
-// encoding does not allocate.
+// lz4Encoder writes lz4-java block streams. Its block compressor
+// (lz4block.go) makes the same blocks as the reference LZ4_compress_default
+// that lz4-java's native compressor calls, so a stream is the bytes Spark
+// writes for the same input. The compressor's hash tables live in the
+// encoder, so steady-state encoding does not allocate.
 type lz4Encoder struct {
 	o     options
 	level byte
-	c     lz4.CompressorCCompat
+	c     lz4Compressor
 	open  bool
 	out   []byte
 	buf   []byte // input of the stream in progress, less than one block
+	// scratch takes a block when the output has no room for the
+	// compressor's bound.
+	scratch []byte
 }
 
 func newLZ4Encoder(o options) *lz4Encoder {
@@ -100,20 +102,34 @@ func (e *lz4Encoder) release() {
 }
 
 // appendBlock appends one block holding src (1..blockSize bytes), stored
-// raw when compression does not make it smaller.
+// raw when compression does not make it smaller, as LZ4BlockOutputStream
+// decides. The compressor writes into dst when dst has room for its bound,
+// else into the encoder's scratch buffer, and the block is copied from
+// there.
 func (e *lz4Encoder) appendBlock(dst, src []byte) []byte {
 	start := len(dst)
-	dst = grow(dst, lz4HeaderLen+len(src))
-	payload := dst[start+lz4HeaderLen:]
-	method := byte(lz4MethodLZ4)
-	// With less room than the input, the compressor gives up (n == 0 or an
-	// error) exactly when the block would not shrink.
-	n, err := e.c.CompressBlock(src, payload[:len(src)-1])
-	if err != nil || n == 0 {
-		method = lz4MethodRaw
-		n = copy(payload, src)
+	bound := lz4Bound(len(src))
+	var n int
+	var payload []byte
+	if cap(dst)-start-lz4HeaderLen >= bound {
+		payload = dst[start+lz4HeaderLen : start+lz4HeaderLen+bound]
+		n = e.c.compress(payload, src)
+	} else {
+		if len(e.scratch) < bound {
+			e.scratch = make([]byte, lz4Bound(e.o.blockSize))
+		}
+		payload = e.scratch
+		n = e.c.compress(payload, src)
 	}
-	dst = dst[:start+lz4HeaderLen+n]
+	method := byte(lz4MethodLZ4)
+	if n == 0 || n >= len(src) {
+		method = lz4MethodRaw
+		payload, n = src, len(src)
+	}
+	dst = grow(dst, lz4HeaderLen+n)
+	if &payload[0] != &dst[start+lz4HeaderLen] {
+		copy(dst[start+lz4HeaderLen:], payload[:n])
+	}
 	h := dst[start:]
 	copy(h, lz4Magic)
 	h[8] = method | e.level

@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // xxHash32 primes, from the xxHash specification.
@@ -23,13 +24,17 @@ func xxh32(b []byte, seed uint32) uint32 {
 		v2 := seed + xxPrime2
 		v3 := seed
 		v4 := seed - xxPrime1
-		for len(b) >= 16 {
-			v1 = xxRound(v1, binary.LittleEndian.Uint32(b[0:4]))
-			v2 = xxRound(v2, binary.LittleEndian.Uint32(b[4:8]))
-			v3 = xxRound(v3, binary.LittleEndian.Uint32(b[8:12]))
-			v4 = xxRound(v4, binary.LittleEndian.Uint32(b[12:16]))
-			b = b[16:]
+		// The stripes through an unsafe pointer, without bounds checks:
+		// every load ends at or before end <= n.
+		p := unsafe.Pointer(unsafe.SliceData(b))
+		end := n &^ 15
+		for i := 0; i < end; i += 16 {
+			v1 = xxRound(v1, load32(p, i))
+			v2 = xxRound(v2, load32(p, i+4))
+			v3 = xxRound(v3, load32(p, i+8))
+			v4 = xxRound(v4, load32(p, i+12))
 		}
+		b = b[end:]
 		h = bits.RotateLeft32(v1, 1) + bits.RotateLeft32(v2, 7) +
 			bits.RotateLeft32(v3, 12) + bits.RotateLeft32(v4, 18)
 	} else {

@@ -29,34 +29,66 @@ func zstdMaxEncodedLen(n int) int {
 	return header + n + perBlock*blocks + checksum
 }
 
+// zstdFrameWriter appends whole zstd frames (content size and checksum
+// set) to dst.
+type zstdFrameWriter interface {
+	appendFrame(dst, src []byte) []byte
+}
+
+// newLibZstd, set in a clib build (clib.go), returns libzstd's compressor
+// at a level; nil in the default, pure-Go build.
+var newLibZstd func(level int) (zstdFrameWriter, error)
+
 // zstdEncoder writes one zstd frame per stream, with the content size and a
 // content checksum. A stream written with Write is buffered and encoded in
-// Finish, so that it is the same frame that Encode writes.
+// Finish, so that it is the same frame that Encode writes. The frames are
+// klauspost/compress's, or libzstd's in a clib build.
 type zstdEncoder struct {
 	o    options
 	enc  *zstd.Encoder
+	lib  zstdFrameWriter
 	open bool
 	out  []byte
 	buf  []byte // input of the stream in progress
 }
 
 func newZstdEncoder(o options) (*zstdEncoder, error) {
+	if newLibZstd != nil {
+		lib, err := newLibZstd(o.level)
+		if err != nil {
+			return nil, err
+		}
+		return &zstdEncoder{o: o, lib: lib}, nil
+	}
+	enc, err := newGoZstd(o.level)
+	if err != nil {
+		return nil, err
+	}
+	return &zstdEncoder{o: o, enc: enc}, nil
+}
+
+// newGoZstd returns klauspost/compress's encoder at a zstd level, writing
+// frames as the encoder does.
+func newGoZstd(level int) (*zstd.Encoder, error) {
 	enc, err := zstd.NewWriter(nil,
 		zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(o.level)),
+		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
 		zstd.WithEncoderCRC(true),
 		zstd.WithZeroFrames(true),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("codec: zstd encoder at level %d: %w", o.level, err)
+		return nil, fmt.Errorf("codec: zstd encoder at level %d: %w", level, err)
 	}
-	return &zstdEncoder{o: o, enc: enc}, nil
+	return enc, nil
 }
 
 func (e *zstdEncoder) Kind() Kind      { return Zstd }
 func (e *zstdEncoder) config() options { return e.o }
 
 func (e *zstdEncoder) Encode(dst, src []byte) []byte {
+	if e.lib != nil {
+		return e.lib.appendFrame(dst, src)
+	}
 	if dst == nil {
 		// EncodeAll sizes a nil dst by the input; start from the bound
 		// instead, so that it never reallocates.

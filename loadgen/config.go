@@ -127,6 +127,10 @@ type Config struct {
 	// legacy and ceiling modes, Reps times each, interleaved.
 	Compare bool
 	Reps    int
+
+	// DumpInput, if set, is a directory where the run writes its opaque
+	// input before it starts (see dump.go), for another writer to replay.
+	DumpInput string
 }
 
 // DefaultConfig returns the default workload.
@@ -199,6 +203,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.BoolVar(&c.Verify, "verify", false, "read every committed map output back and check rows and contents")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.Compare, "compare", false, "run in process through the stream, legacy and ceiling writers and compare")
+	fs.StringVar(&c.DumpInput, "dump-input", "", "write the run's opaque input batches and their task order into this new or empty directory (needs --payload opaque)")
 	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions of each mode with --compare (medians are reported)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -311,6 +316,12 @@ func (c *Config) Validate() error {
 		return usagef("--verify checks a daemon run; drop it or --compare")
 	case c.Compare && c.Keep:
 		return usagef("--keep keeps a daemon run's outputs; drop it or --compare")
+	case c.DumpInput != "" && c.Payload != PayloadOpaque:
+		return usagef("--dump-input writes opaque batches; add --payload opaque or drop --dump-input %s", c.DumpInput)
+	case c.DumpInput != "" && c.Compare:
+		return usagef("--dump-input dumps a daemon run's input; drop it or --compare")
+	case c.DumpInput != "" && c.Tasks == 0:
+		return usagef("--dump-input needs --tasks N (a --duration run has no fixed task order)")
 	}
 	return nil
 }

@@ -146,3 +146,15 @@ func TestParseArgsGPU(t *testing.T) {
 		}
 	}
 }
+
+func TestDumpInputFlagChecks(t *testing.T) {
+	for _, args := range [][]string{
+		{"--dump-input", "/tmp/x"},                                            // columnar payload
+		{"--dump-input", "/tmp/x", "--payload", "opaque", "--compare"},        // compare mode
+		{"--dump-input", "/tmp/x", "--payload", "opaque", "--duration", "1s"}, // no task order
+	} {
+		if _, err := ParseArgs(args, io.Discard); !errors.Is(err, ErrUsage) {
+			t.Errorf("ParseArgs(%q) = %v, want ErrUsage", args, err)
+		}
+	}
+}

@@ -46,6 +46,16 @@ func startEmbedded(cfg *Config) (_ *embedded, err error) {
 		d.root = filepath.Join(tmp, "root")
 	}
 	sc := server.Config{SocketPath: d.socket, Root: d.root}
+	// Its limit and pool size follow SHUFFLED_LIMIT and SHUFFLED_POOL, as
+	// a child daemon's do; the socket and root stay the run's own.
+	if err := sc.ApplyEnv(func(k string) (string, bool) {
+		if k == "SHUFFLED_LIMIT" || k == "SHUFFLED_POOL" {
+			return os.LookupEnv(k)
+		}
+		return "", false
+	}); err != nil {
+		return nil, fmt.Errorf("loadgen: embedded daemon: %w", err)
+	}
 	sc.EnsureDefaults()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if d.srv, err = server.New(sc, server.WithLogger(quiet)); err != nil {

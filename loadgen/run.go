@@ -88,6 +88,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	if err := t.checkPool(p); err != nil {
 		return nil, err
 	}
+	if cfg.DumpInput != "" {
+		if err := dumpInput(cfg.DumpInput, &cfg, p); err != nil {
+			return nil, err
+		}
+	}
 	debug.FreeOSMemory() // generation garbage is not the daemon's
 
 	prog := startProgress(progress, "run", cfg.Tasks, cfg.Duration)
