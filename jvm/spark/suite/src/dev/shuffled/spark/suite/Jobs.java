@@ -176,7 +176,7 @@ final class Jobs {
           int i = ids.next();
           if (i % 1000 == 0) {
             try {
-              Thread.sleep(40);
+              Thread.sleep(60);
             } catch (InterruptedException e) {
               Thread.currentThread().interrupt();
               throw new IllegalStateException(e);

@@ -461,16 +461,15 @@ public final class SparkSuite {
       }
     });
     job.start();
-    // Kill once some map outputs are committed and others are open.
+    // Kill once the first map tasks have committed, in the middle of the next ones (the map tasks
+    // of this job run in step and each takes over a second, sleeping included).
     long deadline = System.nanoTime() + 120_000_000_000L;
-    while (System.nanoTime() < deadline) {
-      if (daemon.metric("shuffled_commits_total") - c0 >= 1
-          && daemon.metric("shuffled_open_map_outputs") >= 1) {
-        break;
-      }
+    while (System.nanoTime() < deadline && daemon.metric("shuffled_commits_total") - c0 < 2) {
       Thread.sleep(20);
     }
+    Thread.sleep(500);
     long committedBefore = daemon.metric("shuffled_commits_total") - c0;
+    long open = daemon.metric("shuffled_open_map_outputs");
     daemon.kill();
     Thread.sleep(300);
     daemon.start();
@@ -484,7 +483,7 @@ public final class SparkSuite {
     check(l.failedMapTasks.get() >= 1 && commitsAfter >= 1,
         "daemon killed: " + l.failedMapTasks.get() + " map tasks failed and were retried, "
             + commitsAfter + " map outputs committed by the restarted daemon ("
-            + committedBefore + " committed before the kill)");
+            + committedBefore + " committed before the kill, " + open + " open at the kill)");
   }
 
   private static String firstLine(String s) {
