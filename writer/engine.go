@@ -9,6 +9,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/limiter"
+	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
 )
 
@@ -152,6 +153,9 @@ type Spec struct {
 	// Run and temp files live in the directory of the data file.
 	Layout shufflefile.Layout
 	Mode   Mode
+	// Format serializes the records of columnar batches: partition.SHFC
+	// blocks (the zero value) or partition.Kudo tables.
+	Format partition.Format
 	// Space, when set, admits every byte the map output is about to put on
 	// disk — run files, partition files, the merged data file — before it
 	// is written. An error from Grow (a disk below its low watermark) fails
@@ -195,6 +199,9 @@ func (s *Spec) validate() error {
 	}
 	if s.Mode > Ceiling {
 		return fmt.Errorf("%w: map output %d/%d: unknown mode %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Mode)
+	}
+	if !s.Format.Valid() {
+		return fmt.Errorf("%w: map output %d/%d: unknown format %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Format)
 	}
 	if s.Layout == nil && s.Mode != Ceiling {
 		return fmt.Errorf("%w: map output %d/%d: no layout", ErrInvalid, s.ID.Shuffle, s.ID.Map)
