@@ -20,6 +20,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/internal/unixsock"
+	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
@@ -87,6 +88,7 @@ type output struct {
 	res    *disks.Reservation // nil outside the daemon's root
 	failed error              // a batch failed: the map output is aborted
 	ended  sync.Once          // counts the output as ended, once
+	schema []partition.Field  // kudo: the columns declared at Open; nil otherwise
 }
 
 // end counts the map output as no longer open, committed or aborted, and
@@ -234,7 +236,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(maxInline(sess.s.cfg.MaxFrame)),
-			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | deviceFeatures,
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | deviceFeatures,
 			Server:    "shuffled " + Version,
 		})
 		return true
@@ -354,11 +356,15 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errUnsupported, err)
 		}
 	}
+	format, schema, err := openFormat(m)
+	if err != nil {
+		return err
+	}
 	oid := shufflefile.ID{Shuffle: m.ShuffleID, Map: m.MapID}
 	if err := oid.Validate(); err != nil {
 		return err
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, id: oid}
+	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, schema: schema}
 	layout := sess.reg.layout
 	if layout == nil {
 		dir, res, err := s.place(sess.reg, oid)
@@ -373,6 +379,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		Codec:         k,
 		Checksum:      alg,
 		Layout:        layout,
+		Format:        format,
 	}
 	if o.res != nil {
 		spec.Space = o.res
@@ -472,6 +479,9 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, fd int) error {
 		err = o.w.WriteOpaque(sess.ctx, payload, m.Opaque.PartitionOffsets, release)
 	case protocol.KindColumnar:
 		b, cerr := columnarBatch(&m.Columnar, payload)
+		if cerr == nil {
+			cerr = o.checkColumns(b)
+		}
 		if cerr != nil {
 			release()
 			return cerr
