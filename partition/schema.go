@@ -134,7 +134,7 @@ func decimalField(p, s int) (Field, error) {
 // with the types of ParseSparkType (names may be `quoted` with backticks).
 // An empty string is the schema of no columns.
 func ParseSchema(ddl string) ([]Field, error) {
-	var out []Field
+	out := []Field{}
 	if strings.TrimSpace(ddl) == "" {
 		return out, nil
 	}
