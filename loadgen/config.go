@@ -36,6 +36,9 @@ func usagef(format string, args ...any) error {
 const (
 	PayloadColumnar = "columnar"
 	PayloadOpaque   = "opaque"
+	// PayloadKudo is a columnar payload that the daemon writes as
+	// spark-rapids' kudo tables.
+	PayloadKudo = "kudo"
 	PlaneInline     = "inline"
 	PlaneMemfd      = "memfd"
 	// PlaneCUDAIPC is the data plane of --gpu: batches stay in device
@@ -84,7 +87,8 @@ type Config struct {
 	// as the protocol spells them (lz4, ADLER32).
 	Codec    string
 	Checksum string
-	// Payload is PayloadColumnar (the daemon serializes) or PayloadOpaque
+	// Payload is PayloadColumnar (the daemon serializes blocks),
+	// PayloadKudo (the daemon serializes kudo tables) or PayloadOpaque
 	// (the load generator serializes each partition, the daemon compresses).
 	Payload string
 	// DataPlane is PlaneInline, PlaneMemfd, or PlaneCUDAIPC with GPU.
@@ -181,7 +185,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	skew := fs.String("skew", "uniform", "key skew: uniform or zipf:S (1 < S <= 10)")
 	fs.StringVar(&c.Codec, "codec", c.Codec, "codec: none, lz4, zstd or snappy")
 	fs.StringVar(&c.Checksum, "checksum", c.Checksum, "checksum: none, ADLER32, CRC32 or CRC32C")
-	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes) or opaque (pre-serialized)")
+	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes blocks), kudo (the daemon serializes spark-rapids kudo tables) or opaque (pre-serialized)")
 	fs.StringVar(&c.DataPlane, "data-plane", c.DataPlane, "data plane: inline (through the socket), memfd, or cuda-ipc (with --gpu, its default)")
 	fs.BoolVar(&c.GPU, "gpu", false, "partition batches on CUDA device 0 and hand them over by IPC handle (a cuda build; needs --socket or --daemon-bin)")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "generator seed: the same seed sends the same bytes")
@@ -278,8 +282,8 @@ func (c *Config) Validate() error {
 		return usagef("--checksum must be one of none, ADLER32, CRC32, CRC32C, got %q", c.Checksum)
 	}
 	c.Checksum = a.String()
-	if c.Payload != PayloadColumnar && c.Payload != PayloadOpaque {
-		return usagef("--payload must be columnar or opaque, got %q", c.Payload)
+	if c.Payload != PayloadColumnar && c.Payload != PayloadOpaque && c.Payload != PayloadKudo {
+		return usagef("--payload must be columnar, kudo or opaque, got %q", c.Payload)
 	}
 	if c.DataPlane != PlaneInline && c.DataPlane != PlaneMemfd && c.DataPlane != PlaneCUDAIPC {
 		return usagef("--data-plane must be inline, memfd or cuda-ipc, got %q", c.DataPlane)
@@ -318,7 +322,7 @@ func (c *Config) validateGPU() error {
 		return usagef("--gpu hands batches over by CUDA IPC; drop --data-plane %s", c.DataPlane)
 	case !c.GPU && c.DataPlane == PlaneCUDAIPC:
 		return usagef("--data-plane cuda-ipc needs --gpu (the batches must be in GPU memory)")
-	case c.GPU && c.Payload != PayloadColumnar:
+	case c.GPU && c.Payload == PayloadOpaque:
 		return usagef("--gpu sends columnar batches that the GPU partitions; drop --payload %s", c.Payload)
 	case c.GPU && c.Partitions > gpu.MaxGPUPartitions:
 		return usagef("--partitions must be <= %d with --gpu (the kernel's per-warp counters), got %d", gpu.MaxGPUPartitions, c.Partitions)
@@ -340,6 +344,18 @@ func knownSchema(s string) bool {
 }
 
 // codecKind and checksumAlg return the parsed forms of a validated Config.
+// columnar reports whether the daemon serializes the batches (columnar
+// or kudo payload).
+func (c *Config) columnar() bool { return c.Payload != PayloadOpaque }
+
+// format is the serialization of a columnar payload's records.
+func (c *Config) format() partition.Format {
+	if c.Payload == PayloadKudo {
+		return partition.Kudo
+	}
+	return partition.SHFC
+}
+
 func (c *Config) codecKind() codec.Kind {
 	k, _ := codec.Parse(c.Codec)
 	return k
