@@ -39,8 +39,8 @@ const (
 	// PayloadKudo is a columnar payload that the daemon writes as
 	// spark-rapids' kudo tables.
 	PayloadKudo = "kudo"
-	PlaneInline     = "inline"
-	PlaneMemfd      = "memfd"
+	PlaneInline = "inline"
+	PlaneMemfd  = "memfd"
 	// PlaneCUDAIPC is the data plane of --gpu: batches stay in device
 	// memory and the daemon gets their IPC handle.
 	PlaneCUDAIPC = "cuda-ipc"

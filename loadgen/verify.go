@@ -26,8 +26,8 @@ var ErrMismatch = errors.New("loadgen: verify: committed output differs from wha
 // order; so every task with the same i mod len(pool) expects the same
 // digests, computed once.
 type verifier struct {
-	cfg   *Config
-	p     *pool
+	cfg    *Config
+	p      *pool
 	seed   maphash.Seed
 	types  []partition.Type
 	schema []partition.Field // what kudo tables are decoded with
