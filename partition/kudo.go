@@ -144,8 +144,8 @@ func putKudoHeader(out []byte, b *Batch, start, end int, l *kudoLayout) {
 }
 
 // kudoSections calls emit with the body's pieces in order: source bytes of
-// b, or nil with a count for zero padding. It is the one walk both
-// AppendKudo and WriteKudo make.
+// b, or nil with a count for zero padding. AppendKudo walks it; WriteKudo
+// makes the same walk inline.
 func kudoSections(b *Batch, start, end int, l *kudoLayout, emit func(p []byte, zeros int)) {
 	n := end - start
 	v := 0
@@ -239,21 +239,38 @@ func WriteKudo(w io.Writer, b *Batch, rowStart, rowEnd int) (int64, error) {
 	if size > MaxKudoTableSize {
 		return 0, fmt.Errorf("%w: rows [%d,%d) make a %d-byte kudo table, more than %d", ErrBlockTooLarge, rowStart, rowEnd, size, MaxKudoTableSize)
 	}
-	var hdr [kudoFixedHeader + 64]byte
-	var head []byte
-	if l.header <= len(hdr) {
-		head = hdr[:l.header]
-	} else {
-		head = make([]byte, l.header)
+	// The header goes through a pooled buffer: one on the stack would
+	// escape to the heap through w.Write.
+	bufp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(bufp)
+	if cap(*bufp) < l.header {
+		*bufp = make([]byte, 0, l.header)
 	}
+	head := (*bufp)[:l.header]
 	putKudoHeader(head, b, rowStart, rowEnd, &l)
-	sw := &sliceWriter{w: w}
+	sw := sliceWriter{w: w}
 	sw.write(head)
 	if len(b.Columns) > 0 {
-		kudoSections(b, rowStart, rowEnd, &l, func(p []byte, zeros int) {
-			sw.write(p)
-			sw.write(zeroPadding[:zeros])
-		})
+		// kudoSections' walk, without a closure (which would allocate).
+		n := rowEnd - rowStart
+		v := 0
+		for i := range b.Columns {
+			if c := &b.Columns[i]; c.Validity != nil {
+				first, nb := validitySpan(rowStart, n)
+				sw.write(c.Validity[first : first+nb])
+				v += nb
+			}
+		}
+		sw.write(zeroPadding[:l.validity-v])
+		for i := range b.Columns {
+			if c := &b.Columns[i]; c.Type.VarWidth() {
+				sw.write(int32Bytes(c.Offsets[rowStart : rowEnd+1]))
+			}
+		}
+		for i := range b.Columns {
+			sw.write(b.Columns[i].dataBytes(rowStart, rowEnd))
+		}
+		sw.write(zeroPadding[:pad4(l.data)-l.data])
 	}
 	if sw.err == nil && sw.n != int64(size) {
 		panic(fmt.Sprintf("partition: WriteKudo of rows [%d,%d) wrote %d of %d bytes", rowStart, rowEnd, sw.n, size))
