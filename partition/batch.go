@@ -1,8 +1,9 @@
 // Package partition holds the columnar batch model of shuffled: a table of
 // typed columns in the Arrow/cuDF memory layout whose rows are grouped by
 // reducer partition, together with its validation, Spark-compatible hash
-// partitioning, and the block format that carries one partition's slice of a
-// batch (a record) through compression into a map output.
+// partitioning, and the two serializations that carry one partition's slice
+// of a batch (a record) through compression into a map output: the block
+// format of this package and spark-rapids' kudo tables (Format).
 //
 // The main invariant: every function that reads a batch's buffers by its
 // lengths and offsets (serialization, partitioning, accessors) is only called
