@@ -83,6 +83,9 @@ type Config struct {
 	// Skew is the key column's Zipf exponent; 0 is the schema's uniform
 	// keys.
 	Skew float64
+	// Nulls is the fraction of null values in every column but the key
+	// (validity bitmaps); 0, the default, sends no bitmaps.
+	Nulls float64
 	// Codec and Checksum name the map outputs' codec and checksum algorithm
 	// as the protocol spells them (lz4, ADLER32).
 	Codec    string
@@ -183,6 +186,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.IntVar(&c.BatchesPerTask, "batches-per-task", c.BatchesPerTask, "batches per map task (more than 1: runs and a merge)")
 	fs.StringVar(&c.Schema, "schema", c.Schema, "batch schema: "+strings.Join(synth.Schemas, ", "))
 	skew := fs.String("skew", "uniform", "key skew: uniform or zipf:S (1 < S <= 10)")
+	fs.Float64Var(&c.Nulls, "nulls", 0, "fraction of null values in every column but the key, in [0, 1); 0: no validity bitmaps")
 	fs.StringVar(&c.Codec, "codec", c.Codec, "codec: none, lz4, zstd or snappy")
 	fs.StringVar(&c.Checksum, "checksum", c.Checksum, "checksum: none, ADLER32, CRC32 or CRC32C")
 	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes blocks), kudo (the daemon serializes spark-rapids kudo tables) or opaque (pre-serialized)")
@@ -265,6 +269,9 @@ func (c *Config) Validate() error {
 		return usagef("--pool-batches must be >= 1, got %d", c.PoolBatches)
 	case c.Reps < 1:
 		return usagef("--reps must be >= 1, got %d", c.Reps)
+	}
+	if !(c.Nulls >= 0 && c.Nulls < 1) {
+		return usagef("--nulls must be in [0, 1), got %v", c.Nulls)
 	}
 	if !knownSchema(c.Schema) {
 		return usagef("--schema must be one of %s, got %q", strings.Join(synth.Schemas, ", "), c.Schema)

@@ -54,6 +54,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--codec", "lz5"}, `--codec must be one of none, lz4, zstd, snappy, got "lz5"`},
 		{[]string{"--checksum", "md5"}, `--checksum must be one of none, ADLER32, CRC32, CRC32C, got "md5"`},
 		{[]string{"--schema", "orders"}, `--schema must be one of lineitem, ints, strings, wide, types, got "orders"`},
+		{[]string{"--nulls", "1"}, `--nulls must be in [0, 1), got 1`},
+		{[]string{"--nulls", "-0.5"}, `--nulls must be in [0, 1), got -0.5`},
 		{[]string{"--skew", "zipf:0.5"}, `--skew must be uniform or zipf:S with 1 < S <= 10 (e.g. zipf:1.1), got "zipf:0.5"`},
 		{[]string{"--skew", "pareto"}, `--skew must be uniform or zipf:S with 1 < S <= 10 (e.g. zipf:1.1), got "pareto"`},
 		{[]string{"--payload", "rows"}, `--payload must be columnar, kudo or opaque, got "rows"`},

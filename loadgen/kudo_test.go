@@ -22,7 +22,7 @@ func TestMainKudoVerifies(t *testing.T) {
 	for _, codec := range []string{"lz4", "zstd", "snappy", "none"} {
 		for _, batches := range []int{1, 3} {
 			args := append(append([]string{}, small...), "--verify", "--json", "--payload", "kudo", "--schema", "types",
-				"--codec", codec, "--batches-per-task", fmt.Sprint(batches))
+				"--nulls", "0.1", "--codec", codec, "--batches-per-task", fmt.Sprint(batches))
 			code, out, errOut := mainRun(t, args...)
 			if code != ExitOK {
 				t.Fatalf("Main(%q) = %d, stderr %q", args, code, errOut)

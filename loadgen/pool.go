@@ -183,6 +183,9 @@ func synthesize(cfg *Config, j int) (*partition.Batch, error) {
 	if cfg.Skew != 0 {
 		opts = append(opts, synth.WithKeySkew(cfg.Skew))
 	}
+	if cfg.Nulls > 0 {
+		opts = append(opts, synth.WithNulls(cfg.Nulls))
+	}
 	b, err := synth.Generate(cfg.Schema, batchSeed(cfg.Seed, j), cfg.Rows, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: generate batch %d: %w", j, err)
