@@ -399,6 +399,10 @@ func TestPartitionMatchesHost(t *testing.T) {
 		{"ints", 1, []int{0}, 3, 0},
 		{"ints", 0, []int{0}, 3, 0},
 		{"ints", 200_000, nil, 16, 0},
+		// Decimal128 (13) and decimal32 (12) keys: Spark's hashes of
+		// DecimalType(38,10) and (9,2); every type scattered.
+		{"types", 40_000, []int{13}, 97, 0},
+		{"types", 30_000, []int{0, 12, 13, 9}, 200, 0.15},
 	} {
 		name := fmt.Sprintf("%s/rows=%d/keys=%v/partitions=%d/nulls=%v", tc.schema, tc.rows, tc.keys, tc.parts, tc.nulls)
 		t.Run(name, func(t *testing.T) {

@@ -127,6 +127,10 @@ func hashKind(t partition.Type) (int64, bool) {
 		return 5, true
 	case partition.Float64:
 		return 6, true
+	case partition.Decimal128:
+		return 7, true
+	case partition.Decimal32:
+		return 8, true
 	}
 	return 0, false
 }

@@ -17,6 +17,7 @@ var (
 	snappyMagic = []byte("\x82SNAPPY\x00")
 	zstdMagic   = []byte{0x28, 0xb5, 0x2f, 0xfd}
 	blockMagic  = []byte("SHFC")
+	kudoMagic   = []byte("KUD0")
 )
 
 // maxProbes bounds the non-empty partitions detectCodec and detectPayload
@@ -80,9 +81,9 @@ func detectCodec(out *shufflefile.MapOutput, parts []int) (codec.Kind, error) {
 	return codec.None, nil
 }
 
-// detectPayload returns Columnar when the first of parts' non-empty
-// partitions that decodes far enough starts with the block magic, and
-// Opaque otherwise.
+// detectPayload returns Columnar or Kudo when the first of parts'
+// non-empty partitions that decodes far enough starts with the block or
+// the kudo magic, and Opaque otherwise.
 func detectPayload(out *shufflefile.MapOutput, parts []int, k codec.Kind) (Payload, error) {
 	var head [4]byte
 	probes := 0
@@ -110,6 +111,9 @@ func detectPayload(out *shufflefile.MapOutput, parts []int, k codec.Kind) (Paylo
 		case n == len(head):
 			if bytes.Equal(head[:], blockMagic) {
 				return Columnar, nil
+			}
+			if bytes.Equal(head[:], kudoMagic) {
+				return Kudo, nil
 			}
 			return Opaque, nil
 		case err == io.EOF || err == io.ErrUnexpectedEOF:

@@ -55,10 +55,15 @@ const (
 	Columnar
 	// Opaque partitions are bytes the client serialized itself.
 	Opaque
+	// Kudo partitions are concatenations of spark-rapids' kudo tables
+	// (docs/format.md section 7). They carry no types: rows need the
+	// schema (WithSchema); without it the tables' headers are read and
+	// counted.
+	Kudo
 )
 
-// ParsePayload returns the payload named s: "auto" (or ""), "columnar" or
-// "opaque".
+// ParsePayload returns the payload named s: "auto" (or ""), "columnar",
+// "opaque" or "kudo".
 func ParsePayload(s string) (Payload, error) {
 	switch s {
 	case "", "auto":
@@ -67,8 +72,10 @@ func ParsePayload(s string) (Payload, error) {
 		return Columnar, nil
 	case "opaque":
 		return Opaque, nil
+	case "kudo":
+		return Kudo, nil
 	}
-	return PayloadAuto, fmt.Errorf("%w: payload %q (want auto, columnar or opaque)", ErrInvalid, s)
+	return PayloadAuto, fmt.Errorf("%w: payload %q (want auto, columnar, opaque or kudo)", ErrInvalid, s)
 }
 
 func (p Payload) String() string {
@@ -79,6 +86,8 @@ func (p Payload) String() string {
 		return "columnar"
 	case Opaque:
 		return "opaque"
+	case Kudo:
+		return "kudo"
 	}
 	return fmt.Sprintf("Payload(%d)", uint8(p))
 }
@@ -139,6 +148,7 @@ type options struct {
 	rows         RowFormat
 	rowsOut      io.Writer
 	previewBytes int
+	schema       []partition.Field // kudo: the columns; nil: unknown
 }
 
 // Option configures Inspect; it fails on a value out of range.
@@ -183,10 +193,24 @@ func WithChecksum(alg checksum.Algorithm) Option {
 // payload (PayloadAuto detects).
 func WithPayload(p Payload) Option {
 	return func(o *options) error {
-		if p > Opaque {
+		if p > Kudo {
 			return fmt.Errorf("%w: payload %v", ErrInvalid, p)
 		}
 		o.payload = p
+		return nil
+	}
+}
+
+// WithSchema reads kudo partitions with schema, the map output's columns
+// (the schema its writer declared at Open): every table is then decoded
+// and checked in full, and its rows can be printed. Without it, only the
+// tables' headers are read.
+func WithSchema(schema []partition.Field) Option {
+	return func(o *options) error {
+		if schema == nil {
+			schema = []partition.Field{}
+		}
+		o.schema = schema
 		return nil
 	}
 }
@@ -298,12 +322,16 @@ func Inspect(ctx context.Context, src Source, opts ...Option) (*Summary, error) 
 		}
 		s.PayloadDetected = true
 	}
+	if s.Payload == Kudo && o.rows != NoRows && o.schema == nil {
+		return nil, fmt.Errorf("%w: %v: kudo tables carry no types: rows need the map output's schema", ErrInvalid, src.ID)
+	}
 
 	r := &reader{
 		out:     out,
 		alg:     s.Checksum,
 		kind:    s.Codec,
 		payload: s.Payload,
+		schema:  o.schema,
 		buf:     make([]byte, 64<<10),
 		preview: make([]byte, o.previewBytes),
 	}
@@ -337,9 +365,10 @@ type reader struct {
 	alg     checksum.Algorithm
 	kind    codec.Kind
 	payload Payload
-	rows    rowWriter // nil: no rows
-	buf     []byte    // copy buffer
-	preview []byte    // first bytes of an opaque partition
+	schema  []partition.Field // kudo
+	rows    rowWriter         // nil: no rows
+	buf     []byte            // copy buffer
+	preview []byte            // first bytes of an opaque partition
 }
 
 // read inspects partition p. A partition that does not decode or does not
@@ -378,9 +407,12 @@ func (r *reader) read(ctx context.Context, p int) (PartitionInfo, error) {
 	}
 	raw := &countingReader{r: dec}
 	var decodeErr error
-	if r.payload == Columnar {
+	switch r.payload {
+	case Columnar:
 		decodeErr = r.readColumnar(ctx, p, raw, &info)
-	} else {
+	case Kudo:
+		decodeErr = r.readKudo(ctx, p, raw, &info)
+	default:
 		decodeErr = r.readOpaque(ctx, p, raw)
 	}
 	dec.Close()
@@ -431,6 +463,32 @@ func (r *reader) readColumnar(ctx context.Context, p int, raw io.Reader, info *P
 		info.Rows += int64(b.Rows)
 		if r.rows != nil {
 			r.rows.batch(p, b)
+			if r.rows.err() != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// readKudo decodes the kudo tables of one partition (their headers alone
+// without a schema), counting and printing their rows.
+func (r *reader) readKudo(ctx context.Context, p int, raw io.Reader, info *PartitionInfo) error {
+	d := partition.NewKudoDecoder(raw, r.schema, 0)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t, err := d.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		info.Blocks++
+		info.Rows += int64(t.Rows)
+		if r.rows != nil && t.Batch != nil {
+			r.rows.batch(p, t.Batch)
 			if r.rows.err() != nil {
 				return nil
 			}

@@ -261,7 +261,8 @@ func appendJSONValue(dst []byte, c *partition.Column, i int) []byte {
 		return append(dst, "null"...)
 	}
 	switch c.Type {
-	case partition.Bool, partition.Int8, partition.Int16, partition.Int32, partition.Int64, partition.Decimal64:
+	case partition.Bool, partition.Int8, partition.Int16, partition.Int32, partition.Int64,
+		partition.Decimal32, partition.Decimal64, partition.Decimal128:
 		return c.AppendText(dst, i)
 	case partition.Float32, partition.Float64:
 		switch f := c.Float(i); {

@@ -23,8 +23,8 @@ type PartitionInfo struct {
 	// RawBytes counts the decompressed bytes read (all of them, unless Err
 	// is set).
 	RawBytes int64
-	// Blocks and Rows count the columnar blocks and their rows; zero for
-	// an opaque payload.
+	// Blocks and Rows count the columnar blocks (or kudo tables) and their
+	// rows; zero for an opaque payload.
 	Blocks, Rows int64
 	// Stored is the checksum in the checksum file, Computed the one of the
 	// bytes on disk; both zero when the algorithm is none.
@@ -184,7 +184,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 		line = append(line, '\t')
 		line = strconv.AppendInt(line, p.RawBytes, 10)
 		line = append(line, '\t')
-		if s.Payload == Columnar {
+		if s.Payload == Columnar || s.Payload == Kudo {
 			line = strconv.AppendInt(line, p.Rows, 10)
 		} else {
 			line = append(line, '-')
@@ -212,8 +212,11 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "%d of %s (%d non-empty)", len(s.Partitions), plural(s.NumPartitions, "partition", "partitions"), s.NonEmpty)
 	}
 	fmt.Fprintf(&b, ", %d bytes (%d raw)", s.Bytes, s.RawBytes)
-	if s.Payload == Columnar {
+	switch s.Payload {
+	case Columnar:
 		fmt.Fprintf(&b, ", %d rows in %d blocks", s.Rows, s.Blocks)
+	case Kudo:
+		fmt.Fprintf(&b, ", %d rows in %d kudo tables", s.Rows, s.Blocks)
 	}
 	fmt.Fprintf(&b, "\ncodec %v%s, checksum %v%s, payload %v%s: %s\n",
 		s.Codec, detected(s.CodecDetected), s.Checksum, detected(s.ChecksumDetected),

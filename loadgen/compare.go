@@ -108,7 +108,7 @@ func Compare(ctx context.Context, cfg Config, progress io.Writer) (*Comparison, 
 		return nil, fmt.Errorf("loadgen: compare: %w", err)
 	}
 	defer e.Close()
-	p, err := newPool(ctx, &cfg, poolForm{payload: cfg.Payload, batch: cfg.Payload == PayloadColumnar})
+	p, err := newPool(ctx, &cfg, poolForm{payload: cfg.Payload, batch: cfg.columnar()})
 	if err != nil {
 		return nil, err
 	}

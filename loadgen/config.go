@@ -36,8 +36,11 @@ func usagef(format string, args ...any) error {
 const (
 	PayloadColumnar = "columnar"
 	PayloadOpaque   = "opaque"
-	PlaneInline     = "inline"
-	PlaneMemfd      = "memfd"
+	// PayloadKudo is a columnar payload that the daemon writes as
+	// spark-rapids' kudo tables.
+	PayloadKudo = "kudo"
+	PlaneInline = "inline"
+	PlaneMemfd  = "memfd"
 	// PlaneCUDAIPC is the data plane of --gpu: batches stay in device
 	// memory and the daemon gets their IPC handle.
 	PlaneCUDAIPC = "cuda-ipc"
@@ -80,11 +83,15 @@ type Config struct {
 	// Skew is the key column's Zipf exponent; 0 is the schema's uniform
 	// keys.
 	Skew float64
+	// Nulls is the fraction of null values in every column but the key
+	// (validity bitmaps); 0, the default, sends no bitmaps.
+	Nulls float64
 	// Codec and Checksum name the map outputs' codec and checksum algorithm
 	// as the protocol spells them (lz4, ADLER32).
 	Codec    string
 	Checksum string
-	// Payload is PayloadColumnar (the daemon serializes) or PayloadOpaque
+	// Payload is PayloadColumnar (the daemon serializes blocks),
+	// PayloadKudo (the daemon serializes kudo tables) or PayloadOpaque
 	// (the load generator serializes each partition, the daemon compresses).
 	Payload string
 	// DataPlane is PlaneInline, PlaneMemfd, or PlaneCUDAIPC with GPU.
@@ -188,9 +195,10 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.IntVar(&c.BatchesPerTask, "batches-per-task", c.BatchesPerTask, "batches per map task (more than 1: runs and a merge)")
 	fs.StringVar(&c.Schema, "schema", c.Schema, "batch schema: "+strings.Join(synth.Schemas, ", "))
 	skew := fs.String("skew", "uniform", "key skew: uniform or zipf:S (1 < S <= 10)")
+	fs.Float64Var(&c.Nulls, "nulls", 0, "fraction of null values in every column but the key, in [0, 1); 0: no validity bitmaps")
 	fs.StringVar(&c.Codec, "codec", c.Codec, "codec: none, lz4, zstd or snappy")
 	fs.StringVar(&c.Checksum, "checksum", c.Checksum, "checksum: none, ADLER32, CRC32 or CRC32C")
-	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes) or opaque (pre-serialized)")
+	fs.StringVar(&c.Payload, "payload", c.Payload, "payload: columnar (the daemon serializes blocks), kudo (the daemon serializes spark-rapids kudo tables) or opaque (pre-serialized)")
 	fs.StringVar(&c.DataPlane, "data-plane", c.DataPlane, "data plane: inline (through the socket), memfd, or cuda-ipc (with --gpu, its default)")
 	fs.BoolVar(&c.GPU, "gpu", false, "partition batches on CUDA device 0 and hand them over by IPC handle (a cuda build; needs --socket or --daemon-bin)")
 	fs.BoolVar(&c.CPUCompress, "cpu-compress", false, "with --gpu: the daemon compresses the device batches on its CPU pool, not on the GPU (a --daemon-bin child is started with --no-cuda-compress; a --socket daemon must run with it)")
@@ -273,6 +281,9 @@ func (c *Config) Validate() error {
 	case c.Reps < 1:
 		return usagef("--reps must be >= 1, got %d", c.Reps)
 	}
+	if !(c.Nulls >= 0 && c.Nulls < 1) {
+		return usagef("--nulls must be in [0, 1), got %v", c.Nulls)
+	}
 	if !knownSchema(c.Schema) {
 		return usagef("--schema must be one of %s, got %q", strings.Join(synth.Schemas, ", "), c.Schema)
 	}
@@ -289,8 +300,8 @@ func (c *Config) Validate() error {
 		return usagef("--checksum must be one of none, ADLER32, CRC32, CRC32C, got %q", c.Checksum)
 	}
 	c.Checksum = a.String()
-	if c.Payload != PayloadColumnar && c.Payload != PayloadOpaque {
-		return usagef("--payload must be columnar or opaque, got %q", c.Payload)
+	if c.Payload != PayloadColumnar && c.Payload != PayloadOpaque && c.Payload != PayloadKudo {
+		return usagef("--payload must be columnar, kudo or opaque, got %q", c.Payload)
 	}
 	if c.DataPlane != PlaneInline && c.DataPlane != PlaneMemfd && c.DataPlane != PlaneCUDAIPC {
 		return usagef("--data-plane must be inline, memfd or cuda-ipc, got %q", c.DataPlane)
@@ -335,7 +346,7 @@ func (c *Config) validateGPU() error {
 		return usagef("--gpu hands batches over by CUDA IPC; drop --data-plane %s", c.DataPlane)
 	case !c.GPU && c.DataPlane == PlaneCUDAIPC:
 		return usagef("--data-plane cuda-ipc needs --gpu (the batches must be in GPU memory)")
-	case c.GPU && c.Payload != PayloadColumnar:
+	case c.GPU && c.Payload == PayloadOpaque:
 		return usagef("--gpu sends columnar batches that the GPU partitions; drop --payload %s", c.Payload)
 	case c.GPU && c.Partitions > gpu.MaxGPUPartitions:
 		return usagef("--partitions must be <= %d with --gpu (the kernel's per-warp counters), got %d", gpu.MaxGPUPartitions, c.Partitions)
@@ -359,6 +370,18 @@ func knownSchema(s string) bool {
 }
 
 // codecKind and checksumAlg return the parsed forms of a validated Config.
+// columnar reports whether the daemon serializes the batches (columnar
+// or kudo payload).
+func (c *Config) columnar() bool { return c.Payload != PayloadOpaque }
+
+// format is the serialization of a columnar payload's records.
+func (c *Config) format() partition.Format {
+	if c.Payload == PayloadKudo {
+		return partition.Kudo
+	}
+	return partition.SHFC
+}
+
 func (c *Config) codecKind() codec.Kind {
 	k, _ := codec.Parse(c.Codec)
 	return k

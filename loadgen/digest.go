@@ -136,6 +136,26 @@ func blockRows(b []byte) (int64, []*partition.Batch, error) {
 	return n, blocks, nil
 }
 
+// kudoRows returns the number of rows of the kudo tables concatenated in b
+// and their batches, decoded with schema; a table the decoder refuses
+// (misaligned, padding not zero, lengths that disagree) is an error.
+func kudoRows(b []byte, schema []partition.Field) (int64, []*partition.Batch, error) {
+	tabs, err := partition.DecodeKudoTables(b, schema)
+	if err != nil {
+		return 0, nil, err
+	}
+	var n int64
+	out := make([]*partition.Batch, len(tabs))
+	for i, t := range tabs {
+		if t.Size%4 != 0 {
+			return 0, nil, fmt.Errorf("kudo table %d: %d bytes, not a multiple of 4", i, t.Size)
+		}
+		n += int64(t.Rows)
+		out[i] = t.Batch
+	}
+	return n, out, nil
+}
+
 // schemaTypes returns the column types of b.
 func schemaTypes(b *partition.Batch) []partition.Type {
 	t := make([]partition.Type, len(b.Columns))

@@ -48,7 +48,7 @@ type poolBatch struct {
 
 // poolForm says what a pool keeps of each batch.
 type poolForm struct {
-	payload string // PayloadColumnar or PayloadOpaque
+	payload string // PayloadColumnar, PayloadKudo or PayloadOpaque
 	memfd   bool   // payload in a sealed memfd instead of Go memory
 	batch   bool   // keep the partitioned batch (in-process columnar writes)
 	device  bool   // partition on the GPU and keep the batch there (--gpu)
@@ -183,6 +183,9 @@ func synthesize(cfg *Config, j int) (*partition.Batch, error) {
 	if cfg.Skew != 0 {
 		opts = append(opts, synth.WithKeySkew(cfg.Skew))
 	}
+	if cfg.Nulls > 0 {
+		opts = append(opts, synth.WithNulls(cfg.Nulls))
+	}
 	b, err := synth.Generate(cfg.Schema, batchSeed(cfg.Seed, j), cfg.Rows, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: generate batch %d: %w", j, err)
@@ -211,7 +214,12 @@ func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
 	}
 	pb := &poolBatch{index: j, rows: b.Rows}
 	for q := range p.cfg.Partitions {
-		pb.serialized += int64(partition.SliceSize(b, q))
+		start, end := b.PartitionRows(q)
+		if p.cfg.Payload == PayloadOpaque {
+			pb.serialized += int64(partition.SliceSize(b, q))
+		} else {
+			pb.serialized += int64(p.cfg.format().Size(b, start, end))
+		}
 	}
 	if form.batch {
 		pb.batch = b
@@ -226,7 +234,7 @@ func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
 	} else {
 		size, pb.layout = columnar.Layout(b)
 	}
-	if form.payload == PayloadColumnar && form.batch && !form.memfd {
+	if form.payload != PayloadOpaque && form.batch && !form.memfd {
 		pb.held = int64(size) // the in-process writer takes the batch itself
 		return pb, nil
 	}

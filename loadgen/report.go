@@ -14,17 +14,18 @@ import (
 // Workload echoes the configuration a report measured. Its JSON field
 // names are stable (docs/benchmarks.md).
 type Workload struct {
-	Schema         string `json:"schema"`
-	Skew           string `json:"skew"`
-	Codec          string `json:"codec"`
-	Checksum       string `json:"checksum"`
-	Payload        string `json:"payload"`
-	DataPlane      string `json:"data_plane"`
-	Seed           int64  `json:"seed"`
-	Concurrency    int    `json:"concurrency"`
-	BatchesPerTask int    `json:"batches_per_task"`
-	RowsPerBatch   int    `json:"rows_per_batch"`
-	PoolBatches    int    `json:"pool_batches"`
+	Schema         string  `json:"schema"`
+	Skew           string  `json:"skew"`
+	Nulls          float64 `json:"nulls"`
+	Codec          string  `json:"codec"`
+	Checksum       string  `json:"checksum"`
+	Payload        string  `json:"payload"`
+	DataPlane      string  `json:"data_plane"`
+	Seed           int64   `json:"seed"`
+	Concurrency    int     `json:"concurrency"`
+	BatchesPerTask int     `json:"batches_per_task"`
+	RowsPerBatch   int     `json:"rows_per_batch"`
+	PoolBatches    int     `json:"pool_batches"`
 	// PoolBytes is the payload bytes of the batch pool the load generator
 	// holds (in Go memory, or in sealed memfds with --data-plane memfd).
 	PoolBytes int64 `json:"pool_bytes"`
@@ -32,7 +33,7 @@ type Workload struct {
 
 func workloadOf(cfg *Config, p *pool) Workload {
 	return Workload{
-		Schema: cfg.Schema, Skew: cfg.SkewString(), Codec: cfg.Codec, Checksum: cfg.Checksum,
+		Schema: cfg.Schema, Skew: cfg.SkewString(), Nulls: cfg.Nulls, Codec: cfg.Codec, Checksum: cfg.Checksum,
 		Payload: cfg.Payload, DataPlane: cfg.DataPlane, Seed: cfg.Seed, Concurrency: cfg.Concurrency,
 		BatchesPerTask: cfg.BatchesPerTask, RowsPerBatch: cfg.Rows,
 		PoolBatches: len(p.batches), PoolBytes: p.bytes,

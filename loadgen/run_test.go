@@ -34,7 +34,7 @@ func runEngine(t *testing.T, cfg Config) (*pool, runResult) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	p, err := newPool(context.Background(), &cfg, poolForm{payload: cfg.Payload, batch: cfg.Payload == PayloadColumnar})
+	p, err := newPool(context.Background(), &cfg, poolForm{payload: cfg.Payload, batch: cfg.columnar()})
 	if err != nil {
 		t.Fatal(err)
 	}

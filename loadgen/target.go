@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/shuffled/shuffled/client"
+	"github.com/shuffled/shuffled/client/columnar"
+	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
@@ -48,6 +50,9 @@ type daemonTarget struct {
 	kind  protocol.PayloadKind
 	appID string
 	slots []daemonSlot
+	// schema declares the batches' columns to a kudo map output (set
+	// once the pool is generated).
+	schema []protocol.SchemaField
 }
 
 type daemonSlot struct {
@@ -62,6 +67,14 @@ func dialDaemon(ctx context.Context, cfg *Config, socket, appID string) (*daemon
 	t := &daemonTarget{cfg: cfg, appID: appID, kind: protocol.KindColumnar}
 	if cfg.Payload == PayloadOpaque {
 		t.kind = protocol.KindOpaque
+	}
+	if cfg.Payload == PayloadKudo {
+		// The schema's columns; 0 rows are enough to know them.
+		b, err := synth.Generate(cfg.Schema, cfg.Seed, 0)
+		if err != nil {
+			return nil, err
+		}
+		t.schema = columnar.SparkSchema(b)
 	}
 	plane := client.PlaneInline
 	if cfg.DataPlane == PlaneMemfd {
@@ -101,7 +114,10 @@ func executorID(slot int) string { return fmt.Sprintf("loadgen-%d", slot) }
 // to change.
 func (t *daemonTarget) checkFeatures(h protocol.ServerHello) error {
 	if t.kind == protocol.KindColumnar && h.Features&protocol.FeatureColumnar == 0 {
-		return usagef("--payload columnar: the daemon (%s) does not take columnar batches; use --payload opaque", h.Server)
+		return usagef("--payload %s: the daemon (%s) does not take columnar batches; use --payload opaque", t.cfg.Payload, h.Server)
+	}
+	if t.cfg.Payload == PayloadKudo && h.Features&protocol.FeatureKudo == 0 {
+		return usagef("--payload kudo: the daemon (%s) does not write kudo tables; use --payload columnar", h.Server)
 	}
 	if t.cfg.DataPlane == PlaneMemfd && h.Features&protocol.FeatureMemfd == 0 {
 		return usagef("--data-plane memfd: the daemon (%s) does not take memfd batches; use --data-plane inline", h.Server)
@@ -143,14 +159,18 @@ func (t *daemonTarget) close() {
 
 func (t *daemonTarget) open(ctx context.Context, slot, task int) (output, error) {
 	s := &t.slots[slot]
-	m, err := s.c.Open(ctx, protocol.OpenMapOutput{
+	req := protocol.OpenMapOutput{
 		ShuffleID:     shuffleID,
 		MapID:         int64(task),
 		NumPartitions: int32(t.cfg.Partitions),
 		Kind:          t.kind,
 		Codec:         t.cfg.Codec,
 		Checksum:      t.cfg.Checksum,
-	})
+	}
+	if t.cfg.Payload == PayloadKudo {
+		req.Format, req.Schema = protocol.FormatKudo, t.schema
+	}
+	m, err := s.c.Open(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +224,7 @@ func (t *engineTarget) open(ctx context.Context, slot, task int) (output, error)
 		Checksum:      t.cfg.checksumAlg(),
 		Layout:        shufflefile.Flat(t.dir),
 		Sink:          t.mode.sink,
+		Format:        t.cfg.format(),
 	})
 	if err != nil {
 		return nil, err

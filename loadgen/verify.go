@@ -26,10 +26,11 @@ var ErrMismatch = errors.New("loadgen: verify: committed output differs from wha
 // order; so every task with the same i mod len(pool) expects the same
 // digests, computed once.
 type verifier struct {
-	cfg   *Config
-	p     *pool
-	seed  maphash.Seed
-	types []partition.Type
+	cfg    *Config
+	p      *pool
+	seed   maphash.Seed
+	types  []partition.Type
+	schema []partition.Field // what kudo tables are decoded with
 
 	expect []expectation // by task mod len(pool)
 }
@@ -54,7 +55,7 @@ func verify(ctx context.Context, cfg *Config, p *pool, r runResult) (verifyStats
 	if err != nil {
 		return verifyStats{}, err
 	}
-	v := &verifier{cfg: cfg, p: p, seed: maphash.MakeSeed(), types: schemaTypes(b0), expect: make([]expectation, len(p.batches))}
+	v := &verifier{cfg: cfg, p: p, seed: maphash.MakeSeed(), types: schemaTypes(b0), schema: partition.SchemaOf(b0), expect: make([]expectation, len(p.batches))}
 	var parts atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -153,7 +154,13 @@ func (v *verifier) task(t taskResult) (int64, error) {
 		if dec, err = codec.Decode(v.cfg.codecKind(), dec[:0], enc); err != nil {
 			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %v decode: %w", ErrMismatch, id, m.DataPath, q, v.cfg.codecKind(), err)
 		}
-		rows, blocks, err := blockRows(dec)
+		var rows int64
+		var blocks []*partition.Batch
+		if v.cfg.Payload == PayloadKudo {
+			rows, blocks, err = kudoRows(dec, v.schema)
+		} else {
+			rows, blocks, err = blockRows(dec)
+		}
 		if err != nil {
 			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %w", ErrMismatch, id, m.DataPath, q, err)
 		}

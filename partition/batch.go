@@ -1,8 +1,9 @@
 // Package partition holds the columnar batch model of shuffled: a table of
 // typed columns in the Arrow/cuDF memory layout whose rows are grouped by
 // reducer partition, together with its validation, Spark-compatible hash
-// partitioning, and the block format that carries one partition's slice of a
-// batch (a record) through compression into a map output.
+// partitioning, and the two serializations that carry one partition's slice
+// of a batch (a record) through compression into a map output: the block
+// format of this package and spark-rapids' kudo tables (Format).
 //
 // The main invariant: every function that reads a batch's buffers by its
 // lengths and offsets (serialization, partitioning, accessors) is only called
@@ -53,16 +54,27 @@ const (
 	String
 	// Binary is a byte string, laid out as String.
 	Binary
+	// Decimal32 is an int32 unscaled value with a precision of 1 to 9
+	// digits (Spark DecimalType(p <= 9, s), cuDF DECIMAL32).
+	Decimal32
+	// Decimal128 is a 16-byte two's-complement unscaled value, low 8
+	// bytes first (little-endian), with a precision of 1 to 38 digits
+	// (Spark DecimalType(p > 18, s), cuDF DECIMAL128).
+	Decimal128
 
-	maxType = Binary
+	maxType = Decimal128
 )
 
 // MaxRows is the largest row count of a batch: cuDF's size_type and the
 // int32 offsets of the layout bound rows and chars alike.
 const MaxRows = math.MaxInt32
 
-// MaxDecimal64Precision is the largest precision a Decimal64 column holds.
-const MaxDecimal64Precision = 18
+// The largest precision of each decimal type.
+const (
+	MaxDecimal32Precision  = 9
+	MaxDecimal64Precision  = 18
+	MaxDecimal128Precision = 38
+)
 
 // MaxNameLen is the longest column name, in bytes, that a block can carry.
 const MaxNameLen = math.MaxUint16
@@ -83,12 +95,31 @@ var typeNames = [...]string{
 	Decimal64:       "decimal64",
 	String:          "string",
 	Binary:          "binary",
+	Decimal32:       "decimal32",
+	Decimal128:      "decimal128",
 }
 
 var typeWidths = [maxType + 1]int{
 	Bool: 1, Int8: 1, Int16: 2, Int32: 4, Int64: 8, Float32: 4, Float64: 8,
-	Date32: 4, TimestampMicros: 8, Decimal64: 8,
+	Date32: 4, TimestampMicros: 8, Decimal64: 8, Decimal32: 4, Decimal128: 16,
 }
+
+// MaxPrecision returns the largest precision of a decimal type and 0 for
+// every other type.
+func (t Type) MaxPrecision() int {
+	switch t {
+	case Decimal32:
+		return MaxDecimal32Precision
+	case Decimal64:
+		return MaxDecimal64Precision
+	case Decimal128:
+		return MaxDecimal128Precision
+	}
+	return 0
+}
+
+// IsDecimal reports whether t is one of the decimal types.
+func (t Type) IsDecimal() bool { return t.MaxPrecision() > 0 }
 
 // String returns the type's name as ParseType accepts it.
 func (t Type) String() string {
@@ -131,8 +162,8 @@ type Column struct {
 	Name string
 	// Type is the column's logical type.
 	Type Type
-	// Precision and Scale describe a Decimal64 column and are zero for
-	// every other type.
+	// Precision and Scale describe a decimal column (Decimal32, Decimal64,
+	// Decimal128) and are zero for every other type.
 	Precision, Scale int8
 	// Validity is a bitmap of at least ceil(rows/8) bytes, least
 	// significant bit first: bit i set means row i is not null. Nil means

@@ -369,18 +369,24 @@ func (s *sliceWriter) scratch(n int) []byte {
 // maxBlockSize gets a range of its own. An empty range gives [rowStart,
 // rowEnd]. b must be valid and the range within it.
 func SplitRows(b *Batch, rowStart, rowEnd, maxBlockSize int) []int {
+	return splitRows(b, rowStart, rowEnd, maxBlockSize, BlockSize)
+}
+
+// splitRows is SplitRows for any size function that does not decrease as
+// a range's end grows.
+func splitRows(b *Batch, rowStart, rowEnd, maxSize int, size func(*Batch, int, int) int) []int {
 	checkRange(b, rowStart, rowEnd)
 	bounds := []int{rowStart}
 	if rowStart == rowEnd {
 		return append(bounds, rowEnd)
 	}
 	for start := rowStart; start < rowEnd; {
-		// The largest end with BlockSize(start, end) <= maxBlockSize,
-		// at least start+1: block size grows with end.
+		// The largest end with size(start, end) <= maxSize, at least
+		// start+1: the size grows with end.
 		lo, hi := start+1, rowEnd
 		for lo < hi {
 			mid := lo + (hi-lo+1)/2
-			if BlockSize(b, start, mid) <= maxBlockSize {
+			if size(b, start, mid) <= maxSize {
 				lo = mid
 			} else {
 				hi = mid - 1

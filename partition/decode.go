@@ -135,9 +135,9 @@ func (c *Column) checkType() error {
 	if !c.Type.Valid() {
 		return fmt.Errorf("type = %d, not a known type", uint8(c.Type))
 	}
-	if c.Type == Decimal64 {
-		if c.Precision < 1 || c.Precision > MaxDecimal64Precision || c.Scale < 0 || c.Scale > c.Precision {
-			return fmt.Errorf("decimal precision, scale = %d, %d, want 1 to %d and 0 to precision", c.Precision, c.Scale, MaxDecimal64Precision)
+	if mp := c.Type.MaxPrecision(); mp > 0 {
+		if c.Precision < 1 || int(c.Precision) > mp || c.Scale < 0 || c.Scale > c.Precision {
+			return fmt.Errorf("decimal precision, scale = %d, %d, want 1 to %d and 0 to precision for %v", c.Precision, c.Scale, mp, c.Type)
 		}
 	} else if c.Precision != 0 || c.Scale != 0 {
 		return fmt.Errorf("precision, scale = %d, %d on a %v column, want 0, 0", c.Precision, c.Scale, c.Type)

@@ -92,12 +92,36 @@ func float64Bits(f float64) int64 {
 	return int64(math.Float64bits(f))
 }
 
+// HashDecimal128 is Spark's hash of a DecimalType with precision > 18:
+// hashUnsafeBytes of the unscaled value's BigInteger.toByteArray, the
+// shortest big-endian two's-complement bytes that hold it (at least one,
+// with room for the sign bit: 0 is 00, 128 is 00 80, -129 is ff 7f). The
+// unscaled value is hi × 2^64 + lo.
+func HashDecimal128(lo uint64, hi int64, seed int32) int32 {
+	var be [16]byte
+	binary.BigEndian.PutUint64(be[:8], uint64(hi))
+	binary.BigEndian.PutUint64(be[8:], lo)
+	return HashBytes(be[minimalTwosComplement(be[:]):], seed)
+}
+
+// minimalTwosComplement returns how many leading bytes of the big-endian
+// two's-complement value be are redundant: a leading 00 before a byte
+// whose top bit is clear, or ff before one whose top bit is set.
+func minimalTwosComplement(be []byte) int {
+	i := 0
+	for i < len(be)-1 && (be[i] == 0 && be[i+1]&0x80 == 0 || be[i] == 0xff && be[i+1]&0x80 != 0) {
+		i++
+	}
+	return i
+}
+
 // Hash returns Spark's hash of row i of c with the given seed, as Spark's
 // Murmur3Hash expression computes it for the column's type: a null returns
 // seed unchanged; Bool hashes the int 1 or 0; Int8, Int16, Int32 and Date32
-// hash as ints; Int64, TimestampMicros and Decimal64 (precision <= 18: the
-// unscaled long) as longs; Float32 and Float64 hash their Java bits after
-// normalizing -0.0 and NaN; String and Binary hash their bytes.
+// hash as ints; Int64, TimestampMicros, Decimal32 and Decimal64 (precision
+// <= 18: the unscaled long) as longs; Decimal128 as HashDecimal128; Float32
+// and Float64 hash their Java bits after normalizing -0.0 and NaN; String
+// and Binary hash their bytes.
 func (c *Column) Hash(i int, seed int32) int32 {
 	if c.IsNull(i) {
 		return seed
@@ -111,8 +135,11 @@ func (c *Column) Hash(i int, seed int32) int32 {
 		return HashInt(0, seed)
 	case Int8, Int16, Int32, Date32:
 		return HashInt(int32(c.Int(i)), seed)
-	case Int64, TimestampMicros, Decimal64:
+	case Int64, TimestampMicros, Decimal32, Decimal64:
 		return HashLong(c.Int(i), seed)
+	case Decimal128:
+		lo, hi := c.Int128(i)
+		return HashDecimal128(lo, hi, seed)
 	case Float32:
 		return HashInt(float32Bits(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))), seed)
 	case Float64:

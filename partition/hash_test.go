@@ -1,7 +1,12 @@
 package partition
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -178,6 +183,18 @@ func TestColumnHash(t *testing.T) {
 		{"decimal(9,3)", Column{Type: Decimal64, Precision: 9, Scale: 3,
 			Data: le64(0, 100, -100, -999999999, 999999999)},
 			[]int32{-1670924195, 1114849490, 904948192, -1454351396, -193774131}},
+		// Spark hashes every DecimalType(p <= 18) as the unscaled long.
+		{"decimal32(9,3)", Column{Type: Decimal32, Precision: 9, Scale: 3,
+			Data: le32(0, 100, -100, -999999999, 999999999)},
+			[]int32{-1670924195, 1114849490, 904948192, -1454351396, -193774131}},
+		// DecimalType(38, 11): hashUnsafeBytes of BigInteger.toByteArray.
+		// Values and hashes from cudf's Spark Murmur3 test (derived in
+		// Spark): 0, 100, -1, then two 16-byte values given as hi, lo.
+		{"decimal128(38,11)", Column{Type: Decimal128, Precision: 38, Scale: 11,
+			Data: slices.Concat(le64(0, 0, 100, 0, -1, -1),
+				le64(0x602F7FC318000001, -0x33b2e3d), // hi 0xFFFFFFFFFCC4D1C3
+				le64(0x00F4369FFFFFFFFF, 0x0785EE10D5DA46D9))},
+			[]int32{-783713497, -295670906, 1398487324, -52622807, -1359749815}},
 		// -0.0 hashes as 0.0 (SPARK-35207); every NaN as Java's canonical NaN.
 		{"floats", float32Col(0, float32(math.Copysign(0, -1)), negNaN32, -math.MaxFloat32, math.MaxFloat32),
 			[]int32{933211791, 933211791, -349261430, -1225560532, -338752985}},
@@ -258,6 +275,60 @@ func TestPmod(t *testing.T) {
 	for _, tt := range tests {
 		if got := Pmod(tt.h, tt.n); got != tt.want {
 			t.Errorf("Pmod(%d, %d) = %d, want %d", tt.h, tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestHashDecimal128Bytes checks the bytes HashDecimal128 hashes against
+// BigInteger.toByteArray computed another way (math/big): the minimal
+// big-endian two's complement, at least one byte.
+func TestHashDecimal128Bytes(t *testing.T) {
+	toByteArray := func(v *big.Int) []byte {
+		if v.Sign() >= 0 {
+			b := v.Bytes()
+			if len(b) == 0 || b[0]&0x80 != 0 {
+				b = append([]byte{0}, b...)
+			}
+			return b
+		}
+		// -v - 1 has the complement bits of v.
+		m := new(big.Int).Neg(v)
+		m.Sub(m, big.NewInt(1))
+		b := m.Bytes()
+		for i := range b {
+			b[i] = ^b[i]
+		}
+		if len(b) == 0 || b[0]&0x80 == 0 {
+			b = append([]byte{0xff}, b...)
+		}
+		return b
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		lo, hi := r.Uint64(), int64(r.Uint64())
+		switch i % 4 {
+		case 0:
+			hi = hi >> r.IntN(64) // small magnitudes, both signs
+			lo = lo >> r.IntN(64)
+		case 1:
+			hi, lo = -1, ^(lo >> r.IntN(64))
+		}
+		v := bigInt128(lo, hi)
+		want := HashBytes(toByteArray(v), 42)
+		if got := HashDecimal128(lo, hi, 42); got != want {
+			t.Fatalf("HashDecimal128(%v) = %d, want %d (bytes %x)", v, got, want, toByteArray(v))
+		}
+	}
+	for _, c := range []struct {
+		v    int64
+		want string
+	}{{0, "00"}, {127, "7f"}, {128, "0080"}, {-1, "ff"}, {-128, "80"}, {-129, "ff7f"}, {255, "00ff"}} {
+		lo, hi := uint64(c.v), c.v>>63
+		var be [16]byte
+		binary.BigEndian.PutUint64(be[:8], uint64(hi))
+		binary.BigEndian.PutUint64(be[8:], lo)
+		if got := hex.EncodeToString(be[minimalTwosComplement(be[:]):]); got != c.want {
+			t.Errorf("toByteArray(%d) = %s, want %s", c.v, got, c.want)
 		}
 	}
 }

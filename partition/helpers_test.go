@@ -9,7 +9,7 @@ import (
 
 // allTypes lists every column type once.
 var allTypes = []Type{Bool, Int8, Int16, Int32, Int64, Float32, Float64, Date32,
-	TimestampMicros, Decimal64, String, Binary}
+	TimestampMicros, Decimal64, String, Binary, Decimal32, Decimal128}
 
 // randomBatch returns a valid, unpartitioned batch of rows rows with one
 // column of every type. With nulls, every other column has a validity
@@ -19,8 +19,13 @@ func randomBatch(r *rand.Rand, rows int, nulls bool, maxLen int) *Batch {
 	b := &Batch{Rows: rows}
 	for ci, t := range allTypes {
 		c := Column{Name: fmt.Sprintf("c%d_%v", ci, t), Type: t}
-		if t == Decimal64 {
+		switch t {
+		case Decimal32:
+			c.Precision, c.Scale = 7, 2
+		case Decimal64:
 			c.Precision, c.Scale = 12, 3
+		case Decimal128:
+			c.Precision, c.Scale = 30, 5
 		}
 		if t.VarWidth() {
 			c.Offsets = make([]int32, 1, rows+1)

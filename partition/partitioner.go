@@ -111,6 +111,10 @@ func (c *Column) scatter(dst []int32, rows int) Column {
 		for i, j := range dst {
 			binary.LittleEndian.PutUint64(data[8*j:], binary.LittleEndian.Uint64(src[8*i:]))
 		}
+	default:
+		for i, j := range dst {
+			copy(data[int(j)*w:int(j+1)*w], src[i*w:(i+1)*w])
+		}
 	}
 	out.Data = data
 	return out

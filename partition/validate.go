@@ -65,9 +65,9 @@ func (c *Column) validate(rows int) error {
 	if len(c.Name) > MaxNameLen {
 		return fmt.Errorf("name length = %d, want at most %d", len(c.Name), MaxNameLen)
 	}
-	if c.Type == Decimal64 {
-		if c.Precision < 1 || c.Precision > MaxDecimal64Precision {
-			return fmt.Errorf("decimal precision = %d, want 1 to %d", c.Precision, MaxDecimal64Precision)
+	if mp := c.Type.MaxPrecision(); mp > 0 {
+		if c.Precision < 1 || int(c.Precision) > mp {
+			return fmt.Errorf("decimal precision = %d, want 1 to %d for %v", c.Precision, mp, c.Type)
 		}
 		if c.Scale < 0 || c.Scale > c.Precision {
 			return fmt.Errorf("decimal scale = %d, want 0 to precision %d", c.Scale, c.Precision)

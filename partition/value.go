@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"math/big"
 	"strconv"
 	"time"
 )
@@ -13,8 +14,9 @@ import (
 // not the row is null (IsNull tells); under a null the value is unspecified.
 
 // Int returns row i of an integer-valued column as an int64: Bool (0 or 1),
-// Int8 to Int64, Date32 (days), TimestampMicros (µs) and Decimal64 (the
-// unscaled value). It panics for other types.
+// Int8 to Int64, Date32 (days), TimestampMicros (µs), Decimal32 and
+// Decimal64 (the unscaled value). It panics for other types (Decimal128:
+// see Int128).
 func (c *Column) Int(i int) int64 {
 	d := c.Data
 	switch c.Type {
@@ -27,12 +29,29 @@ func (c *Column) Int(i int) int64 {
 		return int64(int8(d[i]))
 	case Int16:
 		return int64(int16(binary.LittleEndian.Uint16(d[2*i:])))
-	case Int32, Date32:
+	case Int32, Date32, Decimal32:
 		return int64(int32(binary.LittleEndian.Uint32(d[4*i:])))
 	case Int64, TimestampMicros, Decimal64:
 		return int64(binary.LittleEndian.Uint64(d[8*i:]))
 	}
 	panic("partition: Int of a " + c.Type.String() + " column")
+}
+
+// Int128 returns row i of a Decimal128 column as its two's-complement
+// halves: the unscaled value is hi × 2^64 + lo. It panics for other types.
+func (c *Column) Int128(i int) (lo uint64, hi int64) {
+	if c.Type != Decimal128 {
+		panic("partition: Int128 of a " + c.Type.String() + " column")
+	}
+	v := c.Data[16*i : 16*i+16]
+	return binary.LittleEndian.Uint64(v), int64(binary.LittleEndian.Uint64(v[8:]))
+}
+
+// bigInt128 returns hi × 2^64 + lo.
+func bigInt128(lo uint64, hi int64) *big.Int {
+	v := new(big.Int).SetInt64(hi)
+	v.Lsh(v, 64)
+	return v.Or(v, new(big.Int).SetUint64(lo))
 }
 
 // Float returns row i of a Float32 or Float64 column. It panics for other
@@ -75,8 +94,13 @@ func (c *Column) AppendText(dst []byte, i int) []byte {
 		return time.Unix(c.Int(i)*86400, 0).UTC().AppendFormat(dst, time.DateOnly)
 	case TimestampMicros:
 		return time.UnixMicro(c.Int(i)).UTC().AppendFormat(dst, "2006-01-02 15:04:05.999999")
-	case Decimal64:
+	case Decimal32, Decimal64:
 		return appendDecimal(dst, c.Int(i), int(c.Scale))
+	case Decimal128:
+		v := bigInt128(c.Int128(i))
+		neg := v.Sign() < 0
+		digits := v.Abs(v).Append(nil, 10)
+		return appendScaled(dst, neg, digits, int(c.Scale))
 	case String:
 		return append(dst, c.Bytes(i)...)
 	case Binary:
@@ -91,10 +115,17 @@ func appendDecimal(dst []byte, unscaled int64, scale int) []byte {
 	var buf [24]byte
 	mag := uint64(unscaled)
 	if unscaled < 0 {
-		dst = append(dst, '-')
 		mag = -mag
 	}
-	digits := strconv.AppendUint(buf[:0], mag, 10)
+	return appendScaled(dst, unscaled < 0, strconv.AppendUint(buf[:0], mag, 10), scale)
+}
+
+// appendScaled appends the decimal digits of a magnitude, with a sign when
+// neg, and exactly scale of them after the point.
+func appendScaled(dst []byte, neg bool, digits []byte, scale int) []byte {
+	if neg {
+		dst = append(dst, '-')
+	}
 	if scale == 0 {
 		return append(dst, digits...)
 	}

@@ -45,6 +45,15 @@ func TestAppendText(t *testing.T) {
 		{Column{Type: Decimal64, Precision: 15, Scale: 2, Data: le64(-5)}, 0, "-0.05"},
 		{Column{Type: Decimal64, Precision: 4, Scale: 4, Data: le64(1234)}, 0, "0.1234"},
 		{Column{Type: Decimal64, Precision: 18, Scale: 0, Data: le64(-42)}, 0, "-42"},
+		{Column{Type: Decimal32, Precision: 9, Scale: 2, Data: le32(-12345)}, 0, "-123.45"},
+		{Column{Type: Decimal32, Precision: 9, Scale: 9, Data: le32(999999999)}, 0, "0.999999999"},
+		// Decimal128 as (lo, hi) int64 pairs: ±12345678901234567890123 and
+		// ±(10^38 - 1), the halves worked out separately.
+		{Column{Type: Decimal128, Precision: 38, Scale: 2, Data: le64(0x42b64e76714244cb, 669)}, 0, "123456789012345678901.23"},
+		{Column{Type: Decimal128, Precision: 38, Scale: 2, Data: le64(-0x42b64e76714244cb, -670)}, 0, "-123456789012345678901.23"},
+		{Column{Type: Decimal128, Precision: 38, Scale: 0, Data: le64(0x098a223fffffffff, 5421010862427522170)}, 0, "99999999999999999999999999999999999999"},
+		{Column{Type: Decimal128, Precision: 38, Scale: 38, Data: le64(-0x098a223fffffffff, -5421010862427522171)}, 0, "-0.99999999999999999999999999999999999999"},
+		{Column{Type: Decimal128, Precision: 20, Scale: 10, Data: le64(1, 0)}, 0, "0.0000000001"},
 		{Column{Type: String, Offsets: []int32{0, 0, 3}, Data: []byte("abc")}, 0, ""},
 		{Column{Type: String, Offsets: []int32{0, 0, 3}, Data: []byte("abc")}, 1, "abc"},
 		{Column{Type: Binary, Offsets: []int32{0, 2}, Data: []byte{0xde, 0xad}}, 0, "dead"},

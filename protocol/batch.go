@@ -239,8 +239,8 @@ func (l *ColumnarLayout) validate(payloadLen int64) error {
 	if l.Rows < 0 {
 		return invalid("Batch", "Rows", "%d is negative", l.Rows)
 	}
-	if len(l.Columns) == 0 || len(l.Columns) > MaxColumns {
-		return invalid("Batch", "Columns", "%d columns, want 1..%d", len(l.Columns), MaxColumns)
+	if len(l.Columns) > MaxColumns {
+		return invalid("Batch", "Columns", "%d columns, want 0..%d", len(l.Columns), MaxColumns)
 	}
 	for i := range l.Columns {
 		if err := l.Columns[i].validate(i, l.Rows, payloadLen); err != nil {

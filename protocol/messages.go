@@ -306,14 +306,19 @@ func checkKind(msg string, k PayloadKind) error {
 // daemon's default. Which names are accepted is the server's business.
 //
 //	i32 shuffle_id | i64 map_id | i32 num_partitions | u8 kind |
-//	3 × u8 reserved | string codec | string checksum
+//	u8 format | 2 × u8 reserved | string codec | string checksum |
+//	(format kudo only) list<string name, string spark_type> schema
 type OpenMapOutput struct {
 	ShuffleID     int32
 	MapID         int64
 	NumPartitions int32
 	Kind          PayloadKind
-	Codec         string
-	Checksum      string
+	// Format serializes a columnar map output's records: FormatSHFC (0)
+	// or FormatKudo, which takes Schema, one field per column.
+	Format   PayloadFormat
+	Codec    string
+	Checksum string
+	Schema   []SchemaField
 }
 
 func (*OpenMapOutput) Type() Type { return TypeOpen }
@@ -329,6 +334,9 @@ func (m *OpenMapOutput) Validate() error {
 		return invalid("OpenMapOutput", "NumPartitions", "%d out of range [1, %d]", m.NumPartitions, MaxPartitions)
 	}
 	if err := checkKind("OpenMapOutput", m.Kind); err != nil {
+		return err
+	}
+	if err := m.validateFormat(); err != nil {
 		return err
 	}
 	if err := checkToken("OpenMapOutput", "Codec", m.Codec, MaxTokenLen); err != nil {
@@ -355,17 +363,20 @@ func (m *OpenMapOutput) Append(dst []byte) []byte {
 	dst = appendI32(dst, m.ShuffleID)
 	dst = appendI64(dst, m.MapID)
 	dst = appendI32(dst, m.NumPartitions)
-	dst = append(dst, uint8(m.Kind), 0, 0, 0)
+	dst = append(dst, uint8(m.Kind), uint8(m.Format), 0, 0)
 	dst = appendString(dst, m.Codec)
-	return appendString(dst, m.Checksum)
+	dst = appendString(dst, m.Checksum)
+	return m.appendSchema(dst)
 }
 
 func (m *OpenMapOutput) Unmarshal(p []byte) error {
 	d := decoder{msg: "OpenMapOutput", p: p}
 	*m = OpenMapOutput{ShuffleID: d.i32("ShuffleID"), MapID: d.i64("MapID"), NumPartitions: d.i32("NumPartitions"), Kind: PayloadKind(d.u8("Kind"))}
-	d.zero("reserved", 3)
+	m.Format = PayloadFormat(d.u8("Format"))
+	d.zero("reserved", 2)
 	m.Codec = d.str("Codec", MaxTokenLen)
 	m.Checksum = d.str("Checksum", MaxTokenLen)
+	m.Schema = d.schema(m.Format)
 	if err := d.finish(); err != nil {
 		return err
 	}

@@ -58,6 +58,9 @@ func validMessages() []Message {
 		&ListShuffles{AppID: "app-1"},
 		&ShuffleList{Shuffles: []ShuffleInfo{{0, 1, 10}, {5, 2, 20}, {9, 3, 0}}},
 		&Error{Code: CodeNotFound, Message: "Commit.Handle 77: no such map output"},
+		&OpenMapOutput{ShuffleID: 1, MapID: 2, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Codec: "zstd",
+			Schema: []SchemaField{{"id", "int"}, {"price", "decimal(38,10)"}, {"", "binary"}}},
+		&OpenMapOutput{ShuffleID: 1, MapID: 3, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{}},
 	}
 }
 
@@ -165,7 +168,10 @@ func TestValidateRefuses(t *testing.T) {
 		{columnar(4, Column{Type: TypeDecimal32, Precision: 5, Scale: 6, Data: Buffer{0, 16}}, 16), "Columns[0].Scale", false},
 		{columnar(4, Column{Type: TypeDecimal64, Precision: 5, Scale: -1, Data: Buffer{0, 32}}, 32), "Columns[0].Scale", false},
 		{columnar(1<<62, Column{Type: TypeInt64, Data: Buffer{0, 16}}, 16), "Columns[0].Data", false},
-		{&Batch{Handle: 1, Kind: KindColumnar, Plane: PlaneInline, Columnar: ColumnarLayout{Rows: 0, PartitionRows: []int64{0, 0}}}, "Columns", false},
+		{&OpenMapOutput{NumPartitions: 1, Kind: KindColumnar, Format: 2}, "Format", true},
+		{&OpenMapOutput{NumPartitions: 1, Kind: KindOpaque, Format: FormatKudo}, "Format", false},
+		{&OpenMapOutput{NumPartitions: 1, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{{"a", ""}}}, "Schema[0].SparkType", false},
+		{&OpenMapOutput{NumPartitions: 1, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{{"a", "int"}, {"b\x00", "int"}}}, "Schema[1].Name", false},
 		{&Batch{Handle: 1, Kind: KindColumnar, Plane: PlaneInline, Inline: make([]byte, 16), Columnar: ColumnarLayout{Rows: 4,
 			Columns: []Column{{Type: TypeInt32, Data: Buffer{0, 16}}}, PartitionRows: []int64{0, 3}}}, "PartitionRows[1]", false},
 		{&CommitResult{}, "Lengths", false},
@@ -201,6 +207,15 @@ func TestValidateRefuses(t *testing.T) {
 		if _, err := AppendFrame(nil, 1, tt.m); err == nil {
 			t.Errorf("AppendFrame(%v %+v) succeeded, want error", tt.m.Type(), tt.m)
 		}
+	}
+}
+
+// TestOpenSchemaWithoutKudo: a schema is kudo's; with format shfc it is
+// refused (the encoding has no place for it).
+func TestOpenSchemaWithoutKudo(t *testing.T) {
+	m := &OpenMapOutput{NumPartitions: 1, Kind: KindColumnar, Schema: []SchemaField{{"a", "int"}}}
+	if err := m.Validate(); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "Schema") {
+		t.Fatalf("Validate = %v, want ErrMalformed naming Schema", err)
 	}
 }
 

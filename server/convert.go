@@ -10,8 +10,8 @@ import (
 )
 
 // maxColumnType is the last wire column type this build serializes; the
-// wire ids of types 1..12 equal partition's.
-const maxColumnType = protocol.TypeBinary
+// wire ids of types 1..14 equal partition's.
+const maxColumnType = protocol.TypeDecimal128
 
 var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 

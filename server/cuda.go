@@ -354,6 +354,9 @@ func (sess *session) deviceOpaque(o *output, m *protocol.Batch, ds *deviceState,
 func (sess *session) deviceColumnar(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
 	if m.Region.Length == 0 {
 		b, err := columnarBatch(&m.Columnar, nil)
+		if err == nil {
+			err = o.checkColumns(b)
+		}
 		if err != nil {
 			return err
 		}
@@ -364,6 +367,9 @@ func (sess *session) deviceColumnar(o *output, m *protocol.Batch, ds *deviceStat
 		return err
 	}
 	b, err := columnarBatch(&m.Columnar, s.Bytes())
+	if err == nil {
+		err = o.checkColumns(b)
+	}
 	if err != nil {
 		s.Release()
 		return err

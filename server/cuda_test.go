@@ -74,6 +74,8 @@ type job struct {
 	// Conns executors (connections, default 1) take the map outputs in
 	// turn, all naming the same device allocation.
 	Conns int
+	// Format "kudo" opens kudo map outputs (with the batch's schema).
+	Format string
 }
 
 type jobResult struct {
@@ -113,6 +115,7 @@ func (j *job) run() (*jobResult, error) {
 	res := &jobResult{}
 	var payload []byte
 	var layout protocol.ColumnarLayout
+	var schema []protocol.SchemaField
 	if j.Kind == "opaque" {
 		payload = opaquePayload(j.Opaque)
 	} else {
@@ -127,6 +130,7 @@ func (j *job) run() (*jobResult, error) {
 		}
 		payload, layout = columnar.Append(nil, b)
 		payload = append(payload, make([]byte, 64)...) // whole words past the last buffer
+		schema = columnar.SparkSchema(b)
 	}
 	res.Bytes = int64(len(payload))
 
@@ -213,7 +217,11 @@ func (j *job) run() (*jobResult, error) {
 	start := time.Now()
 	for m := range j.Outputs {
 		c := conns[m%len(conns)]
-		mo, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: j.Shuffle, MapID: int64(m), NumPartitions: int32(j.Partitions), Kind: kind})
+		req := protocol.OpenMapOutput{ShuffleID: j.Shuffle, MapID: int64(m), NumPartitions: int32(j.Partitions), Kind: kind}
+		if j.Format == "kudo" {
+			req.Format, req.Schema = protocol.FormatKudo, schema
+		}
+		mo, err := c.Open(ctx, req)
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/internal/unixsock"
+	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
@@ -91,6 +92,7 @@ type output struct {
 	state  int64              // partition-state bytes charged (PartitionStateBytes each)
 	failed error              // a batch failed: the map output is aborted
 	ended  sync.Once          // counts the output as ended, once
+	schema []partition.Field  // kudo: the columns declared at Open; nil otherwise
 }
 
 // end counts the map output as no longer open, committed or aborted, and
@@ -243,7 +245,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(maxInline(sess.s.cfg.MaxFrame)),
-			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | deviceFeatures,
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | deviceFeatures,
 			Server:    "shuffled " + Version,
 		})
 		return true
@@ -372,11 +374,15 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errUnsupported, err)
 		}
 	}
+	format, schema, err := openFormat(m)
+	if err != nil {
+		return err
+	}
 	oid := shufflefile.ID{Shuffle: m.ShuffleID, Map: m.MapID}
 	if err := oid.Validate(); err != nil {
 		return err
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes}
+	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes, schema: schema}
 	if err := s.admitOutput(o); err != nil {
 		return err
 	}
@@ -400,6 +406,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		Codec:         k,
 		Checksum:      alg,
 		Layout:        layout,
+		Format:        format,
 	}
 	if o.res != nil {
 		spec.Space = o.res
@@ -486,6 +493,9 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 		err = o.w.WriteOpaque(sess.ctx, payload, m.Opaque.PartitionOffsets, release)
 	case protocol.KindColumnar:
 		b, cerr := columnarBatch(&m.Columnar, payload)
+		if cerr == nil {
+			cerr = o.checkColumns(b)
+		}
 		if cerr != nil {
 			release()
 			return cerr

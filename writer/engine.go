@@ -10,6 +10,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/limiter"
+	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -162,6 +163,9 @@ type Spec struct {
 	// Sink, when set, makes the map output's Sink (see Sink): for
 	// measurements only.
 	Sink func(SinkSpec) (Sink, error)
+	// Format serializes the records of columnar batches: partition.SHFC
+	// blocks (the zero value) or partition.Kudo tables.
+	Format partition.Format
 	// Space, when set, admits every byte the map output is about to put on
 	// disk — run files, partition files, the merged data file — before it
 	// is written. An error from Grow (a disk below its low watermark) fails
@@ -202,6 +206,9 @@ func (s *Spec) validate() error {
 	}
 	if s.Checksum > checksum.CRC32C {
 		return fmt.Errorf("%w: map output %d/%d: unknown checksum algorithm %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Checksum)
+	}
+	if !s.Format.Valid() {
+		return fmt.Errorf("%w: map output %d/%d: unknown format %v", ErrInvalid, s.ID.Shuffle, s.ID.Map, s.Format)
 	}
 	if s.Layout == nil {
 		return fmt.Errorf("%w: map output %d/%d: no layout", ErrInvalid, s.ID.Shuffle, s.ID.Map)

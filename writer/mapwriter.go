@@ -223,15 +223,15 @@ func (w *MapWriter) writeColumnar(ctx context.Context, b *partition.Batch, ref *
 			return err
 		}
 		var bounds []int
-		if partition.BlockSize(b, start, end) <= w.e.opts.recordSize {
+		if w.spec.Format.Size(b, start, end) <= w.e.opts.recordSize {
 			bounds = []int{start, end}
 		} else {
-			bounds = partition.SplitRows(b, start, end, w.e.opts.recordSize)
+			bounds = w.spec.Format.Split(b, start, end, w.e.opts.recordSize)
 		}
 		for i := 1; i < len(bounds); i++ {
 			lo, hi := bounds[i-1], bounds[i]
 			r := &record{w: w, partition: p, cols: b, rowStart: lo, rowEnd: hi, batch: ref, done: make(chan struct{})}
-			r.quota = int64(partition.BlockSize(b, lo, hi))
+			r.quota = int64(w.spec.Format.Size(b, lo, hi))
 			if err := w.enqueue(ctx, r); err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ type record struct {
 
 	// Exactly one of data and cols is set: opaque bytes are compressed as
 	// they are; rows [rowStart, rowEnd) of cols are serialized into the
-	// encoder as one block.
+	// encoder as one block or kudo table (the map output's Format).
 	data             []byte
 	cols             *partition.Batch
 	rowStart, rowEnd int
@@ -51,7 +51,7 @@ func (r *record) encode() {
 			enc := w.enc.Get()
 			if r.cols != nil {
 				enc.Reset(buf)
-				_, r.err = partition.WriteSlice(enc, r.cols, r.rowStart, r.rowEnd)
+				_, r.err = w.spec.Format.Write(enc, r.cols, r.rowStart, r.rowEnd)
 				r.out = enc.Finish()
 			} else {
 				r.out = enc.Encode(buf, r.data)

@@ -3,7 +3,8 @@
 // executors and the load generator. Buffers are packed one after the other,
 // each starting on a 64-byte boundary as Arrow recommends, so the daemon can
 // read the int32 offsets in place, and each holds exactly what the batch's
-// rows need.
+// rows need. SparkSchema gives the schema a kudo map output declares at
+// Open.
 package columnar
 
 import (
@@ -91,4 +92,15 @@ func Append(dst []byte, b *partition.Batch) ([]byte, protocol.ColumnarLayout) {
 	payload := dst[start:]
 	Fill(payload, b, &l)
 	return payload, l
+}
+
+// SparkSchema returns the schema of a kudo map output (OpenMapOutput.Schema)
+// whose batches have b's columns: each column's name and the Spark SQL type
+// it carries (partition.Field.SparkType).
+func SparkSchema(b *partition.Batch) []protocol.SchemaField {
+	out := make([]protocol.SchemaField, len(b.Columns))
+	for i, f := range partition.SchemaOf(b) {
+		out[i] = protocol.SchemaField{Name: f.Name, SparkType: f.SparkType()}
+	}
+	return out
 }

@@ -73,6 +73,24 @@ __device__ uint32_t hash_bytes(const uint8_t *b, int n, uint32_t seed) {
 	return fmix(h, (uint32_t)n);
 }
 
+// Spark's hash of a DecimalType with precision > 18: hashUnsafeBytes of
+// BigInteger.toByteArray of the unscaled value, the shortest big-endian
+// two's complement that holds it (at least one byte: 0 is 00, 128 is
+// 00 80, -129 is ff 7f). lo and hi are the value's two 64-bit halves.
+__device__ uint32_t hash_decimal128(uint64_t lo, uint64_t hi, uint32_t seed) {
+	uint8_t be[16];
+	for (int i = 0; i < 8; i++) {
+		be[i] = (uint8_t)(hi >> (56 - 8 * i));
+		be[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
+	}
+	int skip = 0;
+	while (skip < 15 && ((be[skip] == 0 && (be[skip + 1] & 0x80) == 0) ||
+	                     (be[skip] == 0xff && (be[skip + 1] & 0x80) != 0))) {
+		skip++;
+	}
+	return hash_bytes(be + skip, 16 - skip, seed);
+}
+
 __device__ __forceinline__ bool is_valid(const uint8_t *validity, long long i) {
 	return validity == 0 || ((validity[i >> 3] >> (i & 7)) & 1);
 }
@@ -85,7 +103,9 @@ extern "C" __global__ void hash_init(uint32_t *hash, long long rows) {
 
 // hash_fixed folds one fixed-width key column into the running hashes.
 // kind: 0 bool, 1 int8, 2 int16, 3 int32/date32, 4 int64/timestamp/decimal64,
-// 5 float32, 6 float64. A null row leaves its hash unchanged.
+// 5 float32, 6 float64, 7 decimal128 (16 bytes, low half first), 8 decimal32
+// (hashed as the sign-extended long, as Spark hashes every decimal of
+// precision <= 18). A null row leaves its hash unchanged.
 extern "C" __global__ void hash_fixed(uint32_t *hash, const uint8_t *data, const uint8_t *validity,
                                       long long kind, long long rows) {
 	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -123,6 +143,14 @@ extern "C" __global__ void hash_fixed(uint32_t *hash, const uint8_t *data, const
 		h = hash_long(bits, h);
 		break;
 	}
+	case 7: {
+		const uint64_t *v = (const uint64_t *)data + 2 * i;
+		h = hash_decimal128(v[0], v[1], h);
+		break;
+	}
+	case 8:
+		h = hash_long((uint64_t)(int64_t)((const int32_t *)data)[i], h);
+		break;
 	}
 	hash[i] = h;
 }
@@ -227,6 +255,10 @@ extern "C" __global__ void scatter_fixed(uint8_t *out, const uint8_t *in, const 
 		break;
 	case 8:
 		((uint64_t *)out)[j] = ((const uint64_t *)in)[i];
+		break;
+	case 16:
+		((uint64_t *)out)[2 * j] = ((const uint64_t *)in)[2 * i];
+		((uint64_t *)out)[2 * j + 1] = ((const uint64_t *)in)[2 * i + 1];
 		break;
 	default:
 		for (long long b = 0; b < width; b++) out[j * width + b] = in[i * width + b];

@@ -24,7 +24,7 @@ import (
 var ErrUnknownSchema = errors.New("synth: unknown schema")
 
 // Schemas lists the names Generate accepts.
-var Schemas = []string{"lineitem", "ints", "strings", "wide"}
+var Schemas = []string{"lineitem", "ints", "strings", "wide", "types"}
 
 type config struct {
 	nulls float64
@@ -74,7 +74,12 @@ func WithKeySkew(s float64) Option {
 //   - ints: key int64 and five int64/int32 columns of mixed entropy.
 //   - strings: key int64 and five string columns (names, cities, comments,
 //     numeric ids, codes).
-//   - wide: key int64 and 39 columns cycling through every type.
+//   - wide: key int64 and 39 columns cycling through the types of Spark's
+//     common columns.
+//   - types: key int64 and one column of each other type, in type-code
+//     order: bool, int8, int16, int32, float32, float64, date32,
+//     timestamp_us, decimal64(18,4), string, binary, decimal32(9,2) and
+//     decimal128(38,10), the decimals of both signs up to their precision.
 func Generate(schema string, seed int64, rows int, opts ...Option) (*partition.Batch, error) {
 	var cfg config
 	for _, o := range opts {
@@ -95,6 +100,8 @@ func Generate(schema string, seed int64, rows int, opts ...Option) (*partition.B
 		g.strings()
 	case "wide":
 		g.wide()
+	case "types":
+		g.types()
 	default:
 		return nil, fmt.Errorf("%w: %q (want one of %q)", ErrUnknownSchema, schema, Schemas)
 	}
@@ -362,6 +369,72 @@ func (g *gen) wide() {
 		default:
 			d := g.fixed(name, t)
 			g.fillFixed(t, d, c)
+		}
+	}
+}
+
+func (g *gen) types() {
+	n := g.rows
+	r := &g.r
+	key := g.fixed("key", partition.Int64)
+	for i := range n {
+		binary.LittleEndian.PutUint64(key[8*i:], uint64(r.intn(max(n, 1))))
+	}
+	// Decimals: mostly prices (few digits), one in eight near the
+	// precision's edge.
+	wide := func() bool { return r.intn(8) == 0 }
+	for t := partition.Bool; t <= partition.Decimal128; t++ {
+		if t == partition.Int64 {
+			continue
+		}
+		name := "c_" + t.String()
+		switch t {
+		case partition.String:
+			g.comments(name, 0, 30)
+		case partition.Binary:
+			v := newVarCol(n, 8)
+			for range n {
+				for range r.intn(3) {
+					v.data = append(v.data, binaryTokens[r.intn(len(binaryTokens))]...)
+				}
+				v.end()
+			}
+			g.cols = append(g.cols, partition.Column{Name: name, Type: t, Offsets: v.off, Data: v.data})
+		case partition.Decimal32:
+			d := g.fixed(name, t)
+			g.cols[len(g.cols)-1].Precision, g.cols[len(g.cols)-1].Scale = 9, 2
+			for i := range n {
+				v := int32(r.intn(200_000)-100_000) * 100
+				if wide() {
+					v = int32(r.intn(1_999_999_999) - 999_999_999)
+				}
+				binary.LittleEndian.PutUint32(d[4*i:], uint32(v))
+			}
+		case partition.Decimal64:
+			d := g.fixed(name, t)
+			g.cols[len(g.cols)-1].Precision, g.cols[len(g.cols)-1].Scale = 18, 4
+			for i := range n {
+				v := int64(r.intn(2_000_000)-1_000_000) * 10_000
+				if wide() {
+					v = int64(r.next()%1_999_999_999_999_999_999) - 999_999_999_999_999_999
+				}
+				binary.LittleEndian.PutUint64(d[8*i:], uint64(v))
+			}
+		case partition.Decimal128:
+			d := g.fixed(name, t)
+			g.cols[len(g.cols)-1].Precision, g.cols[len(g.cols)-1].Scale = 38, 10
+			for i := range n {
+				// |v| < 2^125 < 10^38 at the edge.
+				v := int64(r.intn(2_000_000)-1_000_000) * 10_000_000_000
+				lo, hi := uint64(v), v>>63
+				if wide() {
+					lo, hi = r.next(), int64(r.next())>>(3+r.intn(61))
+				}
+				binary.LittleEndian.PutUint64(d[16*i:], lo)
+				binary.LittleEndian.PutUint64(d[16*i+8:], uint64(hi))
+			}
+		default:
+			g.fillFixed(t, g.fixed(name, t), int(t))
 		}
 	}
 }

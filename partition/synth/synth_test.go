@@ -68,6 +68,7 @@ func TestGenerateGolden(t *testing.T) {
 		"ints":     "8aec173a852a5551",
 		"strings":  "f3ccc825eb28c08f",
 		"wide":     "c3e8e46c67cd3c96",
+		"types":    "587bd43bc0500cd5",
 	}
 	for _, schema := range Schemas {
 		b, err := Generate(schema, 1, 500, WithNulls(0.05))
@@ -230,5 +231,28 @@ func BenchmarkGenerate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestTypesSchema: the types schema has one valid column of every type.
+func TestTypesSchema(t *testing.T) {
+	b, err := Generate("types", 1, 500, WithNulls(0.2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[partition.Type]bool{}
+	for _, c := range b.Columns {
+		seen[c.Type] = true
+	}
+	for ty := partition.Bool; ty <= partition.Decimal128; ty++ {
+		if !seen[ty] {
+			t.Errorf("no %v column", ty)
+		}
+	}
+	if len(b.Columns) != int(partition.Decimal128) {
+		t.Errorf("%d columns, want %d", len(b.Columns), partition.Decimal128)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/inspect"
+	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -27,7 +28,10 @@ flat layout, --local-dirs Spark's hashed one. Exits 1 when a partition
 fails its checksum or does not decode.
 
 With --rows, the rows go to stdout and the table (or --json summary) to
-stderr.
+stderr. kudo tables carry no types: their rows need --schema, the
+columns the map output was opened with, in Spark DDL ("id int, price
+decimal(38,10), s string"); without it cat reads and counts the tables'
+headers.
 
 flags:
 `
@@ -48,7 +52,8 @@ func cat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mapID     = fs.Int64("map", -1, "map id")
 		codecName = fs.String("codec", "auto", "codec of the partitions: auto, none, lz4, zstd or snappy")
 		algName   = fs.String("checksum", "auto", "checksum file to verify: auto, none, ADLER32, CRC32 or CRC32C")
-		payload   = fs.String("payload", "auto", "payload of the partitions: auto, columnar or opaque")
+		payload   = fs.String("payload", "auto", "payload of the partitions: auto, columnar, opaque or kudo")
+		schema    = fs.String("schema", "", "kudo: the map output's columns in Spark DDL, e.g. \"id int, s string\"")
 		rows      = fs.String("rows", "", "print rows: csv or json")
 		part      = fs.Int("partition", -1, "inspect this partition only")
 		preview   = fs.Int("preview", inspect.DefaultPreviewBytes, "bytes of each opaque partition a row shows")
@@ -108,6 +113,13 @@ func cat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := catOptions(*codecName, *algName, *payload, *part, *preview, set)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if set["schema"] {
+		fields, err := partition.ParseSchema(*schema)
+		if err != nil {
+			return fmt.Errorf("%w: --schema: %w", errUsage, err)
+		}
+		opts = append(opts, inspect.WithSchema(fields))
 	}
 	format, err := inspect.ParseRowFormat(*rows)
 	if err != nil {
