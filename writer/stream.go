@@ -143,13 +143,13 @@ func (b *memoryBudget) release(n int64) { b.used.Add(-n) }
 // A run is the sink of one maximal stretch of records with non-decreasing
 // partition ids: its bytes are, in order, every partition's segment.
 //
-// The first run of a map output streams to a run file, which becomes the
-// data file if no other run follows, and keeps a copy of its bytes in
-// memory while the budget allows. Later runs keep their bytes in memory
-// only, until the budget refuses more: the run then spills, writing what it
-// holds to a run file and streaming there from then on (the first run just
-// drops its copy). At Commit, runs in memory are merged into the data file
-// without a run file in between.
+// Every run keeps its bytes in memory only, until the budget refuses more:
+// the run then spills, writing what it holds to a run file and streaming
+// there from then on. At Commit, runs in memory are written (one run) or
+// merged (several) into the data file without a run file in between, while
+// they are still written (streamMerge); a map output of one run that
+// spilled commits its run file as the data file. An engine without a
+// memory budget streams every run to its run file.
 type run struct {
 	w *MapWriter
 	// mu guards what a commit that merges the run while it is still
@@ -170,10 +170,10 @@ type run struct {
 	streamed bool
 }
 
-func (w *MapWriter) newRun(first bool) (*run, error) {
+func (w *MapWriter) newRun() (*run, error) {
 	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: w.e.memory.total > 0}
 	ru.cond.L = &ru.mu
-	if first || !ru.mem {
+	if !ru.mem {
 		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath)
 		if err != nil {
 			return nil, err
