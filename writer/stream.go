@@ -109,10 +109,10 @@ func (s *segments) add(p int, n int, sum uint32) {
 // memoryBudget bounds, across an engine, the bytes that runs keep in
 // memory until their map output commits. Those bytes also stay counted by
 // the limiter (a record hands its quota over to the run that keeps its
-// encoding), so they are bytes in flight; the budget keeps them to a
-// quarter of the limit, and to an eighth for one map output, so that
-// records always find room and a map output larger than that spills to
-// run files. An engine whose limit is under 16 records gets no budget: its
+// encoding), so they are bytes in flight; the budget keeps them to half
+// the limit, and to a quarter for one map output, so that records always
+// find room (half the limit at least) and a map output larger than that
+// spills to run files. An engine whose limit is under 16 records gets no budget: its
 // runs go to files.
 type memoryBudget struct {
 	total, perOutput int64
@@ -123,7 +123,7 @@ func newMemoryBudget(limit int64, recordSize int) memoryBudget {
 	if limit < 16*int64(recordSize) {
 		return memoryBudget{}
 	}
-	return memoryBudget{total: limit / 4, perOutput: limit / 8}
+	return memoryBudget{total: limit / 2, perOutput: limit / 4}
 }
 
 func (b *memoryBudget) reserve(n int64) bool {
