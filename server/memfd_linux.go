@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,22 +18,34 @@ const requiredSeals = unix.F_SEAL_WRITE | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
 // returns the bytes and the function that unmaps them.
 func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 	defer unix.Close(fd)
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: memfd: F_GET_SEALS: %v (is it a memfd created with MFD_ALLOW_SEALING?)", errInvalid, err)
-	}
-	if seals&requiredSeals != requiredSeals {
-		return nil, nil, fmt.Errorf("%w: memfd seals %#x lack F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW (%#x)", errInvalid, seals, requiredSeals)
-	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, nil, fmt.Errorf("memfd: fstat: %w", err)
 	}
+	mem, err := mapRegion(fd, &st, off, length)
+	if err != nil || mem == nil {
+		return nil, func() {}, err
+	}
+	page := off &^ (int64(os.Getpagesize()) - 1)
+	return mem[off-page:], func() { _ = unix.Munmap(mem) }, nil
+}
+
+// mapRegion checks fd's seals, the region's bounds and holes, and maps the
+// region's pages read-only; mem starts at the page of off. A region of no
+// bytes maps nothing (nil, nil).
+func mapRegion(fd int, st *unix.Stat_t, off, length int64) ([]byte, error) {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: memfd: F_GET_SEALS: %v (is it a memfd created with MFD_ALLOW_SEALING?)", errInvalid, err)
+	}
+	if seals&requiredSeals != requiredSeals {
+		return nil, fmt.Errorf("%w: memfd seals %#x lack F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW (%#x)", errInvalid, seals, requiredSeals)
+	}
 	if off < 0 || length < 0 || off > st.Size || length > st.Size-off {
-		return nil, nil, fmt.Errorf("%w: memfd region [%d, %d+%d) past its size %d", errInvalid, off, off, length, st.Size)
+		return nil, fmt.Errorf("%w: memfd region [%d, %d+%d) past its size %d", errInvalid, off, off, length, st.Size)
 	}
 	if length == 0 {
-		return nil, func() {}, nil
+		return nil, nil
 	}
 	// Reading a hole of a memfd allocates it, charged to the daemon and
 	// outside the bytes-in-flight limit; a batch the client really wrote
@@ -40,10 +53,10 @@ func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 	// at or after off must lie at or past its end.
 	hole, err := unix.Seek(fd, off, unix.SEEK_HOLE)
 	if err != nil {
-		return nil, nil, fmt.Errorf("memfd: lseek SEEK_HOLE at %d: %w", off, err)
+		return nil, fmt.Errorf("memfd: lseek SEEK_HOLE at %d: %w", off, err)
 	}
 	if hole < off+length {
-		return nil, nil, fmt.Errorf("%w: memfd region [%d, %d) has holes (the first at byte %d): write every byte of a batch before sending it", errInvalid, off, off+length, hole)
+		return nil, fmt.Errorf("%w: memfd region [%d, %d) has holes (the first at byte %d): write every byte of a batch before sending it", errInvalid, off, off+length, hole)
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
@@ -51,7 +64,147 @@ func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 	// per 4 KiB page while the encoders read.
 	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
-		return nil, nil, fmt.Errorf("memfd: mmap %d bytes at %d: %w", off-start+length, start, err)
+		return nil, fmt.Errorf("memfd: mmap %d bytes at %d: %w", off-start+length, start, err)
 	}
-	return mem[off-start:], func() { _ = unix.Munmap(mem) }, nil
+	return mem, nil
+}
+
+// Bounds of a connection's memfd cache: the mappings it keeps, their bytes,
+// and the memfds it remembers having seen once.
+const (
+	memfdCacheEntries = 16
+	memfdCacheBytes   = 512 << 20
+	memfdCacheSeen    = 256
+)
+
+// memfdKey names a memfd: while the cache maps it the memfd cannot be
+// freed, so no other file takes its device and inode number.
+type memfdKey struct{ dev, ino uint64 }
+
+// A memfdMapping is a cached read-only mapping of a sealed memfd's region.
+type memfdMapping struct {
+	key        memfdKey
+	mem        []byte
+	start, end int64 // the file bytes mem holds: [start, end), start page-aligned
+	refs       int   // batches that read it
+	dead       bool  // out of the cache: unmapped when refs reaches 0
+}
+
+// memfdCache keeps, for one connection, the mappings of sealed memfds that
+// its batches pass more than once (a producer that fills a memfd once and
+// sends it with every batch), so a later batch of the same memfd costs an
+// fstat instead of the seal and hole checks, an mmap that populates every
+// page, and an munmap. A sealed memfd cannot change, shrink or grow, and
+// its seals cannot be removed, so what was checked once stays true. A
+// memfd is cached at its second batch, not its first: a client that copies
+// every batch into a new memfd pins none of them. The cache holds at most
+// memfdCacheEntries mappings of memfdCacheBytes in all (least recently used
+// out first); its mappings hold the client's pages alive, and go when the
+// connection ends (a mapping batches still read goes once they let go).
+type memfdCache struct {
+	mu      sync.Mutex
+	entries []*memfdMapping // most recently used last
+	bytes   int64
+	seen    map[memfdKey]struct{}
+	closed  bool
+}
+
+// mapFD is mapMemfd through the cache.
+func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, nil, fmt.Errorf("memfd: fstat: %w", err)
+	}
+	key := memfdKey{dev: uint64(st.Dev), ino: st.Ino}
+	if length > 0 && off >= 0 {
+		c.mu.Lock()
+		for i, e := range c.entries {
+			if e.key == key && off >= e.start && length <= e.end-off {
+				e.refs++
+				c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
+				c.mu.Unlock()
+				return e.mem[off-e.start : off-e.start+length], c.releaser(e), nil
+			}
+		}
+		c.mu.Unlock()
+	}
+	mem, err := mapRegion(fd, &st, off, length)
+	if err != nil || mem == nil {
+		return nil, func() {}, err
+	}
+	start := off &^ (int64(os.Getpagesize()) - 1)
+	data := mem[off-start:]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, again := c.seen[key]
+	if c.closed || !again || int64(len(mem)) > memfdCacheBytes {
+		if !again && !c.closed {
+			if c.seen == nil || len(c.seen) >= memfdCacheSeen {
+				c.seen = make(map[memfdKey]struct{})
+			}
+			c.seen[key] = struct{}{}
+		}
+		return data, func() { _ = unix.Munmap(mem) }, nil
+	}
+	e := &memfdMapping{key: key, mem: mem, start: start, end: start + int64(len(mem)), refs: 1}
+	for i := 0; i < len(c.entries); {
+		if old := c.entries[i]; old.key == key { // another region of the same memfd
+			c.dropLocked(i)
+			continue
+		}
+		i++
+	}
+	for len(c.entries) > 0 && (len(c.entries) >= memfdCacheEntries || c.bytes+int64(len(mem)) > memfdCacheBytes) {
+		c.dropLocked(0)
+	}
+	c.entries = append(c.entries, e)
+	c.bytes += int64(len(mem))
+	return data, c.releaser(e), nil
+}
+
+// releaser returns the function a batch calls once it no longer reads e.
+func (c *memfdCache) releaser(e *memfdMapping) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			e.refs--
+			unmap := e.refs == 0 && e.dead
+			c.mu.Unlock()
+			if unmap {
+				_ = unix.Munmap(e.mem)
+			}
+		})
+	}
+}
+
+// dropLocked takes entry i out of the cache, unmapping it if no batch reads
+// it. c.mu is held.
+func (c *memfdCache) dropLocked(i int) {
+	e := c.entries[i]
+	c.entries = append(c.entries[:i], c.entries[i+1:]...)
+	c.bytes -= int64(len(e.mem))
+	e.dead = true
+	if e.refs == 0 {
+		_ = unix.Munmap(e.mem)
+	}
+}
+
+// close empties the cache for good: the connection has ended.
+func (c *memfdCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for len(c.entries) > 0 {
+		c.dropLocked(len(c.entries) - 1)
+	}
+	c.seen = nil
+}
+
+// len reports the mappings cached and their bytes.
+func (c *memfdCache) len() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries), c.bytes
 }

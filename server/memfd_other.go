@@ -7,3 +7,14 @@ import "fmt"
 func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 	return nil, nil, fmt.Errorf("%w: the memfd data plane needs Linux", errUnsupported)
 }
+
+// memfdCache has nothing to cache where memfds do not exist.
+type memfdCache struct{}
+
+func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
+	return mapMemfd(fd, off, length)
+}
+
+func (c *memfdCache) close() {}
+
+func (c *memfdCache) len() (int, int64) { return 0, 0 }

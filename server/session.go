@@ -70,6 +70,8 @@ type session struct {
 	handle  uint64
 
 	commits sync.WaitGroup
+
+	memfds memfdCache // mappings of the sealed memfds its batches pass again
 }
 
 // registration is where a session's map outputs go: the registered Spark
@@ -168,6 +170,7 @@ func (sess *session) serve() {
 			delete(sess.outputs, h)
 		}
 		sess.commits.Wait()
+		sess.memfds.close()
 		sess.conn.Close()
 		s.sessionEnded(sess)
 	}()
@@ -476,7 +479,7 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 		}
 		payload, release = m.Inline, h.takeInline()
 	case protocol.PlaneMemfd:
-		data, unmap, err := mapMemfd(h.takeFD(), m.Region.Offset, m.Region.Length)
+		data, unmap, err := sess.memfds.mapFD(h.takeFD(), m.Region.Offset, m.Region.Length)
 		if err != nil {
 			return err
 		}
