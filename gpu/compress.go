@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/shuffled/shuffled/gpu/lz4ref"
@@ -86,6 +87,40 @@ func PlanOpaque(offsets []int64, size int64, recordSize int) (*CompressPlan, err
 	return pl, nil
 }
 
+// ErrNotCovered is wrapped by the error for a columnar batch that the
+// plans do not lay out (a payload format or a column type they do not
+// know): its caller serializes it on the CPU instead.
+var ErrNotCovered = errors.New("gpu: not covered by the compression plans")
+
+// covered lists the column types the plans lay out, each a byte copy of
+// fixed-width values, a validity bitmap, or offsets and their data. A
+// type added to package partition later is not covered until it is added
+// here, with its tests.
+var covered = map[partition.Type]bool{
+	partition.Bool: true, partition.Int8: true, partition.Int16: true, partition.Int32: true,
+	partition.Int64: true, partition.Float32: true, partition.Float64: true, partition.Date32: true,
+	partition.TimestampMicros: true, partition.Decimal32: true, partition.Decimal64: true,
+	partition.Decimal128: true, partition.String: true, partition.Binary: true,
+}
+
+// coveredFormats lists the payload formats the plans lay out.
+var coveredFormats = map[partition.Format]bool{partition.SHFC: true}
+
+// Covers returns nil if PlanColumnar lays out batches of format f with
+// columns of types, and an ErrNotCovered error naming the format or the
+// first column it does not.
+func Covers(f partition.Format, types []partition.Type) error {
+	if !coveredFormats[f] {
+		return fmt.Errorf("%w: payload format %v", ErrNotCovered, f)
+	}
+	for i, t := range types {
+		if !covered[t] {
+			return fmt.Errorf("%w: column %d type %v", ErrNotCovered, i, t)
+		}
+	}
+	return nil
+}
+
 // ColumnMeta is what a columnar layout does not say about a column but
 // its SHFC block carries.
 type ColumnMeta struct {
@@ -115,6 +150,9 @@ func PlanColumnar(l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows 
 	sk := &partition.Batch{Rows: rows, Columns: make([]partition.Column, len(l.Columns))}
 	present := []byte{}
 	for i, c := range l.Columns {
+		if !covered[c.Type] {
+			return nil, fmt.Errorf("%w: column %d type %v", ErrNotCovered, i, c.Type)
+		}
 		sc := &sk.Columns[i]
 		sc.Type, sc.Name, sc.Precision, sc.Scale = c.Type, meta[i].Name, meta[i].Precision, meta[i].Scale
 		if len(sc.Name) > partition.MaxNameLen {

@@ -293,3 +293,21 @@ func BenchmarkPlanColumnar(b *testing.B) {
 		pl.jobs(32 << 10)
 	}
 }
+
+// Covers takes every type of package partition under SHFC and names what
+// it refuses.
+func TestCovers(t *testing.T) {
+	var all []partition.Type
+	for typ := partition.Bool; typ.Valid(); typ++ {
+		all = append(all, typ)
+	}
+	if err := Covers(partition.SHFC, all); err != nil {
+		t.Errorf("shfc, every type: %v", err)
+	}
+	if err := Covers(partition.SHFC, []partition.Type{partition.Int32, 0}); !errors.Is(err, ErrNotCovered) {
+		t.Errorf("type 0: %v, want ErrNotCovered", err)
+	}
+	if err := Covers(partition.Format(7), nil); !errors.Is(err, ErrNotCovered) {
+		t.Errorf("format 7: %v, want ErrNotCovered", err)
+	}
+}

@@ -63,11 +63,15 @@ var gpuCompressed struct {
 
 // gpuCompresses reports whether o's device batches on ds are compressed
 // on the GPU: no --no-cuda-compress, an lz4 map output, a block size the
-// kernels support, and kernels that load on the device (where they do
-// not, the CPU pool compresses, as with --no-cuda-compress).
-func (sess *session) gpuCompresses(o *output, ds *deviceState) bool {
+// kernels support, a batch the plans lay out (gpuPlans), and kernels that
+// load on the device (where any of these fails, the CPU pool serializes
+// and compresses, as with --no-cuda-compress).
+func (sess *session) gpuCompresses(o *output, m *protocol.Batch, ds *deviceState) bool {
 	cfg := sess.s.cfg
 	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(cfg.BlockSize) != nil {
+		return false
+	}
+	if gpuPlans(o.w.Format(), m) != nil {
 		return false
 	}
 	_, err := ds.compressor(sess.s.log)
@@ -192,24 +196,6 @@ func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, siz
 		return invalid(err)
 	}
 	return pl, copied, nil
-}
-
-// checkDecimal checks precision and scale as partition.Batch.Validate
-// does: in range for Decimal64, zero for every other type.
-func checkDecimal(t partition.Type, precision, scale int32) error {
-	if t == partition.Decimal64 {
-		if precision < 1 || precision > partition.MaxDecimal64Precision {
-			return fmt.Errorf("decimal precision = %d, want 1 to %d", precision, partition.MaxDecimal64Precision)
-		}
-		if scale < 0 || scale > precision {
-			return fmt.Errorf("decimal scale = %d, want 0 to precision %d", scale, precision)
-		}
-		return nil
-	}
-	if precision != 0 || scale != 0 {
-		return fmt.Errorf("precision, scale = %d, %d on a %v column, want 0, 0", precision, scale, t)
-	}
-	return nil
 }
 
 // logDeviceTotals logs, when a session that sent device batches ends,
