@@ -95,7 +95,7 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 			err = fmt.Errorf("%w: Batch.opaque: %v", errInvalid, err)
 		}
 	case protocol.KindColumnar:
-		pl, copied, err = planColumnar(ds, &m.Columnar, src, size)
+		pl, copied, err = planColumnar(ds, o, &m.Columnar, src, size)
 	default:
 		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
 	}
@@ -142,12 +142,12 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	return nil
 }
 
-// planColumnar plans a columnar device batch: its layout checked, the
-// offsets of its String and Binary columns copied to the host (the plan
-// needs them for the records' sizes and split points) and checked. It
-// returns the bytes it copied; a layout that does not check out is an
-// errInvalid error.
-func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
+// planColumnar plans a columnar device batch of o: its layout checked
+// (against the columns declared at Open for kudo), the offsets of its
+// String and Binary columns copied to the host (the plan needs them for
+// the records' sizes and split points) and checked. It returns the bytes
+// it copied; a layout that does not check out is an errInvalid error.
+func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
 		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errInvalid, err)
 	}
@@ -167,6 +167,9 @@ func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, siz
 		}
 		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
 		meta[i] = gpu.ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
+	}
+	if err := o.checkColumns(skeletonOf(cl)); err != nil {
+		return nil, 0, err
 	}
 	if err := l.Validate(size); err != nil {
 		return invalid(err)
@@ -191,7 +194,7 @@ func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, siz
 		offsets[i] = o
 		copied += 4 * n
 	}
-	pl, err := gpu.PlanColumnar(l, meta, offsets, cl.PartitionRows, size, writer.DefaultRecordSize)
+	pl, err := gpu.PlanColumnar(o.w.Format(), l, meta, offsets, cl.PartitionRows, size, writer.DefaultRecordSize)
 	if err != nil {
 		return invalid(err)
 	}

@@ -49,3 +49,14 @@ func checkDecimal(t partition.Type, precision, scale int32) error {
 	}
 	return nil
 }
+
+// skeletonOf returns a batch of cl's columns (names, types, precisions
+// and scales) and rows, without buffers: what o.checkColumns compares
+// with the columns declared at Open.
+func skeletonOf(cl *protocol.ColumnarLayout) *partition.Batch {
+	b := &partition.Batch{Rows: int(cl.Rows), Columns: make([]partition.Column, len(cl.Columns))}
+	for i, c := range cl.Columns {
+		b.Columns[i] = partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
+	}
+	return b
+}
