@@ -12,7 +12,8 @@ import (
 // A compression plan says what Compressor.Compress makes of one device
 // batch: its records, each one partition's bytes (or part of them) that
 // become one complete lz4-java stream, and for a columnar batch the gather
-// program that lays out each record's SHFC block in device memory first.
+// program that lays out each record's SHFC block or kudo table in device
+// memory first.
 // Plans are made on the host, from the layout the client sent and, for
 // String and Binary columns, a host copy of their offsets; the records are
 // those the writer makes of the same batch on the CPU, with the same
