@@ -209,15 +209,22 @@ func TestPlanColumnarRejects(t *testing.T) {
 		{"partition rows last", func(_ [][]int32, p []int64) { p[len(p)-1] = 99 }, 1 << 20},
 		{"record size", func([][]int32, []int64) {}, 0},
 	} {
-		o := clone()
-		prows := append([]int64(nil), tb.prows...)
-		c.edit(o, prows)
-		if _, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, o, prows, size, c.rsize); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err = %v, want ErrInvalid", c.name, err)
+		for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+			o := clone()
+			prows := append([]int64(nil), tb.prows...)
+			c.edit(o, prows)
+			if _, err := PlanColumnar(f, tb.l, tb.meta, o, prows, size, c.rsize); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v %s: err = %v, want ErrInvalid", f, c.name, err)
+			}
 		}
 	}
-	if _, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, size-64, 1<<20); !errors.Is(err, ErrInvalid) {
-		t.Errorf("region too small: err = %v, want ErrInvalid", err)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		if _, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, size-64, 1<<20); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v region too small: err = %v, want ErrInvalid", f, err)
+		}
+	}
+	if _, err := PlanColumnar(partition.Format(7), tb.l, tb.meta, tb.offs, tb.prows, size, 1<<20); !errors.Is(err, ErrNotCovered) {
+		t.Errorf("format 7: err = %v, want ErrNotCovered", err)
 	}
 }
 
