@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/shuffled/shuffled/gpu/lz4ref"
@@ -11,7 +12,8 @@ import (
 // A compression plan says what Compressor.Compress makes of one device
 // batch: its records, each one partition's bytes (or part of them) that
 // become one complete lz4-java stream, and for a columnar batch the gather
-// program that lays out each record's SHFC block in device memory first.
+// program that lays out each record's SHFC block or kudo table in device
+// memory first.
 // Plans are made on the host, from the layout the client sent and, for
 // String and Binary columns, a host copy of their offsets; the records are
 // those the writer makes of the same batch on the CPU, with the same
@@ -58,6 +60,8 @@ type CompressPlan struct {
 	Gathered int64
 	// RawBytes is the sum of the records' lengths.
 	RawBytes int64
+
+	pieces []partition.KudoPiece // addKudo's scratch
 }
 
 // PlanOpaque plans an opaque batch of size bytes: partition p is bytes
@@ -86,6 +90,40 @@ func PlanOpaque(offsets []int64, size int64, recordSize int) (*CompressPlan, err
 	return pl, nil
 }
 
+// ErrNotCovered is wrapped by the error for a columnar batch that the
+// plans do not lay out (a payload format or a column type they do not
+// know): its caller serializes it on the CPU instead.
+var ErrNotCovered = errors.New("gpu: not covered by the compression plans")
+
+// covered lists the column types the plans lay out, each a byte copy of
+// fixed-width values, a validity bitmap, or offsets and their data. A
+// type added to package partition later is not covered until it is added
+// here, with its tests.
+var covered = map[partition.Type]bool{
+	partition.Bool: true, partition.Int8: true, partition.Int16: true, partition.Int32: true,
+	partition.Int64: true, partition.Float32: true, partition.Float64: true, partition.Date32: true,
+	partition.TimestampMicros: true, partition.Decimal32: true, partition.Decimal64: true,
+	partition.Decimal128: true, partition.String: true, partition.Binary: true,
+}
+
+// coveredFormats lists the payload formats the plans lay out.
+var coveredFormats = map[partition.Format]bool{partition.SHFC: true, partition.Kudo: true}
+
+// Covers returns nil if PlanColumnar lays out batches of format f with
+// columns of types, and an ErrNotCovered error naming the format or the
+// first column it does not.
+func Covers(f partition.Format, types []partition.Type) error {
+	if !coveredFormats[f] {
+		return fmt.Errorf("%w: payload format %v", ErrNotCovered, f)
+	}
+	for i, t := range types {
+		if !covered[t] {
+			return fmt.Errorf("%w: column %d type %v", ErrNotCovered, i, t)
+		}
+	}
+	return nil
+}
+
 // ColumnMeta is what a columnar layout does not say about a column but
 // its SHFC block carries.
 type ColumnMeta struct {
@@ -94,14 +132,25 @@ type ColumnMeta struct {
 }
 
 // PlanColumnar plans a partitioned columnar batch of l's layout in a
-// region of regionSize bytes: each partition's rows
-// [partitionRows[p], partitionRows[p+1]) become the records the writer
-// makes of them (one SHFC block, or several when it is larger than
-// recordSize: partition.SplitRows), gathered into one buffer. offsets[i]
-// is a host copy of column i's offsets for String and Binary columns (nil
-// for the others); they are checked as partition.Batch.Validate checks
-// them, since the kernels read the data they point at.
-func PlanColumnar(l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows []int64, regionSize int64, recordSize int) (*CompressPlan, error) {
+// region of regionSize bytes, for a map output of payload format f: each
+// partition's rows [partitionRows[p], partitionRows[p+1]) become the
+// records the writer makes of them (one SHFC block or kudo table, or
+// several when it is larger than recordSize: f.Split), gathered into one
+// buffer. offsets[i] is a host copy of column i's offsets for String and
+// Binary columns (nil for the others); they are checked as
+// partition.Batch.Validate checks them, since the kernels read the data
+// they point at. A format or column type that Covers refuses is an
+// ErrNotCovered error.
+//
+// A block's header comes from the host (Meta); its bitmaps are shifted to
+// the slice's first row and its offsets rebased (OpBits, OpRebase). A kudo
+// table is its header (from the host, as partition.AppendKudoPlan makes
+// it) and byte copies of whole validity bytes, verbatim offsets and data
+// (OpCopy only); its zero padding is the gathered buffer's.
+func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows []int64, regionSize int64, recordSize int) (*CompressPlan, error) {
+	if !coveredFormats[f] {
+		return nil, fmt.Errorf("%w: payload format %v", ErrNotCovered, f)
+	}
 	if err := l.Validate(regionSize); err != nil {
 		return nil, err
 	}
@@ -115,6 +164,9 @@ func PlanColumnar(l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows 
 	sk := &partition.Batch{Rows: rows, Columns: make([]partition.Column, len(l.Columns))}
 	present := []byte{}
 	for i, c := range l.Columns {
+		if !covered[c.Type] {
+			return nil, fmt.Errorf("%w: column %d type %v", ErrNotCovered, i, c.Type)
+		}
 		sc := &sk.Columns[i]
 		sc.Type, sc.Name, sc.Precision, sc.Scale = c.Type, meta[i].Name, meta[i].Precision, meta[i].Scale
 		if len(sc.Name) > partition.MaxNameLen {
@@ -168,10 +220,14 @@ func PlanColumnar(l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows 
 			perBlock++
 		}
 	}
+	header := len(appendMeta(nil, sk, 0, 0, 0))
+	if f == partition.Kudo {
+		header = kudoHeaderLen(sk)
+	}
 	pl := &CompressPlan{
 		Records: make([]Record, 0, records),
 		Ops:     make([]GatherOp, 0, 2*perBlock*records),
-		Meta:    make([]byte, 0, records*len(appendMeta(nil, sk, 0, 0, 0))),
+		Meta:    make([]byte, 0, records*header),
 	}
 	for p := 1; p < len(partitionRows); p++ {
 		start, end := partitionRows[p-1], partitionRows[p]
@@ -182,11 +238,15 @@ func PlanColumnar(l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows 
 			continue
 		}
 		bounds := []int{int(start), int(end)}
-		if partition.BlockSize(sk, int(start), int(end)) > recordSize {
-			bounds = partition.SplitRows(sk, int(start), int(end), recordSize)
+		if f.Size(sk, int(start), int(end)) > recordSize {
+			bounds = f.Split(sk, int(start), int(end), recordSize)
 		}
 		for k := 1; k < len(bounds); k++ {
-			if err := pl.addBlock(sk, &l, p-1, bounds[k-1], bounds[k]); err != nil {
+			add := pl.addBlock
+			if f == partition.Kudo {
+				add = pl.addKudo
+			}
+			if err := add(sk, &l, p-1, bounds[k-1], bounds[k]); err != nil {
 				return nil, err
 			}
 		}
@@ -237,6 +297,65 @@ func (pl *CompressPlan) addBlock(sk *partition.Batch, l *Layout, p, lo, hi int) 
 	pl.Gathered += size
 	pl.RawBytes += size
 	return nil
+}
+
+// addKudo adds the record of rows [lo, hi) of the batch sk describes as
+// a kudo table: its header from the host, then byte copies of the pieces
+// partition.AppendKudoPlan lists, from the region.
+func (pl *CompressPlan) addKudo(sk *partition.Batch, l *Layout, p, lo, hi int) error {
+	size := int64(partition.KudoSize(sk, lo, hi))
+	if size > partition.MaxKudoTableSize {
+		return fmt.Errorf("%w: partition %d rows [%d,%d) make a %d-byte kudo table, more than %d", ErrInvalid, p, lo, hi, size, int64(partition.MaxKudoTableSize))
+	}
+	start := pl.Gathered
+	metaOff := int64(len(pl.Meta))
+	var n int
+	pl.Meta, pl.pieces, n = partition.AppendKudoPlan(pl.Meta, pl.pieces[:0], sk, lo, hi)
+	if int64(n) != size {
+		return fmt.Errorf("gpu: kudo plan of partition %d rows [%d,%d) is %d bytes, KudoSize %d", p, lo, hi, n, size)
+	}
+	pl.op(GatherOp{Kind: OpCopy, FromMeta: true, N: int64(len(pl.Meta)) - metaOff, Src: metaOff, Dst: start})
+	pos := start + int64(len(pl.Meta)) - metaOff
+	for _, pc := range pl.pieces {
+		var base int64
+		switch pc.Buffer {
+		case partition.KudoZeros:
+			pos += int64(pc.Len)
+			continue
+		case partition.KudoValidity:
+			base = l.Columns[pc.Column].Validity.Offset
+		case partition.KudoOffsets:
+			base = l.Columns[pc.Column].Offsets.Offset
+		case partition.KudoData:
+			base = l.Columns[pc.Column].Data.Offset
+		default:
+			return fmt.Errorf("gpu: kudo plan piece %+v", pc)
+		}
+		pl.op(GatherOp{Kind: OpCopy, N: int64(pc.Len), Src: base + int64(pc.Off), Dst: pos})
+		pos += int64(pc.Len)
+	}
+	if pos-start != size {
+		return fmt.Errorf("gpu: kudo plan of partition %d rows [%d,%d) fills %d of %d bytes", p, lo, hi, pos-start, size)
+	}
+	pl.Records = append(pl.Records, Record{Partition: p, Off: start, Len: size})
+	pl.Gathered += size
+	pl.RawBytes += size
+	return nil
+}
+
+// kudoHeaderLen returns the header length of sk's kudo tables: 28 bytes
+// and a bit per flattened column (two per Binary column).
+func kudoHeaderLen(sk *partition.Batch) int {
+	if len(sk.Columns) == 0 {
+		return 28
+	}
+	flat := len(sk.Columns)
+	for i := range sk.Columns {
+		if sk.Columns[i].Type == partition.Binary {
+			flat++
+		}
+	}
+	return 28 + (flat+7)/8
 }
 
 // op appends o, cut into pieces of at most gatherPiece output bytes.

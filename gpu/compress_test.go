@@ -63,48 +63,19 @@ func fromWire(wl *protocol.ColumnarLayout, region []byte) (Layout, []ColumnMeta,
 }
 
 // The gather program lays out each record exactly as the writer's CPU
-// serializer does: the same row ranges, the same SHFC bytes.
+// serializer does, in either format: the same row ranges, the same SHFC
+// blocks or kudo tables, for every schema (every type under "types"),
+// with and without nulls, at the unaligned row starts of 9 partitions and
+// with the empty partitions of 300.
 func TestPlanColumnarMatchesSerializer(t *testing.T) {
-	for _, schema := range synth.Schemas {
-		for _, nulls := range []float64{0, 0.2} {
-			for _, rs := range []int{1 << 20, 5000} {
-				tb := newTestBatch(t, schema, 2000, 9, nulls)
-				pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), rs)
-				if err != nil {
-					t.Fatalf("%s: %v", schema, err)
-				}
-				got := make([]byte, pl.Gathered)
-				pl.Gather(got, tb.region)
-				var want []Record
-				var wantBytes []byte
-				for p := range tb.b.NumPartitions() {
-					s, e := tb.b.PartitionRows(p)
-					if s == e {
-						continue
-					}
-					bounds := []int{s, e}
-					if partition.BlockSize(tb.b, s, e) > rs {
-						bounds = partition.SplitRows(tb.b, s, e, rs)
-					}
-					for k := 1; k < len(bounds); k++ {
-						blk := partition.AppendBlock(nil, tb.b, bounds[k-1], bounds[k])
-						want = append(want, Record{Partition: p, Off: int64(len(wantBytes)), Len: int64(len(blk))})
-						wantBytes = append(wantBytes, blk...)
-					}
-				}
-				name := fmt.Sprintf("%s nulls %v record size %d", schema, nulls, rs)
-				if fmt.Sprint(pl.Records) != fmt.Sprint(want) {
-					t.Fatalf("%s: records %v, want %v", name, pl.Records, want)
-				}
-				if !bytes.Equal(got, wantBytes) {
-					t.Fatalf("%s: gathered bytes differ from the serializer's", name)
-				}
-				if pl.RawBytes != int64(len(wantBytes)) {
-					t.Errorf("%s: RawBytes %d, want %d", name, pl.RawBytes, len(wantBytes))
-				}
-				for _, o := range pl.Ops {
-					if out := map[uint8]int64{OpCopy: o.N, OpBits: (o.N + 7) / 8, OpRebase: 4 * o.N}[o.Kind]; out > gatherPiece {
-						t.Fatalf("%s: op %+v writes %d bytes, more than %d", name, o, out, gatherPiece)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		for _, schema := range synth.Schemas {
+			for _, nulls := range []float64{0, 0.2} {
+				for _, parts := range []int{9, 300} {
+					for _, rs := range []int{1 << 20, 5000} {
+						tb := newTestBatch(t, schema, 2000, parts, nulls)
+						name := fmt.Sprintf("%v %s nulls %v partitions %d record size %d", f, schema, nulls, parts, rs)
+						checkPlanColumnar(t, name, f, tb, rs)
 					}
 				}
 			}
@@ -112,11 +83,76 @@ func TestPlanColumnarMatchesSerializer(t *testing.T) {
 	}
 }
 
+// checkPlanColumnar checks f's plan of tb against the serializer.
+func checkPlanColumnar(t *testing.T, name string, f partition.Format, tb *testBatch, rs int) {
+	t.Helper()
+	pl, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), rs)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	got := make([]byte, pl.Gathered)
+	pl.Gather(got, tb.region)
+	var want []Record
+	var wantBytes []byte
+	for p := range tb.b.NumPartitions() {
+		s, e := tb.b.PartitionRows(p)
+		if s == e {
+			continue
+		}
+		bounds := []int{s, e}
+		if f.Size(tb.b, s, e) > rs {
+			bounds = f.Split(tb.b, s, e, rs)
+		}
+		for k := 1; k < len(bounds); k++ {
+			blk := f.Append(nil, tb.b, bounds[k-1], bounds[k])
+			want = append(want, Record{Partition: p, Off: int64(len(wantBytes)), Len: int64(len(blk))})
+			wantBytes = append(wantBytes, blk...)
+		}
+	}
+	if fmt.Sprint(pl.Records) != fmt.Sprint(want) {
+		t.Fatalf("%s: records %v, want %v", name, pl.Records, want)
+	}
+	if !bytes.Equal(got, wantBytes) {
+		t.Fatalf("%s: gathered bytes differ from the serializer's", name)
+	}
+	if pl.RawBytes != int64(len(wantBytes)) {
+		t.Errorf("%s: RawBytes %d, want %d", name, pl.RawBytes, len(wantBytes))
+	}
+	if err := pl.check(int64(len(tb.region))); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for _, o := range pl.Ops {
+		if out := map[uint8]int64{OpCopy: o.N, OpBits: (o.N + 7) / 8, OpRebase: 4 * o.N}[o.Kind]; out > gatherPiece {
+			t.Fatalf("%s: op %+v writes %d bytes, more than %d", name, o, out, gatherPiece)
+		}
+		if f == partition.Kudo && o.Kind != OpCopy {
+			t.Fatalf("%s: op %+v in a kudo plan, want byte copies only", name, o)
+		}
+	}
+}
+
+// A kudo plan of a batch without columns is kudo's row-count-only table
+// per non-empty partition; one of large sections cuts its copies into
+// pieces and keeps the bytes.
+func TestPlanKudoEdges(t *testing.T) {
+	tb := newTestBatch(t, "ints", 500, 7, 0)
+	tb.b.Columns, tb.l.Columns, tb.meta, tb.offs = nil, nil, nil, nil
+	checkPlanColumnar(t, "no columns", partition.Kudo, tb, 1<<20)
+	big := newTestBatch(t, "strings", 60000, 3, 0.3)
+	checkPlanColumnar(t, "large sections", partition.Kudo, big, 64<<20)
+	one := newTestBatch(t, "types", 1, 1, 0)
+	checkPlanColumnar(t, "one row", partition.Kudo, one, 1<<20)
+	pl, err := PlanColumnar(partition.Kudo, one.l, one.meta, one.offs, one.prows, int64(len(one.region)), 1)
+	if err != nil || len(pl.Records) != 1 {
+		t.Fatalf("one row under a 1-byte record size: %v, %d records", err, len(pl.Records))
+	}
+}
+
 // Gather ops split into pieces keep the bytes: bitmaps, offsets and data
 // longer than one piece, at odd row starts.
 func TestPlanColumnarLargeSections(t *testing.T) {
 	tb := newTestBatch(t, "strings", 8*gatherPiece+5000, 1, 0.3)
-	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 64<<20)
+	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,15 +209,22 @@ func TestPlanColumnarRejects(t *testing.T) {
 		{"partition rows last", func(_ [][]int32, p []int64) { p[len(p)-1] = 99 }, 1 << 20},
 		{"record size", func([][]int32, []int64) {}, 0},
 	} {
-		o := clone()
-		prows := append([]int64(nil), tb.prows...)
-		c.edit(o, prows)
-		if _, err := PlanColumnar(tb.l, tb.meta, o, prows, size, c.rsize); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err = %v, want ErrInvalid", c.name, err)
+		for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+			o := clone()
+			prows := append([]int64(nil), tb.prows...)
+			c.edit(o, prows)
+			if _, err := PlanColumnar(f, tb.l, tb.meta, o, prows, size, c.rsize); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v %s: err = %v, want ErrInvalid", f, c.name, err)
+			}
 		}
 	}
-	if _, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, size-64, 1<<20); !errors.Is(err, ErrInvalid) {
-		t.Errorf("region too small: err = %v, want ErrInvalid", err)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		if _, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, size-64, 1<<20); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v region too small: err = %v, want ErrInvalid", f, err)
+		}
+	}
+	if _, err := PlanColumnar(partition.Format(7), tb.l, tb.meta, tb.offs, tb.prows, size, 1<<20); !errors.Is(err, ErrNotCovered) {
+		t.Errorf("format 7: err = %v, want ErrNotCovered", err)
 	}
 }
 
@@ -221,23 +264,33 @@ func TestJobs(t *testing.T) {
 	}
 }
 
-// The reference streams of a plan decode to the records' bytes.
+// The reference streams of a plan decode to the records' bytes, which
+// decode as SHFC blocks or kudo tables.
 func TestPlanStreamsDecode(t *testing.T) {
-	tb := newTestBatch(t, "lineitem", 3000, 5, 0.1)
-	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := make([]byte, pl.Gathered)
-	pl.Gather(g, tb.region)
-	for i, s := range pl.Streams(g, codec.DefaultBlockSize) {
-		r := pl.Records[i]
-		got, err := codec.Decode(codec.LZ4, nil, s)
-		if err != nil || !bytes.Equal(got, g[r.Off:r.Off+r.Len]) {
-			t.Fatalf("record %d: %v", i, err)
-		}
-		if _, _, err := partition.DecodeBlock(got); err != nil {
-			t.Fatalf("record %d: DecodeBlock: %v", i, err)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		for _, schema := range []string{"lineitem", "types"} {
+			tb := newTestBatch(t, schema, 3000, 5, 0.1)
+			pl, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := make([]byte, pl.Gathered)
+			pl.Gather(g, tb.region)
+			for i, s := range pl.Streams(g, codec.DefaultBlockSize) {
+				r := pl.Records[i]
+				got, err := codec.Decode(codec.LZ4, nil, s)
+				if err != nil || !bytes.Equal(got, g[r.Off:r.Off+r.Len]) {
+					t.Fatalf("%v %s record %d: %v", f, schema, i, err)
+				}
+				if f == partition.Kudo {
+					_, err = partition.DecodeKudo(got, partition.SchemaOf(tb.b))
+				} else {
+					_, _, err = partition.DecodeBlock(got)
+				}
+				if err != nil {
+					t.Fatalf("%v %s record %d: decode: %v", f, schema, i, err)
+				}
+			}
 		}
 	}
 }
@@ -246,7 +299,7 @@ func TestPlanStreamsDecode(t *testing.T) {
 // the plans PlanOpaque and PlanColumnar make.
 func TestPlanCheck(t *testing.T) {
 	tb := newTestBatch(t, "wide", 500, 3, 0.2)
-	pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,10 +339,28 @@ func BenchmarkPlanColumnar(b *testing.B) {
 	tb := newTestBatch(b, "lineitem", 100_000, 200, 0)
 	b.SetBytes(int64(len(tb.region)))
 	for b.Loop() {
-		pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+		pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
 		if err != nil {
 			b.Fatal(err)
 		}
 		pl.jobs(32 << 10)
+	}
+}
+
+// Covers takes every type of package partition under SHFC and names what
+// it refuses.
+func TestCovers(t *testing.T) {
+	var all []partition.Type
+	for typ := partition.Bool; typ.Valid(); typ++ {
+		all = append(all, typ)
+	}
+	if err := Covers(partition.SHFC, all); err != nil {
+		t.Errorf("shfc, every type: %v", err)
+	}
+	if err := Covers(partition.SHFC, []partition.Type{partition.Int32, 0}); !errors.Is(err, ErrNotCovered) {
+		t.Errorf("type 0: %v, want ErrNotCovered", err)
+	}
+	if err := Covers(partition.Format(7), nil); !errors.Is(err, ErrNotCovered) {
+		t.Errorf("format 7: %v, want ErrNotCovered", err)
 	}
 }

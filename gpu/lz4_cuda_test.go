@@ -164,8 +164,9 @@ func testOpaque(t *testing.T, c *Compressor, kernel string) {
 	}
 }
 
-// SHFC payloads of every load generator schema, with and without nulls,
-// records split as the writer splits them, with both compress kernels.
+// SHFC and kudo payloads of every load generator schema (every type under
+// "types"), with and without nulls, records split as the writer splits
+// them, with both compress kernels.
 func TestLZ4ColumnarMatchesReference(t *testing.T) {
 	c := compressor(t, device(t))
 	defer c.Close()
@@ -176,33 +177,38 @@ func TestLZ4ColumnarMatchesReference(t *testing.T) {
 }
 
 func testColumnar(t *testing.T, c *Compressor, kernel string) {
-	for _, schema := range synth.Schemas {
-		for _, nulls := range []float64{0, 0.1} {
-			tb := newTestBatch(t, schema, 50000, 13, nulls)
-			for _, bs := range []int{32 << 10, 64 << 10} {
-				pl, err := PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, payload := runCompress(t, c, tb.region, pl, bs)
-				name := fmt.Sprintf("%s: %s nulls %v block %d", kernel, schema, nulls, bs)
-				same(t, name, got, pl, payload, bs)
-				for i, s := range got {
-					d, _ := codec.Decode(codec.LZ4, nil, s)
-					r := pl.Records[i]
-					if lo, hi := tb.b.PartitionRows(r.Partition); r.Len == int64(partition.BlockSize(tb.b, lo, hi)) &&
-						!bytes.Equal(d, partition.AppendBlock(nil, tb.b, lo, hi)) {
-						t.Fatalf("%s: record %d is not partition %d's SHFC block", name, i, r.Partition)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		for _, schema := range synth.Schemas {
+			for _, nulls := range []float64{0, 0.1} {
+				tb := newTestBatch(t, schema, 50000, 13, nulls)
+				for _, bs := range []int{32 << 10, 64 << 10} {
+					pl, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+					if err != nil {
+						t.Fatal(err)
 					}
-				}
-				if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 && !c.smem {
-					var all []byte
-					for _, s := range got {
-						all = append(all, s...)
+					got, payload := runCompress(t, c, tb.region, pl, bs)
+					name := fmt.Sprintf("%s: %v %s nulls %v block %d", kernel, f, schema, nulls, bs)
+					same(t, name, got, pl, payload, bs)
+					for i, s := range got {
+						d, _ := codec.Decode(codec.LZ4, nil, s)
+						r := pl.Records[i]
+						if lo, hi := tb.b.PartitionRows(r.Partition); r.Len == int64(f.Size(tb.b, lo, hi)) &&
+							!bytes.Equal(d, f.Append(nil, tb.b, lo, hi)) {
+							t.Fatalf("%s: record %d is not partition %d's %v serialization", name, i, r.Partition, f)
+						}
 					}
-					base := filepath.Join(keep, fmt.Sprintf("lineitem-nulls%v", nulls))
-					os.WriteFile(base+".lz4", all, 0o644)
-					os.WriteFile(base+".raw", payload, 0o644)
+					if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 && !c.smem {
+						var all []byte
+						for _, s := range got {
+							all = append(all, s...)
+						}
+						base := filepath.Join(keep, fmt.Sprintf("lineitem-nulls%v", nulls))
+						if f == partition.Kudo {
+							base += "-kudo"
+						}
+						os.WriteFile(base+".lz4", all, 0o644)
+						os.WriteFile(base+".raw", payload, 0o644)
+					}
 				}
 			}
 		}
@@ -279,7 +285,7 @@ func BenchmarkLZ4Compress(b *testing.B) {
 		case "lineitem":
 			tb := newTestBatch(b, "lineitem", 400000, 200, 0)
 			region = tb.region
-			pl, err = PlanColumnar(tb.l, tb.meta, tb.offs, tb.prows, int64(len(region)), 1<<20)
+			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(region)), 1<<20)
 		case "text":
 			region = textData(64<<20, 9)
 			pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)

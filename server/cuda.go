@@ -279,7 +279,7 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	}
 	src := peer.Ptr() + uintptr(r.Offset)
 	lim := sess.s.eng.Limiter()
-	if sess.gpuCompresses(o, ds) {
+	if sess.gpuCompresses(o, m, ds) {
 		return sess.deviceCompressed(o, m, ds, src, lim)
 	}
 	start := time.Now()

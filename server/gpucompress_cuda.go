@@ -63,11 +63,15 @@ var gpuCompressed struct {
 
 // gpuCompresses reports whether o's device batches on ds are compressed
 // on the GPU: no --no-cuda-compress, an lz4 map output, a block size the
-// kernels support, and kernels that load on the device (where they do
-// not, the CPU pool compresses, as with --no-cuda-compress).
-func (sess *session) gpuCompresses(o *output, ds *deviceState) bool {
+// kernels support, a batch the plans lay out (gpuPlans), and kernels that
+// load on the device (where any of these fails, the CPU pool serializes
+// and compresses, as with --no-cuda-compress).
+func (sess *session) gpuCompresses(o *output, m *protocol.Batch, ds *deviceState) bool {
 	cfg := sess.s.cfg
 	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(cfg.BlockSize) != nil {
+		return false
+	}
+	if gpuPlans(o.w.Format(), m) != nil {
 		return false
 	}
 	_, err := ds.compressor(sess.s.log)
@@ -91,7 +95,7 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 			err = fmt.Errorf("%w: Batch.opaque: %v", errInvalid, err)
 		}
 	case protocol.KindColumnar:
-		pl, copied, err = planColumnar(ds, &m.Columnar, src, size)
+		pl, copied, err = planColumnar(ds, o, &m.Columnar, src, size)
 	default:
 		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
 	}
@@ -138,12 +142,12 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	return nil
 }
 
-// planColumnar plans a columnar device batch: its layout checked, the
-// offsets of its String and Binary columns copied to the host (the plan
-// needs them for the records' sizes and split points) and checked. It
-// returns the bytes it copied; a layout that does not check out is an
-// errInvalid error.
-func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
+// planColumnar plans a columnar device batch of o: its layout checked
+// (against the columns declared at Open for kudo), the offsets of its
+// String and Binary columns copied to the host (the plan needs them for
+// the records' sizes and split points) and checked. It returns the bytes
+// it copied; a layout that does not check out is an errInvalid error.
+func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
 		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errInvalid, err)
 	}
@@ -163,6 +167,9 @@ func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, siz
 		}
 		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
 		meta[i] = gpu.ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
+	}
+	if err := o.checkColumns(skeletonOf(cl)); err != nil {
+		return nil, 0, err
 	}
 	if err := l.Validate(size); err != nil {
 		return invalid(err)
@@ -187,29 +194,11 @@ func planColumnar(ds *deviceState, cl *protocol.ColumnarLayout, src uintptr, siz
 		offsets[i] = o
 		copied += 4 * n
 	}
-	pl, err := gpu.PlanColumnar(l, meta, offsets, cl.PartitionRows, size, writer.DefaultRecordSize)
+	pl, err := gpu.PlanColumnar(o.w.Format(), l, meta, offsets, cl.PartitionRows, size, writer.DefaultRecordSize)
 	if err != nil {
 		return invalid(err)
 	}
 	return pl, copied, nil
-}
-
-// checkDecimal checks precision and scale as partition.Batch.Validate
-// does: in range for Decimal64, zero for every other type.
-func checkDecimal(t partition.Type, precision, scale int32) error {
-	if t == partition.Decimal64 {
-		if precision < 1 || precision > partition.MaxDecimal64Precision {
-			return fmt.Errorf("decimal precision = %d, want 1 to %d", precision, partition.MaxDecimal64Precision)
-		}
-		if scale < 0 || scale > precision {
-			return fmt.Errorf("decimal scale = %d, want 0 to precision %d", scale, precision)
-		}
-		return nil
-	}
-	if precision != 0 || scale != 0 {
-		return fmt.Errorf("precision, scale = %d, %d on a %v column, want 0, 0", precision, scale, t)
-	}
-	return nil
 }
 
 // logDeviceTotals logs, when a session that sent device batches ends,

@@ -93,3 +93,70 @@ func TestCUDACompress(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDACompressFormats: a device batch of every column type (decimal32
+// and decimal128 included) to an SHFC and to a kudo map output, compressed
+// on the GPU and, with NoCUDACompress, by the CPU pool: both commit the
+// host serializer's blocks or tables, and on the GPU path the on-disk
+// bytes are the reference compressor's streams of them and the GPU
+// counted every raw byte (so the batch did not fall back to the CPU).
+func TestCUDACompressFormats(t *testing.T) {
+	openDevice(t)
+	const rows, parts = 20_000, 16
+	raw, err := synth.Generate("types", 5, rows, synth.WithNulls(0.05))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := partition.Partition(raw, []int{0}, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"shfc", "kudo"} {
+		f, err := partition.ParseFormat(format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cpu := range []bool{false, true} {
+			name := fmt.Sprintf("%s cpu %v", format, cpu)
+			d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20; c.NoCUDACompress = cpu })
+			raw0 := gpuCompressed.raw.Load()
+			jf := format
+			if f == partition.SHFC {
+				jf = ""
+			}
+			runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Format: jf, Schema: "types", Seed: 5,
+				Rows: rows, Partitions: parts, Outputs: 1, Shuffle: 4})
+			layout := shufflefile.Flat(filepath.Join(d.root, "gpu", "1"))
+			id := shufflefile.ID{Shuffle: 4, Map: 0}
+			got := readOutput(t, layout, id, codec.LZ4)
+			mo, err := shufflefile.Open(vfs.Default, layout, id, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rawBytes int64
+			for p := range parts {
+				start, end := want.PartitionRows(p)
+				w := f.Append(nil, want, start, end)
+				if !bytes.Equal(got[p], w) {
+					t.Fatalf("%s: partition %d: %d bytes differ from the host serializer's %d", name, p, len(got[p]), len(w))
+				}
+				onDisk, err := mo.ReadPartition(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ref := lz4ref.AppendStream(nil, w, codec.DefaultBlockSize); !cpu && len(w) > 0 && !bytes.Equal(onDisk, ref) {
+					t.Fatalf("%s: partition %d: on-disk bytes (%d) are not the reference streams (%d)", name, p, len(onDisk), len(ref))
+				}
+				rawBytes += int64(len(w))
+			}
+			mo.Close()
+			gpuRaw := gpuCompressed.raw.Load() - raw0
+			if !cpu && gpuRaw != rawBytes {
+				t.Errorf("%s: the GPU compressed %d raw bytes, want %d", name, gpuRaw, rawBytes)
+			}
+			if cpu && gpuRaw != 0 {
+				t.Errorf("%s: the GPU compressed %d raw bytes with NoCUDACompress", name, gpuRaw)
+			}
+		}
+	}
+}

@@ -15,8 +15,8 @@ import (
 
 // TestCUDAIPCKudo: a GPU executor partitions a batch with a column of
 // every type on the device and hands it over by CUDA IPC to a kudo map
-// output; the daemon stages it to host and serializes kudo tables from the
-// staged copy. Every partition decodes to the host partitioner's rows, in
+// output; the daemon makes the kudo tables (on the GPU, as by default;
+// TestCUDACompressFormats covers the CPU path too). Every partition decodes to the host partitioner's rows, in
 // order, each table aligned as spark-rapids reads it.
 func TestCUDAIPCKudo(t *testing.T) {
 	openDevice(t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/partition"
 )
 
 // EncodedRecord is a record already encoded elsewhere (on a GPU): Stream
@@ -54,3 +55,6 @@ func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDo
 
 // Codec is the map output's codec.
 func (w *MapWriter) Codec() codec.Kind { return w.spec.Codec }
+
+// Format is the map output's payload format for columnar batches.
+func (w *MapWriter) Format() partition.Format { return w.spec.Format }

@@ -12,7 +12,8 @@ import (
 
 // TestInteropJVM decodes the reference's streams with lz4-java, the
 // library Spark's LZ4CompressionCodec reads them with: every payload type
-// (opaque bytes, SHFC slices including 0-row ones, 1-byte slices),
+// (opaque bytes, SHFC slices including 0-row ones, kudo tables, 1-byte
+// slices),
 // incompressible and all-zero blocks, block sizes 32 KiB and 64 KiB, each
 // stream alone and all of them concatenated. A missing JDK or lz4-java
 // fails the test, naming the Debian package to install.

@@ -86,7 +86,34 @@ func opaqueInputs() []input {
 	}
 }
 
-func allInputs(t testing.TB) []input { return append(opaqueInputs(), shfcSlices(t)...) }
+func allInputs(t testing.TB) []input {
+	return append(append(opaqueInputs(), shfcSlices(t)...), kudoSlices(t)...)
+}
+
+// kudoSlices returns the kudo tables of each partition of the schemas'
+// batches, and the row-count-only table of a batch without columns.
+func kudoSlices(t testing.TB) []input {
+	t.Helper()
+	var out []input
+	for _, schema := range synth.Schemas {
+		for _, nulls := range []float64{0, 0.1} {
+			b, err := synth.Generate(schema, 9, 3000, synth.WithNulls(nulls))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb, err := partition.Partition(b, []int{0}, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := range pb.NumPartitions() {
+				lo, hi := pb.PartitionRows(p)
+				out = append(out, input{fmt.Sprintf("kudo-%s-nulls%v-p%d", schema, nulls, p), partition.AppendKudo(nil, pb, lo, hi)})
+			}
+		}
+	}
+	out = append(out, input{"kudo-no-columns", partition.AppendKudo(nil, &partition.Batch{Rows: 5}, 1, 4)})
+	return out
+}
 
 var blockSizes = []int{MinBlockSize, 32 << 10, 64 << 10}
 

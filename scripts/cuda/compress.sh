@@ -10,7 +10,8 @@
 #  2. two daemons side by side, one compressing on its CPU pool, one on
 #     the GPU (CPU_DAEMON and GPU_DAEMON are their flags); a verified --gpu
 #     run against each (the GPU one with --keep: one kept map output is
-#     read back with `shuffled cat` and packed into kept.tar), then REPS
+#     read back with `shuffled cat` and packed into kept.tar) and a
+#     verified --payload kudo run against the GPU one, then REPS
 #     unverified runs each, alternating; then both at --concurrency 8,
 #     the GPU daemon at 16 and with --checksum none (what the checksums
 #     cost), and the ceiling: the CPU pool daemon with --codec none (the
@@ -114,6 +115,7 @@ run() {
 daemon cpu $cpud && daemon gpu $gpud
 run cpu-verify cpu $cc --verify
 run gpu-verify gpu --verify --keep
+run gpu-kudo gpu --payload kudo --verify
 kept=$(find "$work/gpu-root" -name '*.data' | sort | head -n 1)
 if [ -n "$kept" ]; then
 	timeout 60 "$bin/shuffled" cat "$kept" >"$logs/cat.txt" 2>&1
