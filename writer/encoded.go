@@ -54,3 +54,12 @@ func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDo
 
 // Codec is the map output's codec.
 func (w *MapWriter) Codec() codec.Kind { return w.spec.Codec }
+
+// BlockSize is the lz4 or snappy block size the map output's records are
+// encoded with (the engine's when its Spec left it 0).
+func (w *MapWriter) BlockSize() int {
+	if w.spec.BlockSize != 0 {
+		return w.spec.BlockSize
+	}
+	return w.e.opts.blockSize
+}
