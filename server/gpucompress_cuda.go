@@ -67,7 +67,7 @@ var gpuCompressed struct {
 // not, the CPU pool compresses, as with --no-cuda-compress).
 func (sess *session) gpuCompresses(o *output, ds *deviceState) bool {
 	cfg := sess.s.cfg
-	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(cfg.BlockSize) != nil {
+	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(o.w.BlockSize()) != nil {
 		return false
 	}
 	_, err := ds.compressor(sess.s.log)
@@ -100,7 +100,7 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	}
 	t1 := time.Now()
 	gpuCompressed.plan.Add(int64(t1.Sub(start)))
-	res, err := comp.Compress(src, size, pl, sess.s.cfg.BlockSize)
+	res, err := comp.Compress(src, size, pl, o.w.BlockSize())
 	if err != nil {
 		return err
 	}
