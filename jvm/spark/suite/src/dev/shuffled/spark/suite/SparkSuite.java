@@ -280,18 +280,46 @@ public final class SparkSuite {
    */
   private void lz4Blocks(long since, int level, String size) throws IOException {
     List<Path> data = new ArrayList<>();
+    Map<Path, Path> indexes = new java.util.HashMap<>(); // blockmgr dir + name -> path
     try (Stream<Path> s = Files.walk(localRoot)) {
-      s.filter(p -> p.getFileName().toString().matches("shuffle_\\d+_\\d+_0\\.data"))
-          .filter(p -> p.toFile().lastModified() >= since)
-          .forEach(data::add);
+      s.forEach(p -> {
+        String n = p.getFileName().toString();
+        if (n.matches("shuffle_\\d+_\\d+_0\\.data") && p.toFile().lastModified() >= since) {
+          data.add(p);
+        } else if (n.matches("shuffle_\\d+_\\d+_0\\.index")) {
+          indexes.put(p.getParent().getParent().resolve(n), p); // hashed into another sub-dir
+        }
+      });
+    } catch (java.io.UncheckedIOException e) {
+      lz4Blocks(since, level, size); // a dir removed while walking: again
+      return;
     }
     int parts = 0;
     List<String> bad = new ArrayList<>();
+    int gone = 0;
     for (Path d : data) {
       String n = d.getFileName().toString();
-      ByteBuffer index = ByteBuffer.wrap(
-          Files.readAllBytes(d.resolveSibling(n.substring(0, n.length() - 5) + ".index")));
-      byte[] bytes = Files.readAllBytes(d);
+      ByteBuffer index;
+      byte[] bytes;
+      try {
+        // Read the data first: a removal deletes the index first, then the data.
+        bytes = Files.readAllBytes(d);
+        Path ip = indexes.get(d.getParent().getParent().resolve(
+            n.substring(0, n.length() - 5) + ".index"));
+        if (ip == null) {
+          gone++;
+          continue;
+        }
+        index = ByteBuffer.wrap(Files.readAllBytes(ip));
+      } catch (java.nio.file.NoSuchFileException e) {
+        gone++; // Spark's ContextCleaner removed the shuffle meanwhile
+        continue;
+      }
+      int il = index.remaining();
+      if (il % 8 != 0 || il < 16 || index.getLong(il - 8) != bytes.length) {
+        gone++; // a file being replaced or removed under us
+        continue;
+      }
       long prev = index.getLong();
       while (index.remaining() >= 8) {
         long end = index.getLong();
@@ -309,8 +337,9 @@ public final class SparkSuite {
         prev = end;
       }
     }
-    check(parts > 0 && bad.isEmpty(), parts + " partitions of " + data.size()
+    check(parts > 0 && bad.isEmpty(), parts + " partitions of " + (data.size() - gone)
         + " data files start with lz4-java blocks of " + size + " (token level " + level + ")"
+        + (gone == 0 ? "" : "; " + gone + " files removed while read")
         + (bad.isEmpty() ? "" : "; not: " + bad));
   }
 
