@@ -31,15 +31,16 @@ const (
 
 // Bounds of message fields.
 const (
-	MaxClientNameLen = 255     // Hello.Client, ServerHello.Server
-	MinMaxFrame      = 1 << 16 // smallest ServerHello.MaxFrame a server may announce
-	MaxLocalDirs     = 256     // RegisterExecutor.LocalDirs
-	MaxSubDirs       = 1 << 16 // RegisterExecutor.SubDirs
-	MaxTokenLen      = 32      // OpenMapOutput.Codec, OpenMapOutput.Checksum
-	MaxStatNameLen   = 64      // Stat.Name
-	MaxPartitions    = 1 << 20 // OpenMapOutput.NumPartitions: its CommitResult is at most 16 MiB + 32 bytes
-	MaxStats         = 4096    // StatsResult.Stats
-	MaxShuffles      = 1 << 20 // ShuffleList.Shuffles
+	MaxClientNameLen = 255      // Hello.Client, ServerHello.Server
+	MinMaxFrame      = 1 << 16  // smallest ServerHello.MaxFrame a server may announce
+	MaxLocalDirs     = 256      // RegisterExecutor.LocalDirs
+	MaxSubDirs       = 1 << 16  // RegisterExecutor.SubDirs
+	MaxTokenLen      = 32       // OpenMapOutput.Codec, OpenMapOutput.Checksum
+	MaxStatNameLen   = 64       // Stat.Name
+	MaxBlockSize     = 32 << 20 // OpenMapOutput.BlockSize (lz4-java's bound)
+	MaxPartitions    = 1 << 20  // OpenMapOutput.NumPartitions: its CommitResult is at most 16 MiB + 32 bytes
+	MaxStats         = 4096     // StatsResult.Stats
+	MaxShuffles      = 1 << 20  // ShuffleList.Shuffles
 )
 
 // Features are the optional abilities a server announces in ServerHello.
@@ -304,9 +305,14 @@ func checkKind(msg string, k PayloadKind) error {
 // compression codec ("lz4", "zstd", "snappy", "none") and the checksum
 // algorithm ("ADLER32", "CRC32", "CRC32C", "none"); empty means the
 // daemon's default. Which names are accepted is the server's business.
+// BlockSize (lz4 and snappy) and Level (zstd) are the codec's parameters,
+// Spark's spark.io.compression.{lz4,snappy}.blockSize and
+// spark.io.compression.zstd.level; 0 means the daemon's default. Which
+// values a codec takes is the server's business too.
 //
 //	i32 shuffle_id | i64 map_id | i32 num_partitions | u8 kind |
 //	u8 format | 2 × u8 reserved | string codec | string checksum |
+//	u32 block_size | i32 level |
 //	(format kudo only) list<string name, string spark_type> schema
 type OpenMapOutput struct {
 	ShuffleID     int32
@@ -318,7 +324,11 @@ type OpenMapOutput struct {
 	Format   PayloadFormat
 	Codec    string
 	Checksum string
-	Schema   []SchemaField
+	// BlockSize is the codec's block size in bytes; 0 = daemon default.
+	BlockSize uint32
+	// Level is the codec's compression level; 0 = daemon default.
+	Level  int32
+	Schema []SchemaField
 }
 
 func (*OpenMapOutput) Type() Type { return TypeOpen }
@@ -341,6 +351,9 @@ func (m *OpenMapOutput) Validate() error {
 	}
 	if err := checkToken("OpenMapOutput", "Codec", m.Codec, MaxTokenLen); err != nil {
 		return err
+	}
+	if m.BlockSize > MaxBlockSize {
+		return invalid("OpenMapOutput", "BlockSize", "%d exceeds %d", m.BlockSize, MaxBlockSize)
 	}
 	return checkToken("OpenMapOutput", "Checksum", m.Checksum, MaxTokenLen)
 }
@@ -366,6 +379,8 @@ func (m *OpenMapOutput) Append(dst []byte) []byte {
 	dst = append(dst, uint8(m.Kind), uint8(m.Format), 0, 0)
 	dst = appendString(dst, m.Codec)
 	dst = appendString(dst, m.Checksum)
+	dst = appendU32(dst, m.BlockSize)
+	dst = appendI32(dst, m.Level)
 	return m.appendSchema(dst)
 }
 
@@ -376,6 +391,8 @@ func (m *OpenMapOutput) Unmarshal(p []byte) error {
 	d.zero("reserved", 2)
 	m.Codec = d.str("Codec", MaxTokenLen)
 	m.Checksum = d.str("Checksum", MaxTokenLen)
+	m.BlockSize = d.u32("BlockSize")
+	m.Level = d.i32("Level")
 	m.Schema = d.schema(m.Format)
 	if err := d.finish(); err != nil {
 		return err

@@ -61,6 +61,9 @@ func validMessages() []Message {
 		&OpenMapOutput{ShuffleID: 1, MapID: 2, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Codec: "zstd",
 			Schema: []SchemaField{{"id", "int"}, {"price", "decimal(38,10)"}, {"", "binary"}}},
 		&OpenMapOutput{ShuffleID: 1, MapID: 3, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{}},
+		&OpenMapOutput{ShuffleID: 3, MapID: 9, NumPartitions: 4, Kind: KindOpaque, Codec: "zstd", Level: 3},
+		&OpenMapOutput{ShuffleID: 3, MapID: 10, NumPartitions: 4, Kind: KindColumnar, Format: FormatKudo, Codec: "lz4", BlockSize: 64 << 10, Level: -7,
+			Schema: []SchemaField{{"id", "bigint"}}},
 	}
 }
 
@@ -147,6 +150,7 @@ func TestValidateRefuses(t *testing.T) {
 		{&OpenMapOutput{NumPartitions: 1, Kind: 7}, "Kind", true},
 		{&OpenMapOutput{NumPartitions: 1, Kind: KindOpaque, Codec: "lz4/../x"}, "Codec", false},
 		{&OpenMapOutput{NumPartitions: 1, Kind: KindOpaque, Checksum: strings.Repeat("a", 33)}, "Checksum", false},
+		{&OpenMapOutput{NumPartitions: 1, Kind: KindOpaque, Codec: "lz4", BlockSize: MaxBlockSize + 1}, "BlockSize", false},
 		{&Opened{}, "Handle", false},
 		{&Commit{}, "Handle", false},
 		{&Abort{}, "Handle", false},

@@ -81,7 +81,8 @@ type Config struct {
 	// DefaultChecksum is used when a map output names none (--checksum):
 	// none, ADLER32, CRC32 or CRC32C. Default ADLER32, as Spark.
 	DefaultChecksum string
-	// BlockSize is the codec block size in bytes (--block-size), Spark's
+	// BlockSize is the lz4 and snappy block size in bytes (--block-size) of
+	// map outputs that name none (OpenMapOutput.block_size 0); Spark's
 	// spark.io.compression.{lz4,snappy}.blockSize. Default 32 KiB.
 	BlockSize int
 	// Sync makes a commit fsync the data and index files before renaming
@@ -382,7 +383,7 @@ func (c *Config) settings() []setting {
 		{"max-open-outputs", "map outputs open at once, daemon-wide (`count`)", intValue(&c.MaxOpenOutputs)},
 		{"codec", "default `codec`: none, lz4, zstd, snappy", stringValue(&c.DefaultCodec, canonicalCodec)},
 		{"checksum", "default checksum `algorithm`: none, ADLER32, CRC32, CRC32C", stringValue(&c.DefaultChecksum, canonicalChecksum)},
-		{"block-size", "codec block `size` (Spark's spark.io.compression.lz4.blockSize)", intSizeValue(&c.BlockSize)},
+		{"block-size", "lz4 and snappy block `size` of map outputs that name none (Spark's spark.io.compression.lz4.blockSize)", intSizeValue(&c.BlockSize)},
 		{"sync", "fsync data and index files before a commit", boolValue(&c.Sync)},
 		{"metrics-addr", "serve Prometheus metrics on this loopback `host:port` (off when empty)", stringValue(&c.MetricsAddr, nil)},
 		{"allowed-uids", "comma-separated `users` (names or ids) allowed to connect besides root and the daemon's own", idListValue(&c.AllowedUIDs, lookupUser)},

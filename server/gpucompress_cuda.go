@@ -68,7 +68,7 @@ var gpuCompressed struct {
 // and compresses, as with --no-cuda-compress).
 func (sess *session) gpuCompresses(o *output, m *protocol.Batch, ds *deviceState) bool {
 	cfg := sess.s.cfg
-	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(cfg.BlockSize) != nil {
+	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(o.w.BlockSize()) != nil {
 		return false
 	}
 	if gpuPlans(o.w.Format(), m) != nil {
@@ -104,7 +104,7 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	}
 	t1 := time.Now()
 	gpuCompressed.plan.Add(int64(t1.Sub(start)))
-	res, err := comp.Compress(src, size, pl, sess.s.cfg.BlockSize)
+	res, err := comp.Compress(src, size, pl, o.w.BlockSize())
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,10 @@ type Server struct {
 	loops    sync.WaitGroup // background loops
 
 	sessions sync.WaitGroup
+
+	// commits and aborts count map outputs committed and aborted since
+	// start (StatsResult commits_total, aborts_total).
+	commits, aborts atomic.Int64
 
 	apps    *registry    // applications, owners, local dir claims; its own lock
 	persist *persistence // the registry's file

@@ -103,6 +103,7 @@ func (o *output) end(s *Server, aborted bool) {
 	o.ended.Do(func() {
 		if aborted {
 			s.metrics.Aborts.Inc()
+			s.aborts.Add(1)
 		}
 		if o.res != nil {
 			o.res.Release()
@@ -377,6 +378,10 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errUnsupported, err)
 		}
 	}
+	blockSize, level, err := codecOptions(k, m)
+	if err != nil {
+		return err
+	}
 	format, schema, err := openFormat(m)
 	if err != nil {
 		return err
@@ -407,6 +412,8 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		ID:            oid,
 		NumPartitions: int(m.NumPartitions),
 		Codec:         k,
+		BlockSize:     blockSize,
+		Level:         level,
 		Checksum:      alg,
 		Layout:        layout,
 		Format:        format,
@@ -571,6 +578,7 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 		} else {
 			elapsed := time.Since(start)
 			s.metrics.Commits.Inc()
+			s.commits.Add(1)
 			s.metrics.CommitSeconds.Observe(elapsed.Seconds())
 			s.metrics.RunsPerMapOutput.Observe(float64(res.Runs))
 			s.metrics.BytesOut.Add(float64(res.BytesOut))
@@ -770,5 +778,7 @@ func (s *Server) stats() *protocol.StatsResult {
 		{Name: "partition_state_limit", Value: s.cfg.PartitionStateLimit},
 		{Name: "connections", Value: int64(conns)},
 		{Name: "peak_rss_bytes", Value: peakRSS()},
+		{Name: "commits_total", Value: s.commits.Load()},
+		{Name: "aborts_total", Value: s.aborts.Load()},
 	}}
 }

@@ -58,3 +58,12 @@ func (w *MapWriter) Codec() codec.Kind { return w.spec.Codec }
 
 // Format is the map output's payload format for columnar batches.
 func (w *MapWriter) Format() partition.Format { return w.spec.Format }
+
+// BlockSize is the lz4 or snappy block size the map output's records are
+// encoded with (the engine's when its Spec left it 0).
+func (w *MapWriter) BlockSize() int {
+	if w.spec.BlockSize != 0 {
+		return w.spec.BlockSize
+	}
+	return w.e.opts.blockSize
+}

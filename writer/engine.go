@@ -71,8 +71,16 @@ type Engine struct {
 	lim      *limiter.Limiter
 	jobs     *jobQueue
 	workers  sync.WaitGroup
-	encoders [4]*codec.Pool // by codec.Kind
+	encoders [4]*codec.Pool // by codec.Kind, with the engine's options
 	memory   memoryBudget
+
+	// pools holds the encoder pools of the other (codec, block size,
+	// level) triples map outputs asked for (Spec.BlockSize, Spec.Level),
+	// made on first use, at most maxEncoderPools of them.
+	pools struct {
+		sync.Mutex
+		m map[poolKey]*codec.Pool
+	}
 
 	mu struct {
 		sync.Mutex
@@ -107,6 +115,72 @@ func New(opts ...Option) (*Engine, error) {
 		go e.work()
 	}
 	return e, nil
+}
+
+// maxEncoderPools bounds Engine.pools: past it, making a pool drops
+// another (the map outputs that use it keep it until they end).
+const maxEncoderPools = 32
+
+type poolKey struct {
+	kind      codec.Kind
+	blockSize int
+	level     int
+}
+
+// encoderPool returns the pool of spec's codec with its block size and
+// level, the engine's for the zero values.
+func (e *Engine) encoderPool(spec *Spec) (*codec.Pool, error) {
+	k := poolKey{kind: spec.Codec, blockSize: e.opts.blockSize, level: e.opts.zstdLevel}
+	switch spec.Codec {
+	case codec.LZ4, codec.Snappy:
+		if spec.BlockSize != 0 {
+			k.blockSize = spec.BlockSize
+		}
+		if spec.Level != 0 {
+			return nil, fmt.Errorf("%w: map output %d/%d: codec %v takes no level, got %d", ErrInvalid, spec.ID.Shuffle, spec.ID.Map, spec.Codec, spec.Level)
+		}
+	case codec.Zstd:
+		if spec.Level != 0 {
+			k.level = spec.Level
+		}
+		if spec.BlockSize != 0 {
+			return nil, fmt.Errorf("%w: map output %d/%d: codec %v takes no block size, got %d", ErrInvalid, spec.ID.Shuffle, spec.ID.Map, spec.Codec, spec.BlockSize)
+		}
+	default:
+		if spec.BlockSize != 0 || spec.Level != 0 {
+			return nil, fmt.Errorf("%w: map output %d/%d: codec %v takes no block size or level, got %d and %d", ErrInvalid, spec.ID.Shuffle, spec.ID.Map, spec.Codec, spec.BlockSize, spec.Level)
+		}
+	}
+	if k.blockSize == e.opts.blockSize && k.level == e.opts.zstdLevel {
+		return e.encoders[spec.Codec], nil
+	}
+	e.pools.Lock()
+	defer e.pools.Unlock()
+	if p := e.pools.m[k]; p != nil {
+		return p, nil
+	}
+	p, err := codec.NewPool(k.kind, codec.WithBlockSize(k.blockSize), codec.WithLevel(k.level))
+	if err != nil {
+		return nil, fmt.Errorf("%w: map output %d/%d: %v", ErrInvalid, spec.ID.Shuffle, spec.ID.Map, err)
+	}
+	if e.pools.m == nil {
+		e.pools.m = make(map[poolKey]*codec.Pool)
+	}
+	if len(e.pools.m) >= maxEncoderPools {
+		for old := range e.pools.m {
+			delete(e.pools.m, old)
+			break
+		}
+	}
+	e.pools.m[k] = p
+	return p, nil
+}
+
+// encoderPools returns how many pools Engine.pools holds (for tests).
+func (e *Engine) encoderPools() int {
+	e.pools.Lock()
+	defer e.pools.Unlock()
+	return len(e.pools.m)
 }
 
 // Limiter returns the engine's bytes-in-flight limiter.
@@ -156,7 +230,11 @@ type Spec struct {
 	ID            shufflefile.ID
 	NumPartitions int
 	Codec         codec.Kind
-	Checksum      checksum.Algorithm
+	// BlockSize (lz4, snappy) and Level (zstd) are the codec's options;
+	// 0 takes the engine's (WithBlockSize, WithZstdLevel). Others must be 0.
+	BlockSize int
+	Level     int
+	Checksum  checksum.Algorithm
 	// Layout places the committed files (flat or Spark's hashed local dirs).
 	// Run and temp files live in the directory of the data file.
 	Layout shufflefile.Layout
@@ -232,7 +310,12 @@ func (e *Engine) Open(ctx context.Context, spec Spec) (*MapWriter, error) {
 	}
 	e.mu.open++
 	e.mu.Unlock()
-	w := newMapWriter(e, spec)
+	enc, err := e.encoderPool(&spec)
+	if err != nil {
+		e.done()
+		return nil, err
+	}
+	w := newMapWriter(e, spec, enc)
 	if err := w.init(); err != nil {
 		e.done()
 		return nil, err

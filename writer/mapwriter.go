@@ -69,8 +69,8 @@ type Result struct {
 	MemoryRuns int
 }
 
-func newMapWriter(e *Engine, spec Spec) *MapWriter {
-	w := &MapWriter{e: e, spec: spec, enc: e.encoders[spec.Codec], last: -1}
+func newMapWriter(e *Engine, spec Spec, enc *codec.Pool) *MapWriter {
+	w := &MapWriter{e: e, spec: spec, enc: enc, last: -1}
 	w.fs = shufflefile.FSOf(spec.Layout, e.opts.fs)
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w

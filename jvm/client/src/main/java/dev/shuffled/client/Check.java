@@ -102,4 +102,27 @@ final class Check {
     }
     return null;
   }
+
+  /** Text of at most {@code max} bytes of UTF-8 without NUL (a schema field's name or type). */
+  static String text(String s, int max) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (Character.isSurrogate(c)
+          && !(Character.isHighSurrogate(c)
+              && i + 1 < s.length()
+              && Character.isLowSurrogate(s.charAt(i + 1)))) {
+        return "\"" + s + "\" is not valid UTF-16 (lone surrogate)";
+      }
+      if (Character.isHighSurrogate(c)) {
+        i++;
+      } else if (c == 0) {
+        return "\"" + s + "\" contains NUL";
+      }
+    }
+    int n = s.getBytes(StandardCharsets.UTF_8).length;
+    if (n > max) {
+      return "length " + n + " bytes exceeds " + max;
+    }
+    return null;
+  }
 }

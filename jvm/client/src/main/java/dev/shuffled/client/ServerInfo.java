@@ -18,6 +18,8 @@ public record ServerInfo(int version, long maxFrame, long maxInline, long featur
   public static final long FEATURE_COLUMNAR = 1L << 2;
   /** Feature bit 3: RemoveShuffle, RemoveApplication and ListShuffles are served. */
   public static final long FEATURE_LIFECYCLE = 1L << 3;
+  /** Feature bit 4: OpenMapOutput may use format 1, kudo ({@link OpenOptions#withKudoSchema}). */
+  public static final long FEATURE_KUDO = 1L << 4;
 
   /** Whether the daemon announced every bit of {@code feature}. */
   public boolean has(long feature) {

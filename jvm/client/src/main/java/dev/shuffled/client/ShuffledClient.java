@@ -247,6 +247,7 @@ public final class ShuffledClient implements AutoCloseable {
       plane = DataPlane.INLINE;
     }
     String what = "open map output " + shuffleId + "/" + mapId;
+    boolean kudo = options.kudoSchema() != null;
     Wire.Opened o =
         (Wire.Opened)
             c.call(
@@ -254,9 +255,13 @@ public final class ShuffledClient implements AutoCloseable {
                     shuffleId,
                     mapId,
                     numPartitions,
-                    Wire.KIND_OPAQUE,
+                    kudo ? Wire.KIND_COLUMNAR : Wire.KIND_OPAQUE,
+                    kudo ? Wire.FORMAT_KUDO : Wire.FORMAT_SHFC,
                     options.codec().wireName(),
-                    options.checksum().wireName()),
+                    options.checksum().wireName(),
+                    options.blockSize(),
+                    options.level(),
+                    kudo ? options.kudoSchema() : List.of()),
                 null,
                 -1,
                 what);
@@ -268,7 +273,16 @@ public final class ShuffledClient implements AutoCloseable {
     current().call(new Wire.Empty(Wire.PING), null, -1, "ping");
   }
 
-  /** The daemon's figures by name ({@code bytes_in_flight}, {@code open_map_outputs}, ...). */
+  /** {@link #stats()}: map outputs the daemon committed since it started. */
+  public static final String STAT_COMMITS_TOTAL = "commits_total";
+
+  /** {@link #stats()}: map outputs the daemon aborted since it started. */
+  public static final String STAT_ABORTS_TOTAL = "aborts_total";
+
+  /**
+   * The daemon's figures by name ({@code bytes_in_flight}, {@code open_map_outputs}, {@link
+   * #STAT_COMMITS_TOTAL}, {@link #STAT_ABORTS_TOTAL}, ...; docs/protocol.md lists them).
+   */
   public Map<String, Long> stats() throws IOException {
     Wire.StatsResult r =
         (Wire.StatsResult) current().call(new Wire.Empty(Wire.STATS), null, -1, "stats");

@@ -37,6 +37,9 @@ final class Wire {
   static final int ERROR = 0xFFFF;
 
   static final int KIND_OPAQUE = 1;
+  static final int KIND_COLUMNAR = 2;
+  static final int FORMAT_SHFC = 0;
+  static final int FORMAT_KUDO = 1;
   static final int PLANE_INLINE = 1;
   static final int PLANE_MEMFD = 2;
 
@@ -45,6 +48,9 @@ final class Wire {
   static final int MAX_LOCAL_DIRS = 256;
   static final int MAX_SUB_DIRS = 1 << 16;
   static final int MAX_TOKEN = 32;
+  static final int MAX_BLOCK_SIZE = 32 << 20;
+  static final int MAX_COLUMNS = 1 << 14;
+  static final int MAX_SPARK_TYPE = 1024;
   static final int MAX_PARTITIONS = 1 << 24;
   static final int MAX_STATS = 4096;
   static final int MAX_STAT_NAME = 64;
@@ -212,16 +218,39 @@ final class Wire {
     }
   }
 
+  /**
+   * OpenMapOutput. {@code blockSize} and {@code level} are 0 for the daemon's defaults; {@code
+   * schema} is the kudo schema (format {@link #FORMAT_KUDO}), empty otherwise.
+   */
   record Open(
-      int shuffleId, long mapId, int numPartitions, int kind, String codec, String checksum)
+      int shuffleId,
+      long mapId,
+      int numPartitions,
+      int kind,
+      int format,
+      String codec,
+      String checksum,
+      int blockSize,
+      int level,
+      List<SchemaField> schema)
       implements Msg {
+    Open(int shuffleId, long mapId, int numPartitions, int kind, String codec, String checksum) {
+      this(shuffleId, mapId, numPartitions, kind, FORMAT_SHFC, codec, checksum, 0, 0, List.of());
+    }
+
     public int type() {
       return OPEN;
     }
 
     public void encode(Enc e) {
-      e.i32(shuffleId).i64(mapId).i32(numPartitions).u8(kind).u8(0).u8(0).u8(0);
-      e.str(codec).str(checksum);
+      e.i32(shuffleId).i64(mapId).i32(numPartitions).u8(kind).u8(format).u8(0).u8(0);
+      e.str(codec).str(checksum).u32(Integer.toUnsignedLong(blockSize)).i32(level);
+      if (format == FORMAT_KUDO) {
+        e.u32(schema.size());
+        for (SchemaField f : schema) {
+          e.str(f.name()).str(f.sparkType());
+        }
+      }
     }
 
     static Open decode(Dec d) throws ProtocolException {
@@ -229,13 +258,34 @@ final class Wire {
       long m = d.i64("MapID");
       int n = d.i32("NumPartitions");
       int kind = d.u8("Kind");
-      d.zero("reserved", 3);
-      Open o = new Open(s, m, n, kind, d.str("Codec", MAX_TOKEN), d.str("Checksum", MAX_TOKEN));
+      int format = d.u8("Format");
+      d.zero("reserved", 2);
+      String codec = d.str("Codec", MAX_TOKEN);
+      String checksum = d.str("Checksum", MAX_TOKEN);
+      long blockSize = d.u32("BlockSize");
+      int level = d.i32("Level");
+      d.check(blockSize <= MAX_BLOCK_SIZE, "BlockSize", blockSize + " exceeds " + MAX_BLOCK_SIZE);
+      d.check(
+          format == FORMAT_SHFC || format == FORMAT_KUDO, "Format", format + ", want 0 or 1");
+      List<SchemaField> schema = List.of();
+      if (format == FORMAT_KUDO) {
+        d.check(kind == KIND_COLUMNAR, "Format", "kudo with kind " + kind + ", want columnar");
+        int cols = d.count("Schema", MAX_COLUMNS, 4);
+        List<SchemaField> fs = new ArrayList<>(cols);
+        for (int i = 0; i < cols; i++) {
+          String name = d.str("Schema.Name", MAX_NAME);
+          String type = d.str("Schema.SparkType", MAX_SPARK_TYPE);
+          d.check(!type.isEmpty(), "Schema[" + i + "].SparkType", "empty");
+          fs.add(new SchemaField(name, type));
+        }
+        schema = List.copyOf(fs);
+      }
       d.finish();
       d.check(s >= 0, "ShuffleID", s + ", want >= 0");
       d.check(m >= 0, "MapID", m + ", want >= 0");
       d.check(n >= 1 && n <= MAX_PARTITIONS, "NumPartitions", n + " out of [1, " + MAX_PARTITIONS + "]");
-      return o;
+      return new Open(
+          s, m, n, kind, format, codec, checksum, (int) blockSize, level, schema);
     }
   }
 

@@ -60,6 +60,34 @@ class GoldenTest {
               0,
               new Wire.Open(0, 12345678901L, 200, Wire.KIND_OPAQUE, "zstd", "CRC32C")),
           new Golden(
+              "open-lz4-block",
+              17,
+              0,
+              new Wire.Open(
+                  1, 2, 4, Wire.KIND_OPAQUE, Wire.FORMAT_SHFC, "lz4", "ADLER32", 64 << 10, 0,
+                  List.of())),
+          new Golden(
+              "open-zstd-level",
+              18,
+              0,
+              new Wire.Open(
+                  1, 3, 4, Wire.KIND_OPAQUE, Wire.FORMAT_SHFC, "zstd", "", 0, 3, List.of())),
+          new Golden(
+              "open-kudo",
+              19,
+              0,
+              new Wire.Open(
+                  1,
+                  4,
+                  2,
+                  Wire.KIND_COLUMNAR,
+                  Wire.FORMAT_KUDO,
+                  "none",
+                  "none",
+                  0,
+                  0,
+                  List.of(new SchemaField("id", "bigint"), new SchemaField("name", "string")))),
+          new Golden(
               "batch-memfd",
               7,
               Wire.FLAG_FD,

@@ -1,5 +1,6 @@
 package dev.shuffled.spark.suite;
 
+import dev.shuffled.client.ShuffledClient;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.HttpURLConnection;
@@ -98,6 +99,20 @@ final class Daemon {
       m.put(line.substring(0, sp), Double.parseDouble(line.substring(sp + 1)));
     }
     return m;
+  }
+
+  /**
+   * One figure of the daemon's Stats (docs/protocol.md), asked through the JVM client on the
+   * daemon's socket, e.g. {@link ShuffledClient#STAT_COMMITS_TOTAL}.
+   */
+  long stat(String name) throws IOException {
+    try (ShuffledClient c = ShuffledClient.connect(socket)) {
+      Long v = c.stats().get(name);
+      if (v == null) {
+        throw new IOException("the daemon's Stats have no " + name + ": " + c.stats().keySet());
+      }
+      return v;
+    }
   }
 
   long metric(String name) throws IOException {

@@ -1,6 +1,8 @@
 package dev.shuffled.spark.suite;
 
+import dev.shuffled.client.ShuffledClient;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -28,7 +30,8 @@ import scala.Tuple2;
 /**
  * The Spark suite: real Spark (executors in their own JVMs, local-cluster mode) runs every job
  * with Spark's sort shuffle and with the shuffled plugin, and the results must be identical; the
- * daemon's metrics must show that every map task of a plugin run committed through it. Then the
+ * daemon's Stats (asked through the JVM client) and its Prometheus metrics must show that every
+ * map task of a plugin run committed through it. Then the
  * fallbacks, the external shuffle service serving the daemon's files after their executor is
  * killed, a daemon killed during a map stage, and removal.
  *
@@ -104,16 +107,33 @@ public final class SparkSuite {
             .set("spark.shuffle.checksum.algorithm", "ADLER32")
             .set("spark.shuffled.batchBytes", "256k"),
         (spark, l) -> {
+          long t0 = System.currentTimeMillis() - 2000;
           for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SQL_JOIN_AGG,
               Jobs.SKEWED, Jobs.WIDE)) {
             compared(spark, l, j);
           }
           multiBatch(spark, l);
+          lz4Blocks(t0, 5, "32k, Spark's default");
           removal(spark);
         });
-    context("plugin: Kryo, zstd, CRC32",
+    context("plugin: Java serializer, lz4 in 64k blocks, ADLER32",
+        plugin(2).set("spark.io.compression.codec", "lz4")
+            .set("spark.io.compression.lz4.blockSize", "64k")
+            .set("spark.shuffled.batchBytes", "1m"),
+        (spark, l) -> {
+          long t0 = System.currentTimeMillis() - 2000; // file times may be coarse
+          long a0 = daemon.stat(ShuffledClient.STAT_ABORTS_TOTAL);
+          for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.SQL_JOIN_AGG, Jobs.SKEWED)) {
+            compared(spark, l, j);
+          }
+          lz4Blocks(t0, 6, "64k");
+          long aborts = daemon.stat(ShuffledClient.STAT_ABORTS_TOTAL) - a0;
+          check(aborts == 0, "the daemon aborted " + aborts + " map outputs (Stats aborts_total)");
+        });
+    context("plugin: Kryo, zstd level 3, CRC32",
         plugin(2).set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
             .set("spark.io.compression.codec", "zstd")
+            .set("spark.io.compression.zstd.level", "3")
             .set("spark.shuffle.checksum.algorithm", "CRC32"),
         (spark, l) -> {
           for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SQL_JOIN_AGG)) {
@@ -238,17 +258,89 @@ public final class SparkSuite {
    * committed through the daemon. Returns the daemon's commits for the job.
    */
   private long compared(SparkSession spark, Tasks l, Jobs.Named j) throws Exception {
-    long c0 = daemon.metric("shuffled_commits_total");
+    long c0 = daemon.stat(ShuffledClient.STAT_COMMITS_TOTAL);
+    long p0 = daemon.metric("shuffled_commits_total");
     l.reset(spark);
     String got = j.job().run(spark);
     l.drain(spark);
-    long commits = daemon.metric("shuffled_commits_total") - c0;
+    long commits = daemon.stat(ShuffledClient.STAT_COMMITS_TOTAL) - c0;
+    long prom = daemon.metric("shuffled_commits_total") - p0;
     check(got.equals(expected.get(j.name())),
         j.name() + ": result " + got + " equals the sort shuffle's " + expected.get(j.name()));
-    check(l.mapTasks.get() > 0 && commits == l.mapTasks.get(),
-        j.name() + ": the daemon committed " + commits + " map outputs for "
-            + l.mapTasks.get() + " successful map tasks");
+    check(l.mapTasks.get() > 0 && commits == l.mapTasks.get() && prom == commits,
+        j.name() + ": the daemon committed " + commits + " map outputs (Stats commits_total; "
+            + prom + " by its metrics) for " + l.mapTasks.get() + " successful map tasks");
     return commits;
+  }
+
+  /**
+   * Every non-empty partition of the shuffle data files written since {@code since} starts with
+   * an lz4-java block of token level {@code level} (log2 of the block size - 10): the block size
+   * Spark is configured with reached the daemon.
+   */
+  private void lz4Blocks(long since, int level, String size) throws IOException {
+    List<Path> data = new ArrayList<>();
+    Map<Path, Path> indexes = new java.util.HashMap<>(); // blockmgr dir + name -> path
+    try (Stream<Path> s = Files.walk(localRoot)) {
+      s.forEach(p -> {
+        String n = p.getFileName().toString();
+        if (n.matches("shuffle_\\d+_\\d+_0\\.data") && p.toFile().lastModified() >= since) {
+          data.add(p);
+        } else if (n.matches("shuffle_\\d+_\\d+_0\\.index")) {
+          indexes.put(p.getParent().getParent().resolve(n), p); // hashed into another sub-dir
+        }
+      });
+    } catch (java.io.UncheckedIOException e) {
+      lz4Blocks(since, level, size); // a dir removed while walking: again
+      return;
+    }
+    int parts = 0;
+    List<String> bad = new ArrayList<>();
+    int gone = 0;
+    for (Path d : data) {
+      String n = d.getFileName().toString();
+      ByteBuffer index;
+      byte[] bytes;
+      try {
+        // Read the data first: a removal deletes the index first, then the data.
+        bytes = Files.readAllBytes(d);
+        Path ip = indexes.get(d.getParent().getParent().resolve(
+            n.substring(0, n.length() - 5) + ".index"));
+        if (ip == null) {
+          gone++;
+          continue;
+        }
+        index = ByteBuffer.wrap(Files.readAllBytes(ip));
+      } catch (java.nio.file.NoSuchFileException e) {
+        gone++; // Spark's ContextCleaner removed the shuffle meanwhile
+        continue;
+      }
+      int il = index.remaining();
+      if (il % 8 != 0 || il < 16 || index.getLong(il - 8) != bytes.length) {
+        gone++; // a file being replaced or removed under us
+        continue;
+      }
+      long prev = index.getLong();
+      while (index.remaining() >= 8) {
+        long end = index.getLong();
+        if (end > prev) {
+          parts++;
+          int off = (int) prev;
+          boolean ok = end - prev >= 9
+              && new String(bytes, off, 8, java.nio.charset.StandardCharsets.US_ASCII)
+                  .equals("LZ4Block")
+              && (bytes[off + 8] & 0x0F) == level;
+          if (!ok && bad.size() < 3) {
+            bad.add(n + "@" + off);
+          }
+        }
+        prev = end;
+      }
+    }
+    check(parts > 0 && bad.isEmpty(), parts + " partitions of " + (data.size() - gone)
+        + " data files start with lz4-java blocks of " + size + " (token level " + level + ")"
+        + (gone == 0 ? "" : "; " + gone + " files removed while read")
+        + (bad.isEmpty() ? "" : "; not: " + bad));
   }
 
   /** The multi-batch job: several runs per map output, so partition ids went backwards. */

@@ -11,7 +11,8 @@ import org.apache.spark.SparkConf;
 
 /**
  * The plugin's settings, read once from the {@link SparkConf}, and what the daemon is asked to do
- * with each map output (codec and checksum), derived from Spark's own settings.
+ * with each map output (codec with its block size or level, checksum), derived from Spark's own
+ * settings.
  *
  * <p>Every {@code spark.shuffled.*} setting with its default is listed in the README's "Use it
  * from Spark" section; keep the two in step.
@@ -23,6 +24,14 @@ final class ShuffledConf {
   static final String DATA_PLANE = "spark.shuffled.dataPlane";
   static final String CONNECT_TIMEOUT = "spark.shuffled.connectTimeout";
   static final String RECONNECT_TIMEOUT = "spark.shuffled.reconnectTimeout";
+
+  static final String LZ4_BLOCK_SIZE = "spark.io.compression.lz4.blockSize";
+  static final String SNAPPY_BLOCK_SIZE = "spark.io.compression.snappy.blockSize";
+  static final String ZSTD_LEVEL = "spark.io.compression.zstd.level";
+  static final int MAX_BLOCK_SIZE = 32 << 20;
+  static final int SNAPPY_MIN_BLOCK_SIZE = 1 << 10;
+  static final int ZSTD_DEFAULT_LEVEL = 3;
+  static final int ZSTD_MAX_LEVEL = 22;
 
   static final String DEFAULT_SOCKET = "/run/shuffled/shuffled.sock";
   static final String DEFAULT_BATCH_BYTES = "8m";
@@ -39,6 +48,15 @@ final class ShuffledConf {
   final Codec codec;
   /** Spark's codec name as configured, for messages. */
   final String sparkCodec;
+  /**
+   * The lz4 or snappy block size Spark's writer would use ({@code
+   * spark.io.compression.{lz4,snappy}.blockSize}), 0 for other codecs.
+   */
+  final int blockSize;
+  /** The zstd level Spark's writer would use ({@code spark.io.compression.zstd.level}), else 0. */
+  final int level;
+  /** What of Spark's codec settings the daemon applies differently, for a warning; or null. */
+  final String codecNote;
   final ChecksumAlgorithm checksum;
   final boolean encryption;
 
@@ -85,6 +103,25 @@ final class ShuffledConf {
       sparkCodec = "none (spark.shuffle.compress=false)";
       codec = Codec.NONE;
     }
+    CodecParams cp = codecParams(codec, new Settings() {
+      public long sizeAsBytes(String key, String dflt) {
+        return conf.getSizeAsBytes(key, dflt);
+      }
+
+      public int integer(String key, int dflt) {
+        return conf.getInt(key, dflt);
+      }
+
+      public String raw(String key) {
+        return conf.get(key, "");
+      }
+    });
+    int bs = cp.blockSize();
+    int lv = cp.level();
+    String note = cp.note();
+    blockSize = bs;
+    level = lv;
+    codecNote = note;
 
     if (booleanSetting(conf, "spark.shuffle.checksum.enabled", true)) {
       String a = conf.get("spark.shuffle.checksum.algorithm", "ADLER32").trim();
@@ -108,7 +145,7 @@ final class ShuffledConf {
   }
 
   OpenOptions openOptions() {
-    return new OpenOptions(codec, checksum, dataPlane);
+    return new OpenOptions(codec, checksum, dataPlane).withBlockSize(blockSize).withLevel(level);
   }
 
   /**
@@ -127,24 +164,67 @@ final class ShuffledConf {
     return null;
   }
 
+  /** The Spark settings codecParams reads (a SparkConf; a map in tests). */
+  interface Settings {
+    long sizeAsBytes(String key, String dflt);
+
+    int integer(String key, int dflt);
+
+    /** The setting as written, "" when unset: for messages. */
+    String raw(String key);
+  }
+
+  /** A codec's block size and level for OpenOptions (0 where it takes none), and a warning. */
+  record CodecParams(int blockSize, int level, String note) {}
+
   /**
-   * Spark codec settings that the daemon does not take from the map output (protocol version 1
-   * names the codec only): its own --block-size and zstd level 1 apply. Readers decode any block
-   * size and level, so this changes the compression ratio, never correctness. Null when none.
+   * What Spark's own writer would compress codec with under these settings: lz4 and snappy
+   * blocks of {@code spark.io.compression.{lz4,snappy}.blockSize} (default 32k), zstd at {@code
+   * spark.io.compression.zstd.level} (default 1).
    */
-  static String ignoredCodecSettings(SparkConf conf) {
-    StringBuilder b = new StringBuilder();
-    for (String k : new String[] {
-      "spark.io.compression.lz4.blockSize",
-      "spark.io.compression.snappy.blockSize",
-      "spark.io.compression.zstd.level",
-      "spark.io.compression.zstd.bufferSize"
-    }) {
-      if (conf.contains(k)) {
-        b.append(b.length() == 0 ? "" : ", ").append(k).append('=').append(conf.get(k));
+  static CodecParams codecParams(Codec codec, Settings conf) {
+    String note = null;
+    int bs = 0;
+    int lv = 0;
+    if (codec == Codec.LZ4) {
+      // lz4-java's LZ4BlockOutputStream refuses sizes outside 64 B..32 MiB, as the daemon does.
+      bs = blockSize(conf, LZ4_BLOCK_SIZE, 64);
+    } else if (codec == Codec.SNAPPY) {
+      // snappy-java's SnappyOutputStream raises sizes under 1 KiB to 1 KiB.
+      bs = Math.max(SNAPPY_MIN_BLOCK_SIZE, blockSize(conf, SNAPPY_BLOCK_SIZE, 1));
+    } else if (codec == Codec.ZSTD) {
+      int l;
+      try {
+        l = conf.integer(ZSTD_LEVEL, 1);
+      } catch (RuntimeException e) {
+        throw new IllegalArgumentException(
+            ZSTD_LEVEL + "=\"" + conf.raw(ZSTD_LEVEL) + "\": want an integer", e);
+      }
+      // zstd reads 0 as its default level, 3, and levels past the last as the last.
+      lv = l == 0 ? ZSTD_DEFAULT_LEVEL : Math.min(l, ZSTD_MAX_LEVEL);
+      if (lv < 1) {
+        note = ZSTD_LEVEL + "=" + l + ": the daemon has no negative (fast) zstd levels and"
+            + " compresses at level 1 (readers decode either)";
+        lv = 1;
       }
     }
-    return b.length() == 0 ? null : b.toString();
+    return new CodecParams(bs, lv, note);
+  }
+
+  /** A block size setting of Spark's (default 32k), checked against min..32m. */
+  private static int blockSize(Settings conf, String key, int min) {
+    long n;
+    try {
+      n = conf.sizeAsBytes(key, "32k");
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException(
+          key + "=\"" + conf.raw(key) + "\": want a size such as 32k", e);
+    }
+    if (n < min || n > MAX_BLOCK_SIZE) {
+      throw new IllegalArgumentException(
+          key + "=" + n + ": want " + min + " to " + MAX_BLOCK_SIZE + " (32m) bytes");
+    }
+    return (int) n;
   }
 
   /** The daemon's codec for one of Spark's codec names (short or class name); null if none. */

@@ -54,10 +54,8 @@ public class ShuffledShuffleManager extends SortShuffleManager {
     if (isDriver && unsupported != null) {
       LOG.warn("shuffled: {}; map outputs are written by Spark's own writer", unsupported);
     }
-    String ignored = ShuffledConf.ignoredCodecSettings(sparkConf);
-    if (isDriver && unsupported == null && ignored != null) {
-      LOG.warn("shuffled: {} not applied: the daemon compresses with its own --block-size and"
-          + " zstd level 1 (readers decode either)", ignored);
+    if (isDriver && unsupported == null && conf.codecNote != null) {
+      LOG.warn("shuffled: {}", conf.codecNote);
     }
   }
 
