@@ -168,15 +168,6 @@ type run struct {
 	// streamed: a commit is merging the run as it fills, holding slices of
 	// its chunks; a spill then drops the chunks instead of reusing them.
 	streamed bool
-	// taken counts the bytes the run took. A commit that waits for the run
-	// (waiting) is woken once progress passes wantPartition and taken has
-	// reached wantBytes, or the run finished: not at every partition, which
-	// would cost the run's goroutine a wake-up per partition and the data
-	// file a write per partition.
-	taken         int64
-	waiting       bool
-	wantPartition int
-	wantBytes     int64
 }
 
 func (w *MapWriter) newRun() (*run, error) {
@@ -219,12 +210,9 @@ func (ru *run) put(r *record) (int64, error) {
 		}
 	}
 	ru.add(r.partition, len(b), r.sum)
-	ru.taken += int64(len(b))
 	if r.partition > ru.progress {
 		ru.progress = r.partition
-		if ru.waiting && ru.progress > ru.wantPartition && ru.taken >= ru.wantBytes {
-			ru.cond.Broadcast()
-		}
+		ru.cond.Broadcast()
 	}
 	return kept, nil
 }

@@ -11,15 +11,8 @@ import (
 )
 
 // flushBytes is how much of the merged data file the streaming merge
-// gathers before it writes. wakeBytes is how far a run it waits for must
-// have got (in bytes, past the partition it needs) before it is woken: the
-// merge then writes what it gathered and takes the run's new segments in
-// one go, at most a few hundred writes and wake-ups per map output however
-// many partitions it has.
-const (
-	flushBytes = 1 << 20
-	wakeBytes  = 256 << 10
-)
+// gathers before it writes.
+const flushBytes = 1 << 20
 
 // streamMerge writes the data file of a map output whose runs are held in
 // memory while they are still written: partition p goes to the data file as
@@ -143,9 +136,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 					ru.mu.Lock()
 					continue
 				}
-				ru.waiting, ru.wantPartition, ru.wantBytes = true, p, ru.taken+wakeBytes
 				ru.cond.Wait()
-				ru.waiting = false
 			}
 			if ru.finished && ru.failed || ctx.Err() != nil || w.stopped() != nil {
 				ru.mu.Unlock()
