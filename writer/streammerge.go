@@ -11,29 +11,18 @@ import (
 )
 
 // flushBytes is how much of the merged data file the streaming merge
-// gathers before it writes. While it waits for a run it writes what it
-// gathered if that is wakeBytes at least, and it is woken once the run has
-// taken wakeBytes more past the partition it needs: writes of a few hundred
-// KiB and a few wake-ups per MiB however small the partitions are. (Writing
-// whatever was gathered whenever the merge catches up made it write every
-// partition on its own once it ran just behind the run: thousands of small
-// writes, each a fresh page-cache allocation, on the goroutine every byte
-// goes through.)
-const (
-	flushBytes = 1 << 20
-	wakeBytes  = 256 << 10
-)
+// gathers before it writes.
+const flushBytes = 1 << 20
 
-// streamMerge writes the data file of a map output whose runs are held in
-// memory while they are still written: partition p goes to the data file as
-// soon as every run has moved past p. The workers encode a map output's records
+// streamMerge merges a map output of several runs held in memory while
+// they are still written: partition p goes to the data file as soon as
+// every run has moved past p. The workers encode a map output's records
 // partition by partition across its runs (see jobQueue), so the merge
 // follows the encoding instead of starting after the last record. It
 // reports false, having done nothing, when a run is not in memory at the
 // start (the caller then waits for the runs and merges them). A run that
 // spills while it is merged is finished from its run file once its stream
-// has ended; a single run that spills makes it stop, remove what it wrote
-// and report false, and its run file becomes the data file.
+// has ended.
 func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, seg segments, ok bool, err error) {
 	k := len(w.streams)
 	runs := make([]*run, k)
@@ -93,7 +82,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		if cerr := dst.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
-		if err != nil || !ok {
+		if err != nil {
 			_ = fsys.Remove(temp)
 			path = ""
 		}
@@ -138,7 +127,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		if files[i] == nil {
 			ru.mu.Lock()
 			for ru.progress <= p && !ru.finished && ctx.Err() == nil && w.stopped() == nil {
-				if pendingBytes >= wakeBytes { // write what is ready while the run catches up
+				if len(pending) > 0 { // write what is ready while the run catches up
 					ru.mu.Unlock()
 					if err := flush(); err != nil {
 						return err
@@ -146,9 +135,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 					ru.mu.Lock()
 					continue
 				}
-				ru.waiting, ru.wantPartition, ru.wantBytes = true, p, ru.taken+wakeBytes
 				ru.cond.Wait()
-				ru.waiting = false
 			}
 			if ru.finished && ru.failed || ctx.Err() != nil || w.stopped() != nil {
 				ru.mu.Unlock()
@@ -169,9 +156,6 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 			}
 			// Spilled: its file holds all of it once its stream ends.
 			ru.mu.Unlock()
-			if k == 1 {
-				return errSpilled
-			}
 			if err := flush(); err != nil {
 				return err
 			}
@@ -203,9 +187,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 	}
 	for p := range w.spec.NumPartitions {
 		for i := range k {
-			if err := segment(i, p); errors.Is(err, errSpilled) {
-				return "", segments{}, false, nil
-			} else if err != nil {
+			if err := segment(i, p); err != nil {
 				return "", segments{}, true, err
 			}
 		}
@@ -235,17 +217,11 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 			}
 		}
 	}
-	if k >= 2 {
-		res.MergeBytes = total
-		for _, f := range files {
-			if f == nil {
-				res.MemoryRuns++
-			}
+	res.MergeBytes = total
+	for _, f := range files {
+		if f == nil {
+			res.MemoryRuns++
 		}
 	}
 	return temp, seg, true, nil
 }
-
-// errSpilled stops the streaming write of a single run that spilled: its
-// run file is the data file.
-var errSpilled = errors.New("the run spilled to its run file")
