@@ -12,14 +12,15 @@
 // outputs take turns at the workers, and a map output's records go by
 // partition, then run, so its runs are encoded side by side.
 //
+// The first run streams to a partial file, which becomes the data file by
+// rename if no other run follows, and keeps a copy of its bytes in memory.
 // A record whose partition id is lower than the previous one starts a new
-// run; nothing ever looks ahead. Runs keep their encoded bytes in memory,
-// taking over their records' quota, within a budget of half the limit (a
-// quarter per map output); a run that the budget refuses spills to its own
-// partial file, which becomes the data file by rename if no other run
-// follows. At Commit, runs in memory are written (one) or merged (several)
-// into the data file partition by partition while they are still written:
-// each partition as soon as every run has passed it. Runs in files are merged
+// run; nothing ever looks ahead. Later runs keep their encoded bytes in
+// memory, taking over their records' quota, within a budget of a quarter of
+// the limit (an eighth per map output); a run that the budget refuses
+// spills to its own partial file. At Commit, runs in memory are merged into
+// the data file partition by partition while they are still written: each
+// partition as soon as every run has passed it. Runs in files are merged
 // after they end (package merge, by copying compressed segments). The index
 // and checksum files are then committed atomically (package shufflefile).
 //

@@ -175,7 +175,7 @@ func (w *MapWriter) startRun() error {
 		}
 		s = custom{cs}
 	} else {
-		ru, err := w.newRun()
+		ru, err := w.newRun(len(w.streams) == 0)
 		if err != nil {
 			err = fmt.Errorf("writer: map output %s: run %d: %w", w.name(), len(w.streams), err)
 			w.fail(err)
@@ -425,8 +425,8 @@ func (w *MapWriter) Commit(ctx context.Context) (Result, error) {
 
 func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
-	if w.spec.Sink == nil && len(w.streams) >= 1 {
-		// Runs in memory: the data file follows them as they are written.
+	if w.spec.Sink == nil && len(w.streams) >= 2 {
+		// Several runs: the merge may follow them as they are written.
 		w.closeRun()
 		dataTemp, seg, ok, err := w.streamMerge(ctx, &res)
 		if err != nil {

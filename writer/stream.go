@@ -109,10 +109,10 @@ func (s *segments) add(p int, n int, sum uint32) {
 // memoryBudget bounds, across an engine, the bytes that runs keep in
 // memory until their map output commits. Those bytes also stay counted by
 // the limiter (a record hands its quota over to the run that keeps its
-// encoding), so they are bytes in flight; the budget keeps them to half
-// the limit, and to a quarter for one map output, so that records always
-// find room (half the limit at least) and a map output larger than that
-// spills to run files. An engine whose limit is under 16 records gets no budget: its
+// encoding), so they are bytes in flight; the budget keeps them to a
+// quarter of the limit, and to an eighth for one map output, so that
+// records always find room and a map output larger than that spills to
+// run files. An engine whose limit is under 16 records gets no budget: its
 // runs go to files.
 type memoryBudget struct {
 	total, perOutput int64
@@ -123,7 +123,7 @@ func newMemoryBudget(limit int64, recordSize int) memoryBudget {
 	if limit < 16*int64(recordSize) {
 		return memoryBudget{}
 	}
-	return memoryBudget{total: limit / 2, perOutput: limit / 4}
+	return memoryBudget{total: limit / 4, perOutput: limit / 8}
 }
 
 func (b *memoryBudget) reserve(n int64) bool {
@@ -143,13 +143,13 @@ func (b *memoryBudget) release(n int64) { b.used.Add(-n) }
 // A run is the sink of one maximal stretch of records with non-decreasing
 // partition ids: its bytes are, in order, every partition's segment.
 //
-// Every run keeps its bytes in memory only, until the budget refuses more:
-// the run then spills, writing what it holds to a run file and streaming
-// there from then on. At Commit, runs in memory are written (one run) or
-// merged (several) into the data file without a run file in between, while
-// they are still written (streamMerge); a map output of one run that
-// spilled commits its run file as the data file. An engine without a
-// memory budget streams every run to its run file.
+// The first run of a map output streams to a run file, which becomes the
+// data file if no other run follows, and keeps a copy of its bytes in
+// memory while the budget allows. Later runs keep their bytes in memory
+// only, until the budget refuses more: the run then spills, writing what it
+// holds to a run file and streaming there from then on (the first run just
+// drops its copy). At Commit, runs in memory are merged into the data file
+// without a run file in between.
 type run struct {
 	w *MapWriter
 	// mu guards what a commit that merges the run while it is still
@@ -170,10 +170,10 @@ type run struct {
 	streamed bool
 }
 
-func (w *MapWriter) newRun() (*run, error) {
+func (w *MapWriter) newRun(first bool) (*run, error) {
 	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: w.e.memory.total > 0}
 	ru.cond.L = &ru.mu
-	if !ru.mem {
+	if first || !ru.mem {
 		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath)
 		if err != nil {
 			return nil, err

@@ -14,16 +14,15 @@ import (
 // gathers before it writes.
 const flushBytes = 1 << 20
 
-// streamMerge writes the data file of a map output whose runs are held in
-// memory while they are still written: partition p goes to the data file as
-// soon as every run has moved past p. The workers encode a map output's records
+// streamMerge merges a map output of several runs held in memory while
+// they are still written: partition p goes to the data file as soon as
+// every run has moved past p. The workers encode a map output's records
 // partition by partition across its runs (see jobQueue), so the merge
 // follows the encoding instead of starting after the last record. It
 // reports false, having done nothing, when a run is not in memory at the
 // start (the caller then waits for the runs and merges them). A run that
 // spills while it is merged is finished from its run file once its stream
-// has ended; a single run that spills makes it stop, remove what it wrote
-// and report false, and its run file becomes the data file.
+// has ended.
 func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, seg segments, ok bool, err error) {
 	k := len(w.streams)
 	runs := make([]*run, k)
@@ -83,7 +82,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		if cerr := dst.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
-		if err != nil || !ok {
+		if err != nil {
 			_ = fsys.Remove(temp)
 			path = ""
 		}
@@ -157,9 +156,6 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 			}
 			// Spilled: its file holds all of it once its stream ends.
 			ru.mu.Unlock()
-			if k == 1 {
-				return errSpilled
-			}
 			if err := flush(); err != nil {
 				return err
 			}
@@ -191,9 +187,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 	}
 	for p := range w.spec.NumPartitions {
 		for i := range k {
-			if err := segment(i, p); errors.Is(err, errSpilled) {
-				return "", segments{}, false, nil
-			} else if err != nil {
+			if err := segment(i, p); err != nil {
 				return "", segments{}, true, err
 			}
 		}
@@ -223,17 +217,11 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 			}
 		}
 	}
-	if k >= 2 {
-		res.MergeBytes = total
-		for _, f := range files {
-			if f == nil {
-				res.MemoryRuns++
-			}
+	res.MergeBytes = total
+	for _, f := range files {
+		if f == nil {
+			res.MemoryRuns++
 		}
 	}
 	return temp, seg, true, nil
 }
-
-// errSpilled stops the streaming write of a single run that spilled: its
-// run file is the data file.
-var errSpilled = errors.New("the run spilled to its run file")

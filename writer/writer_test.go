@@ -596,7 +596,7 @@ func TestLastRunSpills(t *testing.T) {
 			}
 		}
 		for p := range parts {
-			ops = append(ops, op{p, payload(rng, 80<<10)})
+			ops = append(ops, op{p, payload(rng, 40<<10)})
 		}
 		spec := Spec{ID: shufflefile.ID{Shuffle: 6, Map: int64(i)}, NumPartitions: parts, Codec: codec.None, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
 		res, err := writeAll(t, e, spec, ops)
