@@ -64,7 +64,7 @@ type Compressor struct {
 // lz4Slot is one batch's worth of a Compressor: its stream and scratch.
 type lz4Slot struct {
 	stream  cu.Stream
-	scratch map[string]*Buffer
+	scratch scratch
 }
 
 // Slots is the number of batches the compressor has in flight at most.
@@ -113,7 +113,7 @@ func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
 			return fmt.Errorf("lz4_compress_smem: %d bytes of shared memory: CUDA error %d", smem, int(r))
 		}
 		for range slots {
-			s := &lz4Slot{scratch: make(map[string]*Buffer)}
+			s := &lz4Slot{scratch: newScratch(d)}
 			if s.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 				return err
 			}
@@ -133,10 +133,7 @@ func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
 func (c *Compressor) Close() error {
 	for range c.all {
 		s := <-c.slots
-		for k, b := range s.scratch {
-			b.Free()
-			delete(s.scratch, k)
-		}
+		s.scratch.free()
 	}
 	return c.d.do(func() error {
 		for _, s := range c.all {
@@ -144,23 +141,6 @@ func (c *Compressor) Close() error {
 		}
 		return c.mod.Unload()
 	})
-}
-
-// buf returns the slot's scratch buffer name of at least n bytes.
-func (c *Compressor) buf(s *lz4Slot, name string, n int64) (*Buffer, error) {
-	n = max(n, 256)
-	if b := s.scratch[name]; b != nil && b.size >= n {
-		return b, nil
-	} else if b != nil {
-		b.Free()
-		delete(s.scratch, name)
-	}
-	b, err := c.d.Alloc(n + n/4)
-	if err != nil {
-		return nil, err
-	}
-	s.scratch[name] = b
-	return b, nil
 }
 
 // Compressed is the result of Compress: every record's stream, one after
@@ -223,7 +203,7 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 	}
 	b := map[string]*Buffer{}
 	for name, n := range bufs {
-		buf, err := c.buf(s, name, n)
+		buf, err := s.scratch.get(name, n)
 		if err != nil {
 			return nil, err
 		}

@@ -47,7 +47,7 @@ type Partitioner struct {
 	stream cu.Stream
 
 	mu      sync.Mutex
-	scratch map[string]*Buffer
+	scratch scratch
 }
 
 // NewPartitioner loads the partition kernels built into the program.
@@ -58,7 +58,7 @@ func (d *Device) NewPartitioner() (*Partitioner, error) {
 // LoadPartitioner loads the partition kernels from PTX (or a cubin) built
 // from kernels/partition.cu.
 func (d *Device) LoadPartitioner(ptx []byte) (*Partitioner, error) {
-	p := &Partitioner{d: d, fn: make(map[string]cu.Function), scratch: make(map[string]*Buffer)}
+	p := &Partitioner{d: d, fn: make(map[string]cu.Function), scratch: newScratch(d)}
 	err := d.do(func() (err error) {
 		if p.mod, err = cu.LoadData(string(ptx)); err != nil {
 			return fmt.Errorf("loading the module: %w", err)
@@ -83,31 +83,11 @@ func (d *Device) LoadPartitioner(ptx []byte) (*Partitioner, error) {
 func (p *Partitioner) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k, b := range p.scratch {
-		b.Free()
-		delete(p.scratch, k)
-	}
+	p.scratch.free()
 	return p.d.do(func() error {
 		p.stream.Destroy()
 		return p.mod.Unload()
 	})
-}
-
-// buf returns scratch buffer name of at least n bytes.
-func (p *Partitioner) buf(name string, n int64) (*Buffer, error) {
-	n = max(n, 256)
-	if b := p.scratch[name]; b != nil && b.size >= n {
-		return b, nil
-	} else if b != nil {
-		b.Free()
-		delete(p.scratch, name)
-	}
-	b, err := p.d.Alloc(n + n/4)
-	if err != nil {
-		return nil, err
-	}
-	p.scratch[name] = b
-	return b, nil
 }
 
 // hashKind is the hash_fixed kind of a fixed-width key type.
@@ -179,27 +159,27 @@ func (p *Partitioner) Partition(dst, src *Buffer, l Layout, keyCols []int, numPa
 			maxScan = max(maxScan, rows+1)
 		}
 	}
-	hash, err := p.buf("hash", 4*rows)
+	hash, err := p.scratch.get("hash", 4*rows)
 	if err != nil {
 		return nil, err
 	}
-	idx, err := p.buf("dst", 4*rows)
+	idx, err := p.scratch.get("dst", 4*rows)
 	if err != nil {
 		return nil, err
 	}
-	counts, err := p.buf("counts", 4*max(nparts*tiles, rows+1))
+	counts, err := p.scratch.get("counts", 4*max(nparts*tiles, rows+1))
 	if err != nil {
 		return nil, err
 	}
-	scanned, err := p.buf("scanned", 4*nparts*tiles)
+	scanned, err := p.scratch.get("scanned", 4*nparts*tiles)
 	if err != nil {
 		return nil, err
 	}
-	sums, err := p.buf("sums", 4*((maxScan+scanTile-1)/scanTile))
+	sums, err := p.scratch.get("sums", 4*((maxScan+scanTile-1)/scanTile))
 	if err != nil {
 		return nil, err
 	}
-	offs, err := p.buf("offsets", 8*(nparts+1))
+	offs, err := p.scratch.get("offsets", 8*(nparts+1))
 	if err != nil {
 		return nil, err
 	}
