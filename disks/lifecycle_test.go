@@ -2,6 +2,7 @@ package disks
 
 import (
 	"errors"
+	"github.com/shuffled/shuffled/internal/shuffletest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,63 +17,6 @@ import (
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/vfs/errorfs"
 )
-
-// commitOutput commits a map output of parts under l with Adler-32
-// checksums and returns the bytes of its files.
-func commitOutput(t testing.TB, l shufflefile.Layout, id shufflefile.ID, parts ...string) int64 {
-	t.Helper()
-	final := shufflefile.Path(l, shufflefile.DataName(id))
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp := shufflefile.TempName(final)
-	data := strings.Join(parts, "")
-	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := &shufflefile.Commit{FS: vfs.Default, Layout: l, ID: id, DataTemp: tmp, Algorithm: checksum.Adler32}
-	for _, p := range parts {
-		c.Lengths = append(c.Lengths, int64(len(p)))
-		c.Checksums = append(c.Checksums, checksum.Adler32.Update(checksum.Adler32.Empty(), []byte(p)))
-	}
-	if _, _, existing, err := c.Do(); err != nil || existing {
-		t.Fatalf("commit %v: existing %v, %v", id, existing, err)
-	}
-	n := int64(len(parts))
-	return int64(len(data)) + 8*(n+1) + 8*n
-}
-
-// writeFile writes a file of n bytes at path and returns n.
-func writeFile(t testing.TB, path string, n int) int64 {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, make([]byte, n), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return int64(n)
-}
-
-// listFiles returns the paths of the files below root, relative to it.
-func listFiles(t testing.TB, root string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			rel, _ := filepath.Rel(root, p)
-			out = append(out, rel)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // tree is the test's picture of two disks:
 //
@@ -97,15 +41,15 @@ func newTree(t *testing.T, opts ...Option) *tree {
 		return shufflefile.Flat(dir)
 	}
 	d0a1, d1a1, d1a2 := flat(0, "app-1", "e1"), flat(1, "app-1", "e2"), flat(1, "app-2", "e1")
-	tr.bytes["app-1/1"] += commitOutput(t, d0a1, shufflefile.ID{Shuffle: 1, Map: 0}, "abc", "", "defg")
-	tr.bytes["app-1/1"] += commitOutput(t, d0a1, shufflefile.ID{Shuffle: 1, Map: 1}, "hello")
-	tr.bytes["app-1/12"] += commitOutput(t, d0a1, shufflefile.ID{Shuffle: 12, Map: 0}, "twelve", "x")
-	tr.bytes["app-1/1"] += writeFile(t,
+	tr.bytes["app-1/1"] += shuffletest.CommitOutput(t, d0a1, shufflefile.ID{Shuffle: 1, Map: 0}, "abc", "", "defg")
+	tr.bytes["app-1/1"] += shuffletest.CommitOutput(t, d0a1, shufflefile.ID{Shuffle: 1, Map: 1}, "hello")
+	tr.bytes["app-1/12"] += shuffletest.CommitOutput(t, d0a1, shufflefile.ID{Shuffle: 12, Map: 0}, "twelve", "x")
+	tr.bytes["app-1/1"] += shuffletest.WriteFile(t,
 		shufflefile.TempName(shufflefile.Path(d0a1, shufflefile.DataName(shufflefile.ID{Shuffle: 1, Map: 2}))), 77)
-	tr.other = writeFile(t, filepath.Join(string(d0a1), "notes.txt"), 9)
-	tr.bytes["app-1/1"] += commitOutput(t, d1a1, shufflefile.ID{Shuffle: 1, Map: 3}, "on the other disk")
-	tr.bytes["app-1/2"] += commitOutput(t, d1a1, shufflefile.ID{Shuffle: 2, Map: 0}, "two", "two")
-	tr.bytes["app-2/1"] += commitOutput(t, d1a2, shufflefile.ID{Shuffle: 1, Map: 0}, "other app")
+	tr.other = shuffletest.WriteFile(t, filepath.Join(string(d0a1), "notes.txt"), 9)
+	tr.bytes["app-1/1"] += shuffletest.CommitOutput(t, d1a1, shufflefile.ID{Shuffle: 1, Map: 3}, "on the other disk")
+	tr.bytes["app-1/2"] += shuffletest.CommitOutput(t, d1a1, shufflefile.ID{Shuffle: 2, Map: 0}, "two", "two")
+	tr.bytes["app-2/1"] += shuffletest.CommitOutput(t, d1a2, shufflefile.ID{Shuffle: 1, Map: 0}, "other app")
 	return tr
 }
 
@@ -136,7 +80,7 @@ func TestRemoveShuffle(t *testing.T) {
 		t.Fatalf("RemoveShuffle(app-1, 1) = %d, %d, %v; want 3, %d, nil", outputs, freed, err, tr.bytes["app-1/1"])
 	}
 	for _, d := range tr.dirs {
-		for _, p := range listFiles(t, filepath.Join(d, "app-1")) {
+		for _, p := range shuffletest.ListFiles(t, filepath.Join(d, "app-1")) {
 			if strings.Contains(p, "shuffle_1_") {
 				t.Errorf("file %s of removed shuffle 1 remains", p)
 			}
@@ -233,9 +177,9 @@ func TestLifecycleDoesNotFollowSymlinks(t *testing.T) {
 	tr := newTree(t)
 	outside := t.TempDir()
 	victim := filepath.Join(outside, "shuffle_1_0_0.index")
-	writeFile(t, victim, 8)
+	shuffletest.WriteFile(t, victim, 8)
 	victim2 := filepath.Join(outside, "e1", "shuffle_1_0_0.index")
-	writeFile(t, victim2, 8)
+	shuffletest.WriteFile(t, victim2, 8)
 	if err := os.Symlink(outside, filepath.Join(tr.dirs[0], "app-1", "e1", "link")); err != nil {
 		t.Fatal(err)
 	}

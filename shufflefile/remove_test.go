@@ -3,8 +3,7 @@ package shufflefile_test
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"github.com/shuffled/shuffled/internal/shuffletest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,63 +13,6 @@ import (
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/vfs/errorfs"
 )
-
-// commitOutput commits a map output of parts under l with Adler-32
-// checksums and returns the bytes of its files.
-func commitOutput(t testing.TB, l shufflefile.Layout, id shufflefile.ID, parts ...string) int64 {
-	t.Helper()
-	final := shufflefile.Path(l, shufflefile.DataName(id))
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp := shufflefile.TempName(final)
-	data := strings.Join(parts, "")
-	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := &shufflefile.Commit{FS: vfs.Default, Layout: l, ID: id, DataTemp: tmp, Algorithm: checksum.Adler32}
-	for _, p := range parts {
-		c.Lengths = append(c.Lengths, int64(len(p)))
-		c.Checksums = append(c.Checksums, checksum.Adler32.Update(checksum.Adler32.Empty(), []byte(p)))
-	}
-	if _, _, existing, err := c.Do(); err != nil || existing {
-		t.Fatalf("commit %v: existing %v, %v", id, existing, err)
-	}
-	n := int64(len(parts))
-	return int64(len(data)) + 8*(n+1) + 8*n
-}
-
-// writeFile writes a file of n bytes at path and returns n.
-func writeFile(t testing.TB, path string, n int) int64 {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, make([]byte, n), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return int64(n)
-}
-
-// listFiles returns the paths of the files below root, relative to it.
-func listFiles(t testing.TB, root string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			rel, _ := filepath.Rel(root, p)
-			out = append(out, rel)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // removeOrder records the Remove operations of an FS.
 func removeOrder(fsys vfs.FS, fail func(path string) bool) (*errorfs.FS, *[]string) {
@@ -91,11 +33,11 @@ func TestRemoveShuffleSparkHashed(t *testing.T) {
 	l := shufflefile.SparkHashed{LocalDirs: []string{t.TempDir(), t.TempDir()}, SubDirs: 8}
 	var want int64
 	for m := range int64(12) {
-		want += commitOutput(t, l, shufflefile.ID{Shuffle: 3, Map: m}, fmt.Sprint("map ", m), "p1")
+		want += shuffletest.CommitOutput(t, l, shufflefile.ID{Shuffle: 3, Map: m}, fmt.Sprint("map ", m), "p1")
 	}
 	temp := shufflefile.TempName(shufflefile.Path(l, shufflefile.DataName(shufflefile.ID{Shuffle: 3, Map: 99})))
-	want += writeFile(t, temp, 5)
-	commitOutput(t, l, shufflefile.ID{Shuffle: 30, Map: 0}, "stays")
+	want += shuffletest.WriteFile(t, temp, 5)
+	shuffletest.CommitOutput(t, l, shufflefile.ID{Shuffle: 30, Map: 0}, "stays")
 
 	fsys, removed := removeOrder(vfs.Default, nil)
 	outputs, freed, err := shufflefile.RemoveShuffle(fsys, l, 3)
@@ -112,7 +54,7 @@ func TestRemoveShuffleSparkHashed(t *testing.T) {
 		seenOther = seenOther || !isIndex
 	}
 	for _, d := range l.LocalDirs {
-		for _, p := range listFiles(t, d) {
+		for _, p := range shuffletest.ListFiles(t, d) {
 			if strings.Contains(p, "shuffle_3_") {
 				t.Errorf("file %s of removed shuffle 3 remains", p)
 			}
