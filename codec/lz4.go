@@ -135,7 +135,7 @@ func (e *lz4Encoder) appendBlock(dst, src []byte) []byte {
 	h[8] = method | e.level
 	binary.LittleEndian.PutUint32(h[9:], uint32(n))
 	binary.LittleEndian.PutUint32(h[13:], uint32(len(src)))
-	binary.LittleEndian.PutUint32(h[17:], xxh32(src, lz4Seed)&lz4ChecksumMask)
+	binary.LittleEndian.PutUint32(h[17:], LZ4Checksum(src))
 	return dst
 }
 
@@ -210,7 +210,7 @@ func decodeLZ4Block(dst, payload []byte, b lz4Block, off int64) error {
 	case &dst[0] != &payload[0]:
 		copy(dst, payload)
 	}
-	if sum := xxh32(dst, lz4Seed) & lz4ChecksumMask; sum != b.check {
+	if sum := LZ4Checksum(dst); sum != b.check {
 		return corruptf("lz4 block at offset %d: checksum 0x%08x, header says 0x%08x", off, sum, b.check)
 	}
 	return nil
@@ -337,3 +337,8 @@ func (r *lz4Reader) Close() error {
 	r.err = ErrClosed
 	return nil
 }
+
+// LZ4Checksum is the checksum of an lz4 block in lz4-java's framing: the
+// xxHash32 of the block's raw bytes with seed 0x9747b28c, masked with
+// 0x0FFFFFFF.
+func LZ4Checksum(raw []byte) uint32 { return xxh32(raw, lz4Seed) & lz4ChecksumMask }

@@ -29,6 +29,7 @@ package lz4ref
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/shuffled/shuffled/codec"
 	"math/bits"
 )
 
@@ -172,7 +173,7 @@ func putLength(dst []byte, out, n int) int {
 
 // Checksum is a block's checksum in the framing: xxHash32 of the raw
 // block with Seed, masked with ChecksumMask.
-func Checksum(b []byte) uint32 { return xxh32(b, Seed) & ChecksumMask }
+func Checksum(b []byte) uint32 { return codec.LZ4Checksum(b) }
 
 // AppendBlock appends one framed block holding src (1..MaxBlockSize
 // bytes) to dst, compressed or raw, with the level bits of level.
