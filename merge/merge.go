@@ -27,12 +27,18 @@ import (
 
 // Run describes one run: its bytes, its per-partition segment lengths and,
 // when the map output has a checksum algorithm, the checksum of each
-// segment. Exactly one of File and Data holds the bytes.
+// segment. The bytes are in File, or in Data, or, when Prefix is not 0,
+// the first Prefix of them in File and the rest in Data (which may be
+// empty).
 type Run struct {
 	File vfs.File // open for reading; Merge does not close it
 	// Data is the run's bytes in memory, in order, cut into chunks of any
-	// sizes: the concatenation of the chunks is what File would hold.
-	Data      [][]byte
+	// sizes: the concatenation of the chunks is what File would hold (with
+	// a Prefix, what File holds after it).
+	Data [][]byte
+	// Prefix is how many of the run's first bytes are in File when Data
+	// holds the rest; 0 when one of them holds all.
+	Prefix    int64
 	Lengths   []int64  // segment length per partition
 	Checksums []uint32 // segment checksum per partition; nil when Algorithm is None
 }
@@ -60,8 +66,11 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 		if alg != checksum.None && len(run.Checksums) != numPartitions {
 			return Result{}, fmt.Errorf("merge: run %d has %d segment checksums, want %d", r, len(run.Checksums), numPartitions)
 		}
-		if run.File != nil && run.Data != nil {
-			return Result{}, fmt.Errorf("merge: run %d has both a file and in-memory data", r)
+		if run.Prefix < 0 || run.Prefix > 0 && run.File == nil {
+			return Result{}, fmt.Errorf("merge: run %d: file prefix of %d bytes without a file", r, run.Prefix)
+		}
+		if run.File != nil && run.Prefix == 0 && run.Data != nil {
+			return Result{}, fmt.Errorf("merge: run %d has both a file and in-memory data, and no file prefix", r)
 		}
 	}
 	res := Result{Lengths: make([]int64, numPartitions)}
@@ -92,9 +101,9 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 		res.Bytes += total
 	}
 	for r, run := range runs {
-		if run.File == nil {
-			if have, want := chunksLen(run.Data), sum(run.Lengths); have != want {
-				return Result{}, fmt.Errorf("merge: run %d holds %d bytes in memory, its segments %d", r, have, want)
+		if run.File == nil || run.Prefix > 0 {
+			if have, want := run.Prefix+chunksLen(run.Data), sum(run.Lengths); have != want {
+				return Result{}, fmt.Errorf("merge: run %d holds %d bytes in memory after a file prefix of %d, its segments %d", r, have-run.Prefix, run.Prefix, want)
 			}
 		}
 	}
@@ -125,7 +134,22 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 			if n == 0 {
 				continue
 			}
-			if runs[r].File == nil {
+			if offsets[r] < runs[r].Prefix {
+				// The part of the segment in the file prefix, then the rest
+				// from memory.
+				m := min(n, runs[r].Prefix-offsets[r])
+				if err := flush(); err != nil {
+					return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+				}
+				if _, err := vfs.CopyRange(dst, runs[r].File, offsets[r], m); err != nil {
+					return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
+				}
+				offsets[r] += m
+				if n -= m; n == 0 {
+					continue
+				}
+			}
+			if runs[r].File == nil || runs[r].Prefix > 0 {
 				pending = cursors[r].Take(pending, n)
 				if len(pending) >= maxPending {
 					if err := flush(); err != nil {

@@ -17,7 +17,8 @@ import (
 const (
 	inFiles  = "files"
 	inMemory = "memory"
-	mixed    = "mixed" // even runs in files, odd runs in memory
+	mixed    = "mixed"  // even runs in files, odd runs in memory
+	prefixed = "prefix" // each run's first bytes (a random number, cutting segments anywhere) in a file, the rest in memory
 )
 
 // makeRuns writes k run files of n partitions with random segments and
@@ -54,8 +55,29 @@ func makeRunsIn(t testing.TB, dir, where string, k, n, maxSeg int, alg checksum.
 				run.Checksums[p] = alg.Update(alg.Empty(), seg)
 			}
 		}
+		b := buf.Bytes()
+		if where == prefixed {
+			// Most runs: a prefix ending anywhere, cutting a segment; some
+			// with nothing after it in memory.
+			run.Prefix = int64(len(b))
+			if len(b) > 0 && rng.IntN(4) != 0 {
+				run.Prefix = 1 + rng.Int64N(int64(len(b)))
+			}
+			if run.Prefix == 0 { // an empty run: in memory, with nothing
+				run.Data = [][]byte{}
+				runs[r] = run
+				continue
+			}
+			run.File = writeRunFile(t, dir, r, b[:run.Prefix])
+			for rest := b[run.Prefix:]; len(rest) > 0; {
+				c := min(len(rest), 1+rng.IntN(4*maxSeg+1))
+				run.Data = append(run.Data, rest[:c])
+				rest = rest[c:]
+			}
+			runs[r] = run
+			continue
+		}
 		if where == inMemory || (where == mixed && r%2 == 1) {
-			b := buf.Bytes()
 			for len(b) > 0 {
 				c := min(len(b), 1+rng.IntN(4*maxSeg+1))
 				run.Data = append(run.Data, b[:c])
@@ -64,24 +86,30 @@ func makeRunsIn(t testing.TB, dir, where string, k, n, maxSeg int, alg checksum.
 			runs[r] = run
 			continue
 		}
-		path := filepath.Join(dir, fmt.Sprintf("run%d", r))
-		if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		f, err := vfs.Default.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		run.File = f
+		run.File = writeRunFile(t, dir, r, buf.Bytes())
 		runs[r] = run
 	}
 	return runs, want
 }
 
+// writeRunFile writes run r's file and opens it for reading.
+func writeRunFile(t testing.TB, dir string, r int, b []byte) vfs.File {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("run%d", r))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := vfs.Default.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func TestMerge(t *testing.T) {
 	for _, alg := range []checksum.Algorithm{checksum.None, checksum.Adler32, checksum.CRC32, checksum.CRC32C} {
-		for _, where := range []string{inFiles, inMemory, mixed} {
+		for _, where := range []string{inFiles, inMemory, mixed, prefixed} {
 			for _, k := range []int{1, 2, 5} {
 				for _, n := range []int{1, 7, 300} {
 					t.Run(fmt.Sprintf("alg=%v/in=%s/runs=%d/partitions=%d", alg, where, k, n), func(t *testing.T) {
@@ -146,6 +174,21 @@ func TestMergeBadRuns(t *testing.T) {
 	if _, err := Merge(dst, runs, 4, checksum.Adler32); err == nil {
 		t.Error("Merge with a run missing checksums: no error")
 	}
+	runs[1].Checksums = runs[0].Checksums
+	runs[0].Prefix = 3 // a prefix, with nothing in memory after it
+	if _, err := Merge(dst, runs, 4, checksum.None); err == nil {
+		t.Error("Merge of a run whose prefix and memory hold less than its segments: no error")
+	}
+	runs[0].Prefix = -1
+	if _, err := Merge(dst, runs, 4, checksum.None); err == nil {
+		t.Error("Merge of a run with a negative prefix: no error")
+	}
+	runs[0].Prefix = 0
+	runs[0].Data = [][]byte{{1}}
+	if _, err := Merge(dst, runs, 4, checksum.None); err == nil {
+		t.Error("Merge of a run with a file and data but no prefix: no error")
+	}
+	runs[0].Data = nil
 	runs[1].Lengths[2] = 1 << 40 // past the end of the run file
 	if _, err := Merge(dst, runs, 4, checksum.None); err == nil {
 		t.Error("Merge of a segment past the end of its run: no error")

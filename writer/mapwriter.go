@@ -183,6 +183,15 @@ func (w *MapWriter) startRun() error {
 		}
 		s = ru
 	}
+	if len(w.streams) == 1 && w.spec.Sink == nil {
+		if err := w.streams[0].sink.(*run).follow(); err != nil {
+			err = fmt.Errorf("writer: map output %s: run 0: %w", w.name(), err)
+			_ = s.close(true)
+			s.remove()
+			w.fail(err)
+			return err
+		}
+	}
 	if w.cur != nil {
 		close(w.cur.q)
 	}
@@ -535,9 +544,12 @@ func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, se
 		ru := s.sink.(*run)
 		mr := merge.Run{Lengths: ru.lengths, Checksums: ru.checksums}
 		if ru.mem {
-			mr.Data = ru.chunks
+			mr.Data, mr.Prefix = ru.chunks, ru.prefix
+		}
+		if ru.fromMemory() {
 			res.MemoryRuns++
-		} else {
+		}
+		if !ru.mem || ru.prefix > 0 {
 			f, err := fsys.Open(ru.file.path)
 			if err != nil {
 				return "", segments{}, err

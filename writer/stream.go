@@ -144,21 +144,27 @@ func (b *memoryBudget) release(n int64) { b.used.Add(-n) }
 // partition ids: its bytes are, in order, every partition's segment.
 //
 // The first run of a map output streams to a run file, which becomes the
-// data file if no other run follows, and keeps a copy of its bytes in
-// memory while the budget allows. Later runs keep their bytes in memory
-// only, until the budget refuses more: the run then spills, writing what it
-// holds to a run file and streaming there from then on (the first run just
-// drops its copy). At Commit, runs in memory are merged into the data file
-// without a run file in between.
+// data file if no other run follows. When a second run starts, the first
+// one stops writing its file: the file keeps the run's first bytes (its
+// prefix) and the rest is kept in memory, as later runs keep theirs, until
+// the budget refuses more: the run then spills, writing what it holds to
+// its run file (a new one for a later run) and streaming there from then
+// on. At Commit, runs in memory are merged into the data file without a run
+// file in between, the first run's prefix read back from its file.
 type run struct {
 	w *MapWriter
 	// mu guards what a commit that merges the run while it is still
-	// written reads: chunks, mem, held, segments, progress, finished.
+	// written reads: chunks, mem, held, segments, progress, finished; and
+	// the file, which put writes holding it.
 	mu   sync.Mutex
 	cond sync.Cond // on mu: progress or finished changed
 	segments
-	file   *runFile // nil while a later run is in memory only
-	mem    bool     // the run's bytes are held in chunks
+	file *runFile // nil while a later run is in memory only
+	// mem: the run's bytes after its prefix are held in chunks; prefix: how
+	// many of its bytes are in its file before those (the first run's, up
+	// to when the second started; 0 for a later run).
+	mem    bool
+	prefix int64
 	chunks [][]byte
 	held   int64 // bytes held in chunks: limiter quota, budget, map output's share
 	// progress: every partition below it is complete. finished: the run's
@@ -171,9 +177,9 @@ type run struct {
 }
 
 func (w *MapWriter) newRun(first bool) (*run, error) {
-	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: w.e.memory.total > 0}
+	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: !first && w.e.memory.total > 0}
 	ru.cond.L = &ru.mu
-	if first || !ru.mem {
+	if !ru.mem {
 		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath)
 		if err != nil {
 			return nil, err
@@ -183,14 +189,29 @@ func (w *MapWriter) newRun(first bool) (*run, error) {
 	return ru, nil
 }
 
+// follow turns the first run to memory once a second run starts (the
+// data file will be a merge, not this run's file): what it has written
+// stays in its file as its prefix, and its next bytes are kept in memory.
+// It runs before the run's stream can end (its queue is still open).
+func (ru *run) follow() error {
+	if ru.w.e.memory.total == 0 {
+		return nil
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if ru.mem || ru.file == nil || ru.finished {
+		return nil
+	}
+	// The merge reads the prefix back through another descriptor.
+	if err := ru.file.flush(); err != nil {
+		return err
+	}
+	ru.prefix, ru.mem = ru.file.n, true
+	return nil
+}
+
 func (ru *run) put(r *record) (int64, error) {
 	b := r.out
-	inFile := ru.file != nil
-	if inFile {
-		if err := ru.file.write(b); err != nil {
-			return 0, err
-		}
-	}
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
 	var kept int64
@@ -198,15 +219,13 @@ func (ru *run) put(r *record) (int64, error) {
 		k, ok := ru.keep(b, r.quota)
 		if ok {
 			kept = k
-		} else {
-			if err := ru.spill(); err != nil {
-				return 0, err
-			}
-			if !inFile { // b goes after what was held
-				if err := ru.file.write(b); err != nil {
-					return 0, err
-				}
-			}
+		} else if err := ru.spill(); err != nil {
+			return 0, err
+		}
+	}
+	if !ru.mem { // b goes to the file, after what the run held, if it spilled
+		if err := ru.file.write(b); err != nil {
+			return 0, err
 		}
 	}
 	ru.add(r.partition, len(b), r.sum)
@@ -249,8 +268,17 @@ func (ru *run) keep(b []byte, quota int64) (int64, bool) {
 	return kept, true
 }
 
-// spill stops keeping the run in memory: a run without a file writes what
-// it holds to a new one, and the memory is given back. ru.mu is held.
+// fromMemory reports whether the merge takes bytes of the run from memory:
+// a run in memory, or the first run holding bytes after its prefix.
+func (ru *run) fromMemory() bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	return ru.mem && (ru.prefix == 0 || ru.held > 0)
+}
+
+// spill stops keeping the run in memory: what it holds goes to its run
+// file (a new one for a later run, after the prefix for the first), and
+// the memory is given back. ru.mu is held.
 func (ru *run) spill() error {
 	if ru.file == nil {
 		w := ru.w
@@ -259,10 +287,10 @@ func (ru *run) spill() error {
 			return err
 		}
 		ru.file = rf
-		for _, c := range ru.chunks {
-			if err := rf.write(c); err != nil {
-				return err
-			}
+	}
+	for _, c := range ru.chunks {
+		if err := ru.file.write(c); err != nil {
+			return err
 		}
 	}
 	ru.releaseMemory()
@@ -284,7 +312,7 @@ func (ru *run) releaseMemory() {
 			putBuffer(c)
 		}
 	}
-	ru.chunks, ru.mem = nil, false
+	ru.chunks, ru.mem, ru.prefix = nil, false, 0
 }
 
 func (ru *run) close(failed bool) error {
@@ -319,6 +347,7 @@ type runFile struct {
 	path  string
 	f     vfs.File
 	bw    *bufio.Writer
+	n     int64 // bytes written
 }
 
 func newRunFile(fsys vfs.FS, space Space, dataPath string) (*runFile, error) {
@@ -337,6 +366,15 @@ func (rf *runFile) write(b []byte) error {
 		}
 	}
 	if _, err := rf.bw.Write(b); err != nil {
+		return fmt.Errorf("write %s: %w", rf.path, err)
+	}
+	rf.n += int64(len(b))
+	return nil
+}
+
+// flush writes what the buffer holds to the file.
+func (rf *runFile) flush() error {
+	if err := rf.bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", rf.path, err)
 	}
 	return nil

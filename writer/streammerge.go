@@ -14,6 +14,18 @@ import (
 // gathers before it writes.
 const flushBytes = 1 << 20
 
+// prefixCopyBytes is the size from which a piece of the first run's file
+// prefix is copied file to file in the kernel instead of through memory.
+const prefixCopyBytes = 256 << 10
+
+// prefixReader holds a window of a run's file prefix: buf is the file's
+// bytes from start.
+type prefixReader struct {
+	f     vfs.File
+	buf   []byte
+	start int64
+}
+
 // streamMerge merges a map output of several runs held in memory while
 // they are still written: partition p goes to the data file as soon as
 // every run has moved past p. The workers encode a map output's records
@@ -71,10 +83,18 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		return "", segments{}, true, err
 	}
 	files := make([]vfs.File, k) // a run's file, once it spilled and ended
+	prefixes := make([]prefixReader, k)
 	defer func() {
 		for _, f := range files {
 			if f != nil {
 				if cerr := f.Close(); err == nil && cerr != nil {
+					err = cerr
+				}
+			}
+		}
+		for _, pr := range prefixes {
+			if pr.f != nil {
+				if cerr := pr.f.Close(); err == nil && cerr != nil {
 					err = cerr
 				}
 			}
@@ -121,6 +141,48 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		}
 		return w.stopped()
 	}
+	// fromPrefix adds m bytes at off of run i's file prefix (the bytes the
+	// first run wrote to its file before the second run started): large
+	// pieces are copied in the kernel, small ones read through a buffer.
+	fromPrefix := func(i int, off, m int64) error {
+		pr := &prefixes[i]
+		if pr.f == nil {
+			f, err := fsys.Open(runs[i].file.path)
+			if err != nil {
+				return err
+			}
+			pr.f = f
+		}
+		if m >= prefixCopyBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := w.grow(m); err != nil {
+				return err
+			}
+			if _, err := vfs.CopyRange(dst, pr.f, off, m); err != nil {
+				return err
+			}
+			total += m
+			return nil
+		}
+		if off < pr.start || off+m > pr.start+int64(len(pr.buf)) {
+			if err := flush(); err != nil { // pending may hold slices of the buffer
+				return err
+			}
+			if pr.buf == nil {
+				pr.buf = make([]byte, flushBytes)
+			}
+			pr.buf = pr.buf[:min(int64(cap(pr.buf)), runs[i].prefix-off)]
+			if _, err := pr.f.ReadAt(pr.buf, off); err != nil {
+				return fmt.Errorf("read %s: %w", runs[i].file.path, err)
+			}
+			pr.start = off
+		}
+		pending = append(pending, pr.buf[off-pr.start:off-pr.start+m])
+		pendingBytes += m
+		return nil
+	}
 	// segment adds run i's segment of partition p, once the run has it.
 	segment := func(i, p int) error {
 		ru := runs[i]
@@ -145,7 +207,17 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 				return errors.New("a run failed")
 			}
 			if ru.mem {
-				if n := ru.lengths[p]; n > 0 {
+				n := ru.lengths[p]
+				if off := offsets[i]; n > 0 && off < ru.prefix {
+					m := min(n, ru.prefix-off)
+					if err := fromPrefix(i, off, m); err != nil {
+						ru.mu.Unlock()
+						return err
+					}
+					offsets[i] += m
+					n -= m
+				}
+				if n > 0 {
 					cursors[i].Chunks = ru.chunks
 					pending = cursors[i].Take(pending, n)
 					pendingBytes += n
@@ -218,8 +290,8 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		}
 	}
 	res.MergeBytes = total
-	for _, f := range files {
-		if f == nil {
+	for i, f := range files {
+		if f == nil && runs[i].fromMemory() {
 			res.MemoryRuns++
 		}
 	}

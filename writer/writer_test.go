@@ -551,9 +551,11 @@ func TestRunsInMemory(t *testing.T) {
 		inMem   func(memoryRuns, runs int) bool
 		explain string
 	}{
-		{"fits", 8 << 20, 3000, func(m, r int) bool { return m == r }, "every run"},
-		{"spills", 1 << 20, 30000, func(m, r int) bool { return m < r }, "fewer than all runs"},
-		{"no budget", 64 << 10, 3000, func(m, r int) bool { return m == 0 }, "no run"},
+		// The first run's bytes before the second started stay in its
+		// file: it may have none in memory.
+		{"fits", 8 << 20, 3000, func(m, r int) bool { return m >= r-1 }, "every run after the first"},
+		{"spills", 1 << 20, 30000, func(m, r int) bool { return m < r-1 }, "fewer than every run after the first"},
+		{"no budget", 48 << 10, 3000, func(m, r int) bool { return m == 0 }, "no run"}, // under 16 records
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEngine(t, WithLimit(c.limit), WithRecordSize(4<<10), WithWorkers(2))
@@ -612,6 +614,93 @@ func TestLastRunSpills(t *testing.T) {
 		checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, parts))
 		noTemps(t, dir)
 		checkQuiet(t, e)
+	}
+}
+
+// TestFirstRunPrefix merges a first run whose bytes are partly in its file
+// and partly in memory: it wrote to its file until the second run started
+// and keeps the rest in memory, or spills it. Its file part ends after the
+// whole run, after some of it (anywhere, also inside a partition of
+// several records), or at nothing; it holds pieces of a partition large
+// enough to be copied file to file and small ones read back through the
+// merge's buffer. The data reads back whole whichever way the runs are
+// merged (while written, or after they end).
+func TestFirstRunPrefix(t *testing.T) {
+	const parts = 30
+	for _, c := range []struct {
+		name  string
+		wait  int // partitions of the first run written to its file before the rest of it is written
+		limit int64
+	}{
+		{"all in the file", parts, 64 << 20},
+		{"part in the file", parts / 2, 64 << 20},
+		{"nothing waited for", 0, 64 << 20},
+		{"part in the file, then spills", parts / 2, 2 << 20}, // an eighth: 256 KiB per map output
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for i := range 3 {
+				e := newEngine(t, WithLimit(c.limit), WithRecordSize(4<<10), WithWorkers(2))
+				dir := t.TempDir()
+				rng := rand.New(rand.NewPCG(51, uint64(i)))
+				var first, later []op
+				for p := range parts {
+					n := 1 + rng.IntN(9000) // up to three records
+					switch {
+					case p == c.wait-1:
+						n = 100 // one record: once it is put, so is every earlier one
+					case p%7 == 3:
+						n = 300 << 10 // a piece over prefixCopyBytes
+					}
+					first = append(first, op{p, payload(rng, n)})
+				}
+				for range 2 {
+					for p := range parts {
+						later = append(later, op{p, payload(rng, 1+rng.IntN(2000))})
+					}
+				}
+				spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: int64(i)}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
+				ctx := context.Background()
+				w, err := e.Open(ctx, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				write := func(ops []op) {
+					for _, o := range ops {
+						if err := w.Write(ctx, o.p, o.data); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				write(first[:c.wait])
+				if c.wait > 0 { // until the first run has put its records
+					ru := w.streams[0].sink.(*run)
+					for {
+						ru.mu.Lock()
+						done := ru.progress == c.wait-1 && ru.lengths[c.wait-1] > 0
+						ru.mu.Unlock()
+						if done {
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+				write(first[c.wait:])
+				write(later)
+				res, err := w.Commit(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Runs != 3 {
+					t.Errorf("%d runs, want 3", res.Runs)
+				}
+				checkPartitions(t, readBack(t, vfs.Default, spec), expect(append(first, later...), parts))
+				noTemps(t, dir)
+				checkQuiet(t, e)
+				if used := e.memory.used.Load(); used != 0 {
+					t.Errorf("memory budget holds %d bytes after the commit, want 0", used)
+				}
+			}
+		})
 	}
 }
 
