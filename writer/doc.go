@@ -13,16 +13,18 @@
 // partition, then run, so its runs are encoded side by side.
 //
 // The first run streams to a partial file, which becomes the data file by
-// rename if no other run follows, and keeps a copy of its bytes in memory.
-// A record whose partition id is lower than the previous one starts a new
-// run; nothing ever looks ahead. Later runs keep their encoded bytes in
-// memory, taking over their records' quota, within a budget of a quarter of
-// the limit (an eighth per map output); a run that the budget refuses
-// spills to its own partial file. At Commit, runs in memory are merged into
-// the data file partition by partition while they are still written: each
-// partition as soon as every run has passed it. Runs in files are merged
-// after they end (package merge, by copying compressed segments). The index
-// and checksum files are then committed atomically (package shufflefile).
+// rename if no other run follows. A record whose partition id is lower than
+// the previous one starts a new run; nothing ever looks ahead. From then on
+// the first run's file keeps what it has written (its prefix), and every
+// run keeps its encoded bytes in memory, taking over their records' quota,
+// within a budget of a quarter of the limit (an eighth per map output); a
+// run that the budget refuses spills to a partial file (the first run to
+// its own, after the prefix). At Commit, runs in memory are merged into the
+// data file partition by partition while they are still written: each
+// partition as soon as every run has passed it, the first run's prefix read
+// back from its file. Runs in files are merged after they end (package
+// merge, by copying compressed segments). The index and checksum files are
+// then committed atomically (package shufflefile).
 //
 // A Spec.Sink replaces the runs for measurements (the baselines in
 // internal/baseline).
