@@ -9,7 +9,7 @@ package codec
 // the zstd encoder writes libzstd's frames (ZSTD_compress2 at the stream's
 // level, content size and checksum set, as the default build's frames); the
 // lz4 encoder stays pure Go, which writes LZ4_compress_default's blocks at
-// its speed.
+// its speed, unless UseCLZ4 switches it to the C.
 
 /*
 #cgo LDFLAGS: -llz4 -lzstd
@@ -21,11 +21,32 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 )
 
 func init() {
 	newLibZstd = func(level int) (zstdFrameWriter, error) { return newCZstd(level) }
+}
+
+// useCLZ4 is UseCLZ4's switch.
+var useCLZ4 atomic.Bool
+
+// UseCLZ4 makes every lz4 encoder of the process compress its blocks with
+// liblz4's LZ4_compress_default (on) or with the pure-Go block compressor
+// (off, the default), from its next block on. Both write the same bytes, so
+// streams do not change; it is for benchmarks that measure the pure-Go
+// compressor against C in one program (writer's BenchmarkWrite, mode
+// ceiling-c). Only in the clib build.
+func UseCLZ4(on bool) { useCLZ4.Store(on) }
+
+// cLZ4Block is LZ4_compress_default(src, dst) when UseCLZ4 switched it on:
+// the block's length and true; else 0 and false. src must not be empty.
+func cLZ4Block(dst, src []byte) (int, bool) {
+	if !useCLZ4.Load() {
+		return 0, false
+	}
+	return cLZ4Compress(src, dst), true
 }
 
 // cLZ4Compress is LZ4_compress_default(src, dst): the length of the LZ4

@@ -29,8 +29,9 @@
 // compressor (lz4block.go) writes the blocks of LZ4_compress_default, the
 // function lz4-java's native compressor calls, so a stream is byte for byte
 // what Spark writes for the same input; the clib build tag (liblz4-dev,
-// libzstd-dev) tests that against liblz4 itself, and makes the zstd encoder
-// write libzstd's frames. The end mark is a
+// libzstd-dev) tests that against liblz4 itself, makes the zstd encoder
+// write libzstd's frames, and has UseCLZ4, which switches the lz4 encoder to
+// liblz4's compressor for benchmarks. The end mark is a
 // header with a raw token and three zero ints, and no payload; an empty
 // stream is the end mark alone. At the default block size:
 //

@@ -109,16 +109,19 @@ func (e *lz4Encoder) release() {
 func (e *lz4Encoder) appendBlock(dst, src []byte) []byte {
 	start := len(dst)
 	bound := lz4Bound(len(src))
-	var n int
 	var payload []byte
 	if cap(dst)-start-lz4HeaderLen >= bound {
 		payload = dst[start+lz4HeaderLen : start+lz4HeaderLen+bound]
-		n = e.c.compress(payload, src)
 	} else {
 		if len(e.scratch) < bound {
 			e.scratch = make([]byte, lz4Bound(e.o.blockSize))
 		}
 		payload = e.scratch
+	}
+	// liblz4's LZ4_compress_default in a clib build where UseCLZ4 switched
+	// it on (the same bytes); in the default build cLZ4Block is inlined away.
+	n, ok := cLZ4Block(payload, src)
+	if !ok {
 		n = e.c.compress(payload, src)
 	}
 	method := byte(lz4MethodLZ4)

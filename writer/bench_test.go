@@ -15,15 +15,22 @@ import (
 	"github.com/shuffled/shuffled/writer"
 )
 
+// benchMode is one way BenchmarkWrite writes: its sink (nil: the writer's
+// own files), and setup, when not nil, called at the start of each of its
+// sub-benchmarks (undoing itself with b.Cleanup).
+type benchMode struct {
+	name  string
+	sink  func(writer.SinkSpec) (writer.Sink, error)
+	setup func(b *testing.B)
+}
+
 // modes are the writer's own runs and the baselines it is measured
-// against (package internal/baseline).
-var modes = []struct {
-	name string
-	sink func(writer.SinkSpec) (writer.Sink, error)
-}{
-	{"stream", nil},
-	{"legacy", baseline.Legacy},
-	{"ceiling", baseline.Ceiling},
+// against (package internal/baseline); a clib build adds ceiling-c
+// (clib_test.go).
+var modes = []benchMode{
+	{"stream", nil, nil},
+	{"legacy", baseline.Legacy, nil},
+	{"ceiling", baseline.Ceiling, nil},
 }
 
 // BenchmarkWrite writes one map task of runs batches per iteration, through
@@ -37,7 +44,12 @@ func BenchmarkWrite(b *testing.B) {
 			for _, runs := range []int{1, 4} {
 				for _, n := range []int{200, 2000} {
 					name := fmt.Sprintf("mode=%s/codec=%v/runs=%d/partitions=%d", mode.name, k, runs, n)
-					b.Run(name, func(b *testing.B) { benchWrite(b, mode.sink, k, runs, n) })
+					b.Run(name, func(b *testing.B) {
+						if mode.setup != nil {
+							mode.setup(b)
+						}
+						benchWrite(b, mode.sink, k, runs, n)
+					})
 				}
 			}
 		}
