@@ -5,10 +5,12 @@
 // serialized, or a row range of a columnar batch that the writer serializes.
 // Records are admitted by the daemon-wide bytes-in-flight limiter, encoded
 // (serialize + compress into one complete codec stream) on a shared pool of
-// workers, and written by one goroutine per run. A run is a maximal stretch of
-// records with non-decreasing partition ids, so writing a run's records in
-// arrival order writes its partitions in order and the bytes of each
-// partition in arrival order, whatever order the workers finish in. Map
+// workers, and written to their run in arrival order, by the worker that
+// finishes the oldest record not yet written (one at a time per run). A run
+// is a maximal stretch of records with non-decreasing partition ids, so
+// writing a run's records in arrival order writes its partitions in order
+// and the bytes of each partition in arrival order, whatever order the
+// workers finish in. Map
 // outputs take turns at the workers, and a map output's records go by
 // partition, then run, so its runs are encoded side by side.
 //

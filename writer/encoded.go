@@ -44,7 +44,7 @@ func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDo
 				return err
 			}
 			r := &record{w: w, partition: e.Partition, quota: int64(len(e.Stream)), data: e.Stream,
-				encoded: true, raw: e.Raw, batch: ref, done: make(chan struct{})}
+				encoded: true, raw: e.Raw, batch: ref}
 			if err := w.enqueue(ctx, r); err != nil {
 				return err
 			}

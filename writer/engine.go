@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
@@ -209,18 +210,26 @@ func (e *Engine) Close() error {
 
 func (e *Engine) work() {
 	defer e.workers.Done()
+	last := time.Now()
 	for r := e.jobs.pop(); r != nil; r = e.jobs.pop() {
 		r.encode()
-		// Finishing a record readies its stream, which the scheduler puts
-		// next on this P; a worker that took the next job at once would
-		// keep it waiting there until preempted (10 ms) whenever every P
-		// encodes, and the run's writes would pile up at its end. Yielding
-		// between records lets it run now, and lets any other goroutine
-		// that waits for a P (a connection's reader, a copy's completion)
-		// in at least once per record.
-		runtime.Gosched()
+		// With every P encoding, a goroutine that waits for one (a
+		// connection's reader, a commit's merge, a producer of records)
+		// would wait until a worker is preempted (10 ms); a worker yields
+		// between records once it has run yieldEvery since it last did.
+		// Yielding after every record sends each worker through the
+		// scheduler's global queue and its lock, thousands of times per
+		// map output.
+		if now := time.Now(); now.Sub(last) >= yieldEvery {
+			runtime.Gosched()
+			last = now
+		}
 	}
 }
+
+// yieldEvery is how long a worker encodes records before it lets the
+// goroutines waiting for a P run.
+const yieldEvery = time.Millisecond
 
 // submit hands an admitted record to the workers.
 func (e *Engine) submit(r *record) { e.jobs.push(r) }

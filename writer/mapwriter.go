@@ -193,7 +193,7 @@ func (w *MapWriter) startRun() error {
 		}
 	}
 	if w.cur != nil {
-		close(w.cur.q)
+		w.cur.close()
 	}
 	w.cur = w.startStream(s)
 	w.streams = append(w.streams, w.cur)
@@ -239,7 +239,7 @@ func (w *MapWriter) writeColumnar(ctx context.Context, b *partition.Batch, ref *
 		}
 		for i := 1; i < len(bounds); i++ {
 			lo, hi := bounds[i-1], bounds[i]
-			r := &record{w: w, partition: p, cols: b, rowStart: lo, rowEnd: hi, batch: ref, done: make(chan struct{})}
+			r := &record{w: w, partition: p, cols: b, rowStart: lo, rowEnd: hi, batch: ref}
 			r.quota = int64(w.spec.Format.Size(b, lo, hi))
 			if err := w.enqueue(ctx, r); err != nil {
 				return err
@@ -314,7 +314,7 @@ func (w *MapWriter) writeOpaque(ctx context.Context, p int, data []byte, ref *ba
 	size := w.e.opts.recordSize
 	for len(data) > 0 {
 		n := min(len(data), size)
-		r := &record{w: w, partition: p, quota: int64(n), data: data[:n], batch: ref, done: make(chan struct{})}
+		r := &record{w: w, partition: p, quota: int64(n), data: data[:n], batch: ref}
 		if err := w.enqueue(ctx, r); err != nil {
 			return err
 		}
@@ -335,13 +335,11 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 		r.finish()
 		return w.wrapCtx(err)
 	}
-	select {
-	case w.cur.q <- r:
-	case <-ctx.Done():
+	if err := w.cur.add(ctx, r); err != nil {
 		w.e.lim.Release(r.quota)
 		r.quota = 0
 		r.finish()
-		return w.wrapCtx(ctx.Err())
+		return w.wrapCtx(err)
 	}
 	r.run, r.seq = len(w.streams)-1, w.records
 	w.records++
@@ -382,7 +380,7 @@ func (w *MapWriter) wait(ctx context.Context) error {
 // closeRun closes the open stream's queue: no record follows.
 func (w *MapWriter) closeRun() {
 	if w.cur != nil {
-		close(w.cur.q)
+		w.cur.close()
 		w.cur = nil
 	}
 }

@@ -30,11 +30,14 @@ type record struct {
 	encoded bool
 	raw     int64
 
-	// Results, published by closing done.
-	out  []byte
-	sum  uint32
-	err  error
-	done chan struct{}
+	// stream is the stream the record is queued on (nil until it is); the
+	// results are published to it by finish, and put (guarded by its
+	// mutex) says the record may be put.
+	stream *stream
+	put    bool
+	out    []byte
+	sum    uint32
+	err    error
 }
 
 // encode runs on a worker: serialize + compress into one codec stream and
@@ -66,14 +69,17 @@ func (r *record) encode() {
 	r.finish()
 }
 
-// finish drops the payload and publishes the result.
+// finish drops the payload and publishes the result to the record's
+// stream, if it is queued on one.
 func (r *record) finish() {
 	r.data, r.cols = nil, nil
 	if r.batch != nil {
 		r.batch.release()
 		r.batch = nil
 	}
-	close(r.done)
+	if r.stream != nil {
+		r.stream.finished(r)
+	}
 }
 
 // batchRef calls done once every record of a batch has let go of the batch's

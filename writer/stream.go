@@ -2,6 +2,7 @@ package writer
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,16 +12,30 @@ import (
 	"github.com/shuffled/shuffled/vfs"
 )
 
-// A stream is the ordered tail of the pipeline: one goroutine that takes a
-// map output's records in arrival order, waits for each to be encoded, and
-// hands the bytes to a sink. There is one stream per run (or one for a
-// Spec.Sink).
+// A stream is the ordered tail of the pipeline: it takes a map output's
+// records in arrival order and hands each one's bytes to a sink once it and
+// every record before it are encoded. There is no goroutine per stream: the
+// worker that finishes the record at the head of the queue puts it and
+// every finished record after it (one worker at a time per stream, so a
+// sink sees one put at a time, in order), and the stream ends when the
+// last record is put after the queue is closed. There is one stream per
+// run (or one for a Spec.Sink).
 type stream struct {
 	w    *MapWriter
-	q    chan *record
 	sink sink
+	// slots bounds the records queued and not yet put: the limiter already
+	// bounds their bytes; this bounds their number.
+	slots chan struct{}
+
+	mu       sync.Mutex
+	recs     []*record // queued records; recs[head:] are not yet put
+	head     int
+	draining bool // a worker is putting records
+	closed   bool // no record follows
+	ended    bool
+
 	err  error         // first failure; read after done is closed
-	done chan struct{} // closed when the goroutine has returned
+	done chan struct{} // closed once every record is put and the sink closed
 }
 
 // sink receives encoded records of non-decreasing partition ids (a run) or
@@ -38,44 +53,104 @@ type sink interface {
 	remove()
 }
 
-// streamQueue bounds how many admitted records wait for their stream. The
-// limiter already bounds their bytes; this only bounds the channel.
-const streamQueue = 1024
+// streamQueue bounds how many admitted records wait for their stream.
+const streamQueue = 1 << 14
 
 func (w *MapWriter) startStream(s sink) *stream {
-	st := &stream{w: w, q: make(chan *record, streamQueue), sink: s, done: make(chan struct{})}
-	go st.loop()
-	return st
+	return &stream{w: w, sink: s, slots: make(chan struct{}, streamQueue), done: make(chan struct{})}
 }
 
-func (s *stream) loop() {
-	defer close(s.done)
-	w := s.w
-	for r := range s.q {
-		<-r.done
-		var kept int64
-		if s.err == nil {
-			switch {
-			case r.err != nil:
-				s.err = r.err
-			case w.aborted.Load():
-				s.err = ErrAborted
-			default:
-				kept, s.err = s.sink.put(r)
-			}
-			if s.err != nil {
-				w.fail(s.err)
-			}
-		}
-		w.e.lim.Release(r.quota - kept)
-		if r.out != nil {
-			putBuffer(r.out)
-			r.out = nil
-		}
+// add queues an admitted record, once a slot is free.
+func (s *stream) add(ctx context.Context, r *record) error {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+	r.stream = s
+	s.mu.Lock()
+	s.recs = append(s.recs, r)
+	s.mu.Unlock()
+	return nil
+}
+
+// finished is called by the worker that encoded r (or failed to): if r is
+// at the head of the queue and no worker puts records, this one puts r and
+// the finished records after it.
+func (s *stream) finished(r *record) {
+	s.mu.Lock()
+	r.put = true
+	if s.draining || s.head == len(s.recs) || s.recs[s.head] != r {
+		s.mu.Unlock()
+		return
+	}
+	s.drain()
+}
+
+// close marks the end of the queue: no record follows.
+func (s *stream) close() {
+	s.mu.Lock()
+	s.closed = true
+	if s.draining {
+		s.mu.Unlock()
+		return
+	}
+	s.drain()
+}
+
+// drain puts the finished records at the head of the queue, in order, and
+// ends the stream after its last record. s.mu is held on entry and released
+// on return.
+func (s *stream) drain() {
+	s.draining = true
+	for s.head < len(s.recs) && s.recs[s.head].put {
+		r := s.recs[s.head]
+		s.recs[s.head] = nil
+		s.head++
+		s.mu.Unlock()
+		s.write(r)
+		<-s.slots
+		s.mu.Lock()
+	}
+	if s.head == len(s.recs) { // reuse the queue's memory
+		s.recs, s.head = s.recs[:0], 0
+	}
+	s.draining = false
+	if !s.closed || s.head < len(s.recs) || s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	s.mu.Unlock()
 	if err := s.sink.close(s.err != nil); err != nil && s.err == nil {
 		s.err = err
-		w.fail(err)
+		s.w.fail(err)
+	}
+	close(s.done)
+}
+
+// write hands one finished record to the sink (unless the stream already
+// failed) and releases what the sink does not keep.
+func (s *stream) write(r *record) {
+	w := s.w
+	var kept int64
+	if s.err == nil {
+		switch {
+		case r.err != nil:
+			s.err = r.err
+		case w.aborted.Load():
+			s.err = ErrAborted
+		default:
+			kept, s.err = s.sink.put(r)
+		}
+		if s.err != nil {
+			w.fail(s.err)
+		}
+	}
+	w.e.lim.Release(r.quota - kept)
+	if r.out != nil {
+		putBuffer(r.out)
+		r.out = nil
 	}
 }
 
