@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
@@ -210,29 +209,29 @@ func (e *Engine) Close() error {
 
 func (e *Engine) work() {
 	defer e.workers.Done()
-	last := time.Now()
-	for r := e.jobs.pop(); r != nil; r = e.jobs.pop() {
-		r.encode()
-		// With every P encoding, a goroutine that waits for one (a
-		// connection's reader, a commit's merge, a producer of records)
-		// would wait until a worker is preempted (10 ms); a worker yields
-		// between records once it has run yieldEvery since it last did.
-		// Yielding after every record sends each worker through the
-		// scheduler's global queue and its lock, thousands of times per
-		// map output.
-		if now := time.Now(); now.Sub(last) >= yieldEvery {
+	var rs []*record
+	for {
+		rs = e.jobs.pop(rs[:0])
+		if len(rs) == 0 {
+			return
+		}
+		for i, r := range rs {
+			r.encode()
+			rs[i] = nil
+			// A goroutine this worker readies (a commit's merge that
+			// waited for the record's run, a worker woken for the queue's
+			// lock) goes next on this P, and with every P encoding would
+			// wait there until the worker is preempted (10 ms). Yielding
+			// between records lets it run now, and lets any other
+			// goroutine that waits for a P (a connection's reader, a
+			// producer of records) in at least once per record. Measured
+			// against yielding once per millisecond (and whenever a merge
+			// was woken): level on 2 cores, up to a quarter more
+			// throughput for one map output of several runs on 16.
 			runtime.Gosched()
-			last = now
 		}
 	}
 }
-
-// yieldEvery is how long a worker encodes records before it lets the
-// goroutines waiting for a P run.
-const yieldEvery = time.Millisecond
-
-// submit hands an admitted record to the workers.
-func (e *Engine) submit(r *record) { e.jobs.push(r) }
 
 // Spec names a map output and how to write it.
 type Spec struct {

@@ -47,6 +47,7 @@ type MapWriter struct {
 	records int64
 	bytesIn int64
 	memHeld atomic.Int64 // bytes its runs hold in memory
+	held    []*record    // admitted and queued on their stream, not yet submitted (see enqueue)
 	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
 }
 
@@ -132,6 +133,7 @@ func (w *MapWriter) writing(ctx context.Context, add func(ctx context.Context) e
 	}
 	ctx, stop := w.join(ctx)
 	defer stop()
+	defer w.submitHeld()
 	return add(ctx)
 }
 
@@ -326,20 +328,31 @@ func (w *MapWriter) writeOpaque(ctx context.Context, p int, data []byte, ref *ba
 // enqueue admits a record, queues it on the current stream and hands it to
 // the workers. On failure the record holds no quota and is not queued, or is
 // queued and already finished with an error.
+//
+// Admitted records go to the workers in groups of up to submitBatch, and
+// before anything blocks: records held back still hold quota and stream
+// slots that only their encoding gives back. The caller holds w.mu and
+// calls submitHeld before letting go of it (writing does).
 func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 	if r.batch != nil {
 		r.batch.add()
 	}
-	if err := w.e.lim.Acquire(ctx, r.quota); err != nil {
-		r.quota = 0
-		r.finish()
-		return w.wrapCtx(err)
+	if !w.e.lim.TryAcquire(r.quota) {
+		w.submitHeld()
+		if err := w.e.lim.Acquire(ctx, r.quota); err != nil {
+			r.quota = 0
+			r.finish()
+			return w.wrapCtx(err)
+		}
 	}
-	if err := w.cur.add(ctx, r); err != nil {
-		w.e.lim.Release(r.quota)
-		r.quota = 0
-		r.finish()
-		return w.wrapCtx(err)
+	if !w.cur.tryAdd(r) {
+		w.submitHeld()
+		if err := w.cur.add(ctx, r); err != nil {
+			w.e.lim.Release(r.quota)
+			r.quota = 0
+			r.finish()
+			return w.wrapCtx(err)
+		}
 	}
 	r.run, r.seq = len(w.streams)-1, w.records
 	w.records++
@@ -348,8 +361,24 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 	} else {
 		w.bytesIn += r.quota
 	}
-	w.e.submit(r)
+	w.held = append(w.held, r)
+	if len(w.held) >= submitBatch {
+		w.submitHeld()
+	}
 	return nil
+}
+
+// submitBatch is how many admitted records a producer hands to the workers
+// at once: one wake-up of the workers per group rather than per record.
+const submitBatch = 16
+
+// submitHeld hands the admitted records held back to the workers.
+func (w *MapWriter) submitHeld() {
+	if len(w.held) > 0 {
+		w.e.jobs.push(w.held)
+		clear(w.held)
+		w.held = w.held[:0]
+	}
 }
 
 // wrapErr explains an error of the merge: the map output's own abort or

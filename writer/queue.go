@@ -6,7 +6,7 @@ import (
 )
 
 // jobQueue holds admitted records until a worker encodes them. Map outputs
-// with queued records take turns, one record each, so that no map output
+// with queued records take turns, a record (or popBytes of small ones) each, so that no map output
 // waits behind another; within a map output, records go by partition, then
 // run, then arrival: a map output whose runs were admitted before the
 // workers got far is encoded partition by partition across its runs, and
@@ -18,6 +18,7 @@ type jobQueue struct {
 	cond   sync.Cond
 	turns  []*MapWriter // map outputs with queued records, in turn
 	queued int
+	idle   int // workers waiting for a record
 	closed bool
 }
 
@@ -27,38 +28,57 @@ func newJobQueue() *jobQueue {
 	return q
 }
 
-func (q *jobQueue) push(r *record) {
-	w := r.w
+// push queues records and wakes as many idle workers as there are records.
+func (q *jobQueue) push(rs []*record) {
 	q.mu.Lock()
-	heap.Push(&w.jobs, r)
-	if len(w.jobs) == 1 {
-		q.turns = append(q.turns, w)
+	for _, r := range rs {
+		w := r.w
+		heap.Push(&w.jobs, r)
+		if len(w.jobs) == 1 {
+			q.turns = append(q.turns, w)
+		}
 	}
-	q.queued++
+	q.queued += len(rs)
+	wake := min(len(rs), q.idle)
 	q.mu.Unlock()
-	q.cond.Signal()
+	for range wake {
+		q.cond.Signal()
+	}
 }
 
-// pop returns the next record, or nil once the queue is closed and empty.
-func (q *jobQueue) pop() *record {
+// pop appends to rs the next records of the map output whose turn it is:
+// records of up to popBytes of input together (at least one), so that a
+// worker takes the queue's lock once per that much work rather than once
+// per small record. It returns rs empty once the queue is closed and empty.
+func (q *jobQueue) pop(rs []*record) []*record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for q.queued == 0 {
 		if q.closed {
-			return nil
+			return rs
 		}
+		q.idle++
 		q.cond.Wait()
+		q.idle--
 	}
 	w := q.turns[0]
-	r := heap.Pop(&w.jobs).(*record)
-	q.queued--
+	var n int64
+	for len(w.jobs) > 0 && (n == 0 || n+w.jobs[0].quota <= popBytes) {
+		r := heap.Pop(&w.jobs).(*record)
+		n += r.quota
+		rs = append(rs, r)
+	}
+	q.queued -= len(rs)
 	copy(q.turns, q.turns[1:])
 	q.turns = q.turns[:len(q.turns)-1]
 	if len(w.jobs) > 0 {
 		q.turns = append(q.turns, w) // its next turn after the others'
 	}
-	return r
+	return rs
 }
+
+// popBytes is the input a worker takes from the queue at once.
+const popBytes = 64 << 10
 
 func (q *jobQueue) close() {
 	q.mu.Lock()

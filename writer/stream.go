@@ -67,11 +67,26 @@ func (s *stream) add(ctx context.Context, r *record) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	s.queue(r)
+	return nil
+}
+
+// tryAdd queues r if a slot is free.
+func (s *stream) tryAdd(r *record) bool {
+	select {
+	case s.slots <- struct{}{}:
+		s.queue(r)
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *stream) queue(r *record) {
 	r.stream = s
 	s.mu.Lock()
 	s.recs = append(s.recs, r)
 	s.mu.Unlock()
-	return nil
 }
 
 // finished is called by the worker that encoded r (or failed to): if r is
@@ -99,8 +114,8 @@ func (s *stream) close() {
 }
 
 // drain puts the finished records at the head of the queue, in order, and
-// ends the stream after its last record. s.mu is held on entry and released
-// on return.
+// ends the stream after its last record. s.mu is held on entry and
+// released on return.
 func (s *stream) drain() {
 	s.draining = true
 	for s.head < len(s.recs) && s.recs[s.head].put {
