@@ -6,13 +6,13 @@ import (
 )
 
 // jobQueue holds admitted records until a worker encodes them. Map outputs
-// with queued records take turns, a record (or popBytes of small ones) each, so that no map output
-// waits behind another; within a map output, records go by partition, then
-// run, then arrival: a map output whose runs were admitted before the
-// workers got far is encoded partition by partition across its runs, and
-// its commit can write each partition as soon as every run has it (see
-// streamMerge) instead of after the last record. The limiter bounds what
-// the queue holds.
+// with queued records take turns, a record (or popBytes of small ones)
+// each, so that no map output waits behind another; within a map output,
+// records go by partition, then run, then arrival: a map output whose runs
+// were admitted before the workers got far is encoded partition by
+// partition across its runs, and its commit can write each partition as
+// soon as every run has it (see streamMerge) instead of after the last
+// record. The limiter bounds what the queue holds.
 type jobQueue struct {
 	mu     sync.Mutex
 	cond   sync.Cond
