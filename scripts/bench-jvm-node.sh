@@ -35,11 +35,13 @@
 # LIMIT_MIB (128), WARMUP (1), PARTITIONS ("200 2000"), BATCHES ("1 4"),
 # BUDGET_S (450: no repetition starts that would end later than that many
 # seconds after the start, each configuration getting an equal share; each
-# runs its byte-identity checks and at least one repetition),
+# runs its byte-identity checks and at least one repetition, and is stopped
+# GRACE_S (60) seconds past its share, its finished repetitions summarised),
 # QUICK=1 (the byte-identity checks only, on a small workload: REPS=0
 # TASKS_PER_CORE=1 ROWS=2000 PARTITIONS=16 BATCHES="1 3"), OUT (a directory:
-# the tables go to OUT/bench-jvm-node.txt and the summary's JSON lines, one
-# per configuration and workload, to OUT/bench-jvm-node.jsonl).
+# the tables go to OUT/bench-jvm-node.txt, the summary's JSON lines, one
+# per configuration and workload, to OUT/bench-jvm-node.jsonl, and every
+# run's JSON to OUT/runs-N-cores/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 say() { printf 'bench-jvm-node: %s\n' "$*" >&2; }
@@ -53,10 +55,11 @@ model=$here/bench-jvm-model.sh
 [ -f "$model" ] || die "no bench-jvm-model.sh beside $0"
 
 CORES=${CORES:-"2 all"} REPS=${REPS:-3} TASKS_PER_CORE=${TASKS_PER_CORE:-4} BUDGET_S=${BUDGET_S:-450}
+GRACE_S=${GRACE_S:-60}
 if [ "${QUICK:-0}" = 1 ]; then
 	REPS=0 TASKS_PER_CORE=1 ROWS=2000 PARTITIONS=16 BATCHES="1 3"
 fi
-for v in REPS TASKS_PER_CORE BUDGET_S; do
+for v in REPS TASKS_PER_CORE BUDGET_S GRACE_S; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
 done
 [ "$TASKS_PER_CORE" -ge 1 ] || die "TASKS_PER_CORE must be >= 1, got $TASKS_PER_CORE"
@@ -124,8 +127,24 @@ for n in "${configs[@]}"; do
 		echo "${cpus[*]:0:n}"
 	)
 	say "$n cores (CPUS=$list): THREADS=$n CONCURRENCY=$n TASKS=$((TASKS_PER_CORE * n)), repetitions until $(date -u -d "@$deadline" +%T) UTC"
+	# Every run's JSON is kept as it ends (RUNS_DIR): should the
+	# configuration overrun its share by GRACE_S it is stopped, and what
+	# finished is summarised.
+	runs=${OUT:-$tmp}/runs-$n-cores
+	rm -rf "$runs"
+	limit=$((deadline + GRACE_S - $(date +%s)))
+	[ "$limit" -ge 10 ] || limit=10
+	set +e
 	CPUS=$list THREADS=$n CONCURRENCY=$n TASKS=$((TASKS_PER_CORE * n)) DEADLINE=$deadline \
-		bash "$model" | tee -a "$txt"
+		RUNS_DIR=$runs TMPDIR=$tmp timeout -k 10 "$limit" bash "$model" | tee -a "$txt"
+	rc=${PIPESTATUS[0]}
+	set -e
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		say "$n cores: stopped ${GRACE_S} s past its share of BUDGET_S; the repetitions that finished:"
+		bash "$model" --summarize "$runs" | tee -a "$txt"
+	elif [ "$rc" -ne 0 ]; then
+		die "$n cores: bench-jvm-model.sh failed (exit status $rc)"
+	fi
 	echo | tee -a "$txt"
 done
 say "done in $(($(date +%s) - start)) s"
