@@ -215,7 +215,7 @@ except OSError:
     pass
 json.dump({"cores": int(cores), "machine_cores": os.cpu_count(), "cpus": cpus, "cpu_model": model,
            "threads": int(threads), "concurrency": int(concurrency), "tasks": int(tasks), "rows": int(rows),
-           "limit_mib": int(limit), "warmup": int(warmup), "reps_wanted": int(reps), "shuffled": version,
+           "limit_mib": int(limit), "warmup": int(warmup), "reps_wanted": int(reps), "shuffled": version, "java_cmd": os.environ.get("JAVA", "java"),
            "workloads": sys.argv[12:]},
           open(out, "w"))
 EOF

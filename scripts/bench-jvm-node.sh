@@ -90,7 +90,16 @@ fi
 "$java" -version 2>&1 | head -n 1 >&2 || die "$java does not start (its libraries: glibc, libstdc++, zlib?)"
 mkdir -p "$tmp/java-tmp"
 classpath=$(printf ':%s' "$dir"/lib/*.jar)
-export BIN=$dir/bin JAVA=$java JVM_CP=${classpath#:} JAVA_OPTS="-Djava.io.tmpdir=$tmp/java-tmp"
+# The binaries travel as plain files: should a copy have lost their mode,
+# run copies that have it.
+bin=$dir/bin
+if [ ! -x "$bin/shuffled" ] || [ ! -x "$bin/shuffled-loadgen" ]; then
+	mkdir -p "$tmp/bin"
+	cp "$bin/shuffled" "$bin/shuffled-loadgen" "$tmp/bin/"
+	chmod +x "$tmp/bin/shuffled" "$tmp/bin/shuffled-loadgen"
+	bin=$tmp/bin
+fi
+export BIN=$bin JAVA=$java JVM_CP=${classpath#:} JAVA_OPTS="-Djava.io.tmpdir=$tmp/java-tmp"
 export JVM_COMPRESSOR=LZ4JNICompressor
 
 txt=/dev/null
