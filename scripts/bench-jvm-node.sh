@@ -15,8 +15,9 @@
 #   THREADS=N      the daemon's pool (SHUFFLED_POOL) and V2's writer threads
 #                  alike. spark-rapids' default is a pool of 20 writer threads
 #                  per executor (spark.rapids.shuffle.multiThreaded.writer.threads),
-#                  more than the cores they share; one compression thread per
-#                  core is the most either side can use, so both get N;
+#                  and its tuning tool sets it to the executor's cores; one
+#                  compression thread per core is the most either side can
+#                  use, so both get N;
 #   CONCURRENCY=N  map tasks writing at once: an executor with N cores runs N
 #                  tasks (spark.executor.cores=N, spark.task.cpus=1), each of
 #                  which writes its shuffle output on the CPU once its batch
@@ -27,7 +28,8 @@
 #                  concurrency 2);
 #   LIMIT_MIB (128): the bytes in flight of both, spark-rapids' default
 #                  (spark.rapids.shuffle.multiThreaded.maxBytesInFlight) per
-#                  executor, whatever its cores.
+#                  executor, whatever its cores (its tuning tool may raise it:
+#                  set LIMIT_MIB to compare at another limit).
 # The first N CPUs of a machine may be hyperthreads of fewer cores: the log
 # says which CPUs share a core where /sys tells.
 #
