@@ -15,7 +15,7 @@
 #   THREADS=N      the daemon's pool (SHUFFLED_POOL) and V2's writer threads
 #                  alike. spark-rapids' default is a pool of 20 writer threads
 #                  per executor (spark.rapids.shuffle.multiThreaded.writer.threads),
-#                  and its tuning tool sets it to the executor's cores; one
+#                  and tuned setups often match it to the executor's cores; one
 #                  compression thread per core is the most either side can
 #                  use, so both get N;
 #   CONCURRENCY=N  map tasks writing at once: an executor with N cores runs N
@@ -26,15 +26,18 @@
 #                  number of waves, so 16 cores do 8 times the work of 2, and
 #                  the 2-core run is the model script's default (8 tasks,
 #                  concurrency 2);
-#   LIMIT_MIB (128): the bytes in flight of both, spark-rapids' default
-#                  (spark.rapids.shuffle.multiThreaded.maxBytesInFlight) per
-#                  executor, whatever its cores (its tuning tool may raise it:
-#                  set LIMIT_MIB to compare at another limit).
+#   LIMIT_MIB (128): the bytes in flight, one limit shared by all tasks on
+#                  both sides, whatever the cores. spark-rapids' default
+#                  (spark.rapids.shuffle.multiThreaded.maxBytesInFlight) is
+#                  128 MiB per writer, that is per map task:
+#                  LIMIT_PER_TASK_MIB=128 sets LIMIT_MIB to 128 x N instead,
+#                  what an executor of N tasks may hold.
 # The first N CPUs of a machine may be hyperthreads of fewer cores: the log
 # says which CPUs share a core where /sys tells.
 #
 # Environment: CORES ("2 all"), REPS (3), TASKS_PER_CORE (4), ROWS (100000),
-# LIMIT_MIB (128), WARMUP (1), PARTITIONS ("200 2000"), BATCHES ("1 4"),
+# LIMIT_MIB (128), LIMIT_PER_TASK_MIB (unset), WARMUP (1), PARTITIONS
+# ("200 2000"), BATCHES ("1 4"),
 # BUDGET_S (450: no repetition starts that would end later than that many
 # seconds after the start, each configuration getting an equal share; each
 # runs its byte-identity checks and at least one repetition, and is stopped
@@ -65,6 +68,9 @@ for v in REPS TASKS_PER_CORE BUDGET_S GRACE_S; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
 done
 [ "$TASKS_PER_CORE" -ge 1 ] || die "TASKS_PER_CORE must be >= 1, got $TASKS_PER_CORE"
+if [ -n "${LIMIT_PER_TASK_MIB:-}" ]; then
+	[[ $LIMIT_PER_TASK_MIB =~ ^[1-9][0-9]*$ ]] || die "LIMIT_PER_TASK_MIB must be a positive integer, got '$LIMIT_PER_TASK_MIB'"
+fi
 export ROWS PARTITIONS BATCHES LIMIT_MIB WARMUP REPS
 
 # The CPUs this script may use, in order.
@@ -137,7 +143,10 @@ for n in "${configs[@]}"; do
 		IFS=,
 		echo "${cpus[*]:0:n}"
 	)
-	say "$n cores (CPUS=$list): THREADS=$n CONCURRENCY=$n TASKS=$((TASKS_PER_CORE * n)), repetitions until $(date -u -d "@$deadline" +%T) UTC"
+	if [ -n "${LIMIT_PER_TASK_MIB:-}" ]; then
+		LIMIT_MIB=$((LIMIT_PER_TASK_MIB * n))
+	fi
+	say "$n cores (CPUS=$list): THREADS=$n CONCURRENCY=$n TASKS=$((TASKS_PER_CORE * n)) LIMIT_MIB=${LIMIT_MIB:-128}, repetitions until $(date -u -d "@$deadline" +%T) UTC"
 	# Every run's JSON is kept as it ends (RUNS_DIR): should the
 	# configuration overrun its share by GRACE_S it is stopped, and what
 	# finished is summarised.
