@@ -18,6 +18,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
+	"github.com/shuffled/shuffled/vfs/errorfs"
 )
 
 var allCodecs = []codec.Kind{codec.None, codec.LZ4, codec.Zstd, codec.Snappy}
@@ -641,59 +642,14 @@ func TestFirstRunPrefix(t *testing.T) {
 			for i := range 3 {
 				e := newEngine(t, WithLimit(c.limit), WithRecordSize(4<<10), WithWorkers(2))
 				dir := t.TempDir()
-				rng := rand.New(rand.NewPCG(51, uint64(i)))
-				var first, later []op
-				for p := range parts {
-					n := 1 + rng.IntN(9000) // up to three records
-					switch {
-					case p == c.wait-1:
-						n = 100 // one record: once it is put, so is every earlier one
-					case p%7 == 3:
-						n = 300 << 10 // a piece over prefixCopyBytes
-					}
-					first = append(first, op{p, payload(rng, n)})
-				}
-				for range 2 {
-					for p := range parts {
-						later = append(later, op{p, payload(rng, 1+rng.IntN(2000))})
-					}
-				}
-				spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: int64(i)}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
-				ctx := context.Background()
-				w, err := e.Open(ctx, spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				write := func(ops []op) {
-					for _, o := range ops {
-						if err := w.Write(ctx, o.p, o.data); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				write(first[:c.wait])
-				if c.wait > 0 { // until the first run has put its records
-					ru := w.streams[0].sink.(*run)
-					for {
-						ru.mu.Lock()
-						done := ru.progress == c.wait-1 && ru.lengths[c.wait-1] > 0
-						ru.mu.Unlock()
-						if done {
-							break
-						}
-						time.Sleep(time.Millisecond)
-					}
-				}
-				write(first[c.wait:])
-				write(later)
-				res, err := w.Commit(ctx)
+				spec, ops, res, err := writeFirstRunPrefix(t, e, dir, parts, c.wait, uint64(i))
 				if err != nil {
 					t.Fatal(err)
 				}
 				if res.Runs != 3 {
 					t.Errorf("%d runs, want 3", res.Runs)
 				}
-				checkPartitions(t, readBack(t, vfs.Default, spec), expect(append(first, later...), parts))
+				checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, parts))
 				noTemps(t, dir)
 				checkQuiet(t, e)
 				if used := e.memory.used.Load(); used != 0 {
@@ -702,6 +658,83 @@ func TestFirstRunPrefix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFirstRunPrefixFaults fails the merge's reads of the first run's file
+// prefix (through its buffer, and file to file for large pieces): the
+// commit fails with the cause, nothing is committed, no temp file remains
+// and nothing is held.
+func TestFirstRunPrefixFaults(t *testing.T) {
+	const parts = 30
+	for _, op := range []errorfs.OpKind{errorfs.OpRead, errorfs.OpCopyRange} {
+		t.Run(fmt.Sprint(op), func(t *testing.T) {
+			e := newEngine(t, WithFS(errorfs.New(vfs.Default, errorfs.OnOp(op, syscall.EIO))), WithLimit(64<<20), WithRecordSize(4<<10), WithWorkers(2))
+			dir := t.TempDir()
+			spec, _, _, err := writeFirstRunPrefix(t, e, dir, parts, parts, 1)
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("commit = %v, want EIO", err)
+			}
+			if _, err := os.Stat(shufflefile.Path(spec.Layout, shufflefile.IndexName(spec.ID))); !os.IsNotExist(err) {
+				t.Errorf("index file after a failed commit: %v", err)
+			}
+			noTemps(t, dir)
+			checkQuiet(t, e)
+		})
+	}
+}
+
+// writeFirstRunPrefix writes three runs of parts partitions and commits
+// them: the first run's first wait partitions are put (in its file) before
+// the rest of its records are written, partition wait-1 being one record,
+// and every seventh partition of it over prefixCopyBytes.
+func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, seed uint64) (Spec, []op, Result, error) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(51, seed))
+	var ops []op
+	for p := range parts {
+		n := 1 + rng.IntN(9000) // up to three records
+		switch {
+		case p == wait-1:
+			n = 100 // one record: once it is put, so is every earlier one
+		case p%7 == 3:
+			n = 1 << 20 // a piece over prefixCopyBytes, compressed
+		}
+		ops = append(ops, op{p, payload(rng, n)})
+	}
+	for range 2 {
+		for p := range parts {
+			ops = append(ops, op{p, payload(rng, 1+rng.IntN(2000))})
+		}
+	}
+	spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: int64(seed)}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
+	ctx := context.Background()
+	w, err := e.Open(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(ops []op) {
+		for _, o := range ops {
+			if err := w.Write(ctx, o.p, o.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(ops[:wait])
+	if wait > 0 { // until the first run has put its records
+		ru := w.streams[0].sink.(*run)
+		for {
+			ru.mu.Lock()
+			done := ru.progress == wait-1 && ru.lengths[wait-1] > 0
+			ru.mu.Unlock()
+			if done {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	write(ops[wait:])
+	res, err := w.Commit(ctx)
+	return spec, ops, res, err
 }
 
 // TestMapOutputsTakeTurns checks that a map output with a long queue of
