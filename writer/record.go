@@ -31,10 +31,10 @@ type record struct {
 	raw     int64
 
 	// stream is the stream the record is queued on (nil until it is); the
-	// results are published to it by finish, and put (guarded by its
+	// results are published to it by finish, and ready (guarded by its
 	// mutex) says the record may be put.
 	stream *stream
-	put    bool
+	ready  bool
 	out    []byte
 	sum    uint32
 	err    error

@@ -94,7 +94,7 @@ func (s *stream) queue(r *record) {
 // the finished records after it.
 func (s *stream) finished(r *record) {
 	s.mu.Lock()
-	r.put = true
+	r.ready = true
 	if s.draining || s.head == len(s.recs) || s.recs[s.head] != r {
 		s.mu.Unlock()
 		return
@@ -118,7 +118,7 @@ func (s *stream) close() {
 // released on return.
 func (s *stream) drain() {
 	s.draining = true
-	for s.head < len(s.recs) && s.recs[s.head].put {
+	for s.head < len(s.recs) && s.recs[s.head].ready {
 		r := s.recs[s.head]
 		s.recs[s.head] = nil
 		s.head++

@@ -18,8 +18,8 @@ const flushBytes = 1 << 20
 // prefix is copied file to file in the kernel instead of through memory.
 const prefixCopyBytes = 256 << 10
 
-// prefixReader holds a window of a run's file prefix: buf is the file's
-// bytes from start.
+// prefixReader holds a window of the first run's file prefix: buf is the
+// file's bytes from start.
 type prefixReader struct {
 	f     vfs.File
 	buf   []byte
@@ -83,18 +83,11 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		return "", segments{}, true, err
 	}
 	files := make([]vfs.File, k) // a run's file, once it spilled and ended
-	prefixes := make([]prefixReader, k)
+	var prefix prefixReader      // the first run's, once its prefix is read
 	defer func() {
-		for _, f := range files {
+		for _, f := range append(files, prefix.f) {
 			if f != nil {
 				if cerr := f.Close(); err == nil && cerr != nil {
-					err = cerr
-				}
-			}
-		}
-		for _, pr := range prefixes {
-			if pr.f != nil {
-				if cerr := pr.f.Close(); err == nil && cerr != nil {
 					err = cerr
 				}
 			}
@@ -141,30 +134,35 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		}
 		return w.stopped()
 	}
-	// fromPrefix adds m bytes at off of run i's file prefix (the bytes the
-	// first run wrote to its file before the second run started): large
+	// copyIn copies n bytes at off of a run file to the data file, after
+	// what is gathered.
+	copyIn := func(f vfs.File, off, n int64) error {
+		if err := flush(); err != nil {
+			return err
+		}
+		if err := w.grow(n); err != nil {
+			return err
+		}
+		if _, err := vfs.CopyRange(dst, f, off, n); err != nil {
+			return err
+		}
+		total += n
+		return nil
+	}
+	// fromPrefix adds m bytes at off of the first run's file prefix (the
+	// bytes it wrote to its file before the second run started): large
 	// pieces are copied in the kernel, small ones read through a buffer.
-	fromPrefix := func(i int, off, m int64) error {
-		pr := &prefixes[i]
+	fromPrefix := func(off, m int64) error {
+		ru, pr := runs[0], &prefix
 		if pr.f == nil {
-			f, err := fsys.Open(runs[i].file.path)
+			f, err := fsys.Open(ru.file.path)
 			if err != nil {
 				return err
 			}
 			pr.f = f
 		}
 		if m >= prefixCopyBytes {
-			if err := flush(); err != nil {
-				return err
-			}
-			if err := w.grow(m); err != nil {
-				return err
-			}
-			if _, err := vfs.CopyRange(dst, pr.f, off, m); err != nil {
-				return err
-			}
-			total += m
-			return nil
+			return copyIn(pr.f, off, m)
 		}
 		if off < pr.start || off+m > pr.start+int64(len(pr.buf)) {
 			if err := flush(); err != nil { // pending may hold slices of the buffer
@@ -173,9 +171,9 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 			if pr.buf == nil {
 				pr.buf = make([]byte, flushBytes)
 			}
-			pr.buf = pr.buf[:min(int64(cap(pr.buf)), runs[i].prefix-off)]
+			pr.buf = pr.buf[:min(int64(cap(pr.buf)), ru.prefix-off)]
 			if _, err := pr.f.ReadAt(pr.buf, off); err != nil {
-				return fmt.Errorf("read %s: %w", runs[i].file.path, err)
+				return fmt.Errorf("read %s: %w", ru.file.path, err)
 			}
 			pr.start = off
 		}
@@ -210,7 +208,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 				n := ru.lengths[p]
 				if off := offsets[i]; n > 0 && off < ru.prefix {
 					m := min(n, ru.prefix-off)
-					if err := fromPrefix(i, off, m); err != nil {
+					if err := fromPrefix(off, m); err != nil { // only the first run has a prefix
 						ru.mu.Unlock()
 						return err
 					}
@@ -234,27 +232,24 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 			if err := ended(i); err != nil {
 				return err
 			}
-			f, err := fsys.Open(ru.file.path)
-			if err != nil {
-				return err
+			if i == 0 && prefix.f != nil { // the same file, opened for its prefix
+				files[0], prefix.f = prefix.f, nil
+			} else {
+				f, err := fsys.Open(ru.file.path)
+				if err != nil {
+					return err
+				}
+				files[i] = f
 			}
-			files[i] = f
 		}
 		n := ru.lengths[p] // the stream has ended
 		if n == 0 {
 			return nil
 		}
-		if err := flush(); err != nil {
-			return err
-		}
-		if err := w.grow(n); err != nil {
-			return err
-		}
-		if _, err := vfs.CopyRange(dst, files[i], offsets[i], n); err != nil {
+		if err := copyIn(files[i], offsets[i], n); err != nil {
 			return err
 		}
 		offsets[i] += n
-		total += n
 		return nil
 	}
 	for p := range w.spec.NumPartitions {

@@ -572,13 +572,21 @@ func TestRunsInMemory(t *testing.T) {
 			if res.Runs < 2 || !c.inMem(res.MemoryRuns, res.Runs) {
 				t.Errorf("limit %d: %d of %d runs merged from memory, want %s", c.limit, res.MemoryRuns, res.Runs, c.explain)
 			}
-			checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, parts))
-			noTemps(t, dir)
-			checkQuiet(t, e)
-			if used := e.memory.used.Load(); used != 0 {
-				t.Errorf("memory budget holds %d bytes after the commit, want 0", used)
-			}
+			checkMerged(t, e, spec, dir, ops)
 		})
+	}
+}
+
+// checkMerged checks a committed map output of several runs: it reads back
+// as ops wrote it, no temp file remains in dir, and the engine holds no
+// quota and nothing of its memory budget.
+func checkMerged(t *testing.T, e *Engine, spec Spec, dir string, ops []op) {
+	t.Helper()
+	checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, spec.NumPartitions))
+	noTemps(t, dir)
+	checkQuiet(t, e)
+	if used := e.memory.used.Load(); used != 0 {
+		t.Errorf("memory budget holds %d bytes after the commit, want 0", used)
 	}
 }
 
@@ -649,12 +657,7 @@ func TestFirstRunPrefix(t *testing.T) {
 				if res.Runs != 3 {
 					t.Errorf("%d runs, want 3", res.Runs)
 				}
-				checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, parts))
-				noTemps(t, dir)
-				checkQuiet(t, e)
-				if used := e.memory.used.Load(); used != 0 {
-					t.Errorf("memory budget holds %d bytes after the commit, want 0", used)
-				}
+				checkMerged(t, e, spec, dir, ops)
 			}
 		})
 	}
