@@ -498,3 +498,84 @@ func mixedData(n int) []byte {
 	}
 	return b
 }
+
+func TestCache(t *testing.T) {
+	pools := make([]*Pool, 3)
+	for i := range pools {
+		p, err := NewPool(LZ4, WithBlockSize(1<<(10+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools[i] = p
+	}
+	data := textData(100000, 1)
+	var c Cache
+	e0 := c.Get(pools[0])
+	e0.Reset(nil)
+	e0.Write(data[:10]) // a stream in progress that Put must end
+	c.Put(pools[0], e0)
+	if e := c.Get(pools[0]); e != e0 {
+		t.Fatalf("Get after Put gave another encoder")
+	} else if got := e.Finish(); !bytes.Equal(got, e.Encode(nil, nil)) {
+		t.Errorf("cached encoder kept a stream across Put")
+	}
+	c.Put(pools[0], e0)
+	e1 := c.Get(pools[1])
+	c.Put(pools[1], e1)
+	// A third pool's encoder pushes out the least recent one, pools[0]'s,
+	// back to its pool.
+	e2 := c.Get(pools[2])
+	c.Put(pools[2], e2)
+	if e := c.Get(pools[1]); e != e1 {
+		t.Errorf("pools[1]'s encoder was not kept")
+	} else {
+		c.Put(pools[1], e)
+	}
+	if e := c.Get(pools[2]); e != e2 {
+		t.Errorf("pools[2]'s encoder was not kept")
+	} else {
+		c.Put(pools[2], e)
+	}
+	if !poolHolds(pools[0], e0) {
+		t.Errorf("the least recent pool's encoder did not go back to its pool")
+	}
+	// Two of one pool lent at once: the second Put gives the first back.
+	a, b := c.Get(pools[1]), c.Get(pools[1])
+	if a == b {
+		t.Fatalf("two Gets gave one encoder")
+	}
+	c.Put(pools[1], a)
+	c.Put(pools[1], b)
+	if !poolHolds(pools[1], a) {
+		t.Errorf("an encoder displaced by one of its own pool was dropped")
+	}
+	c.Close()
+	if !poolHolds(pools[1], b) || !poolHolds(pools[2], e2) {
+		t.Errorf("Close did not give the encoders back")
+	}
+	if got, want := c.Get(pools[0]).Encode(nil, data), mustEncoder(t, LZ4, WithBlockSize(1<<10)).Encode(nil, data); !bytes.Equal(got, want) {
+		t.Errorf("an encoder from a closed cache differs from a new one")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("Cache.Put of another pool's encoder did not panic")
+		}
+	}()
+	c.Put(pools[0], e2)
+}
+
+// poolHolds reports whether e is among p's idle encoders, putting back
+// what it takes.
+func poolHolds(p *Pool, e Encoder) bool {
+	var idle []encoder
+	found := false
+	for len(p.idle) > 0 {
+		x := <-p.idle
+		found = found || Encoder(x) == e
+		idle = append(idle, x)
+	}
+	for _, x := range idle {
+		p.idle <- x
+	}
+	return found
+}

@@ -77,3 +77,65 @@ func (p *Pool) Encode(dst, src []byte) []byte {
 	p.Put(e)
 	return dst
 }
+
+// A Cache keeps idle encoders of a few pools for one goroutine, so that a
+// goroutine encoding stream after stream (a writer's worker) takes its
+// encoder without meeting the other goroutines at the pool: at 16 cores,
+// taking every encoder from the shared pool made the workers contend for
+// it. The zero value is ready to use; a Cache is not safe for concurrent
+// use. Close gives its encoders back to their pools.
+type Cache struct {
+	slots [cacheSlots]struct {
+		pool *Pool
+		enc  encoder // nil while lent
+	}
+}
+
+// cacheSlots is how many pools a Cache keeps an encoder of: a goroutine
+// usually encodes with one, sometimes a second.
+const cacheSlots = 2
+
+// Get returns an encoder of p: the cache's, else one from p.
+func (c *Cache) Get(p *Pool) Encoder {
+	for i := range c.slots {
+		if s := &c.slots[i]; s.pool == p && s.enc != nil {
+			e := s.enc
+			s.enc = nil
+			return e
+		}
+	}
+	return p.Get()
+}
+
+// Put keeps an encoder that Get gave for p, ending any stream in
+// progress; the encoder of the pool used least recently goes back to its
+// pool when every slot holds another pool's. It panics on an encoder of
+// other options than p's, as Pool.Put does.
+func (c *Cache) Put(p *Pool, e Encoder) {
+	pe, ok := e.(encoder)
+	if !ok || pe.config() != p.o {
+		panic(fmt.Sprintf("codec: Cache.Put of a foreign %v encoder for a %v pool", e.Kind(), p.o.kind))
+	}
+	pe.release()
+	i := 0
+	for i < len(c.slots)-1 && c.slots[i].pool != p && c.slots[i].pool != nil {
+		i++
+	}
+	if s := c.slots[i]; s.enc != nil {
+		s.pool.Put(s.enc) // p's other idle one, or the least recent pool's
+	}
+	// Slot 0 holds the pool used last.
+	copy(c.slots[1:i+1], c.slots[:i])
+	c.slots[0].pool, c.slots[0].enc = p, pe
+}
+
+// Close gives the cache's encoders back to their pools; the cache stays
+// usable.
+func (c *Cache) Close() {
+	for i := range c.slots {
+		if s := &c.slots[i]; s.enc != nil {
+			s.pool.Put(s.enc)
+		}
+		c.slots[i].pool, c.slots[i].enc = nil, nil
+	}
+}

@@ -209,6 +209,8 @@ func (e *Engine) Close() error {
 
 func (e *Engine) work() {
 	defer e.workers.Done()
+	var encs codec.Cache // this worker's own encoders
+	defer encs.Close()
 	var rs []*record
 	for {
 		rs = e.jobs.pop(rs[:0])
@@ -216,7 +218,7 @@ func (e *Engine) work() {
 			return
 		}
 		for i, r := range rs {
-			r.encode()
+			r.encode(&encs)
 			rs[i] = nil
 			// A goroutine this worker readies (a commit's merge that
 			// waited for the record's run, a worker woken for the queue's

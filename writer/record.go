@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sync"
 
+	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/partition"
 )
 
@@ -41,8 +42,8 @@ type record struct {
 }
 
 // encode runs on a worker: serialize + compress into one codec stream and
-// checksum the encoded bytes.
-func (r *record) encode() {
+// checksum the encoded bytes, with an encoder from the worker's encs.
+func (r *record) encode(encs *codec.Cache) {
 	w := r.w
 	if w.aborted.Load() {
 		r.err = ErrAborted
@@ -51,7 +52,7 @@ func (r *record) encode() {
 		if r.encoded {
 			r.out = append(buf, r.data...)
 		} else {
-			enc := w.enc.Get()
+			enc := encs.Get(w.enc)
 			if r.cols != nil {
 				enc.Reset(buf)
 				_, r.err = w.spec.Format.Write(enc, r.cols, r.rowStart, r.rowEnd)
@@ -59,7 +60,7 @@ func (r *record) encode() {
 			} else {
 				r.out = enc.Encode(buf, r.data)
 			}
-			w.enc.Put(enc)
+			encs.Put(w.enc, enc)
 		}
 		if r.err == nil && w.spec.Checksum != 0 {
 			alg := w.spec.Checksum
