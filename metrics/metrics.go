@@ -22,6 +22,16 @@ const Namespace = "shuffled"
 // histogram: 1 ms to 10 s.
 var CommitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
+// Commit phases, the values of the "phase" label of CommitPhaseSeconds
+// (see writer.Result): waiting for the map output's records to be encoded,
+// the part of the merge of its runs left after that, and committing its
+// files.
+const (
+	PhaseEncodeWait = "encode_wait"
+	PhaseMergeTail  = "merge_tail"
+	PhaseFiles      = "files"
+)
+
 // RunBuckets are the upper bounds of the runs-per-map-output histogram. One
 // run is the single-batch case; many runs mean many merges.
 var RunBuckets = []float64{1, 2, 3, 4, 6, 8, 16, 32, 64, 128}
@@ -54,7 +64,10 @@ type Metrics struct {
 	RunsPerMapOutput prometheus.Histogram // observed at commit
 	MergeBytes       prometheus.Counter   // bytes copied by merges of runs
 	CommitSeconds    prometheus.Histogram // commit latency
-	Sessions         prometheus.Gauge     // connected clients
+	// CommitPhaseSeconds splits commit latency by phase, label "phase"
+	// (Phase*).
+	CommitPhaseSeconds *prometheus.HistogramVec
+	Sessions           prometheus.Gauge // connected clients
 
 	// Lifecycle and disks.
 	DiskBytes          *prometheus.GaugeVec   // bytes of committed outputs per disk, label "disk"
@@ -101,6 +114,11 @@ func New() *Metrics {
 			Namespace: Namespace, Name: "commit_duration_seconds", Help: "Latency of map output commits.",
 			Buckets: CommitBuckets,
 		}),
+		CommitPhaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "commit_phase_duration_seconds",
+			Help:    "Time of map output commits by phase: encode_wait (records still being encoded), merge_tail (merging runs after that), files (committing the files).",
+			Buckets: CommitBuckets,
+		}, []string{"phase"}),
 		Sessions: gauge("sessions", "Connected client sessions."),
 
 		DiskBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -126,13 +144,16 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		m.BytesIn, m.BytesOut, m.Records, m.Commits, m.Aborts, m.Errors,
 		m.LimiterWaitSeconds, m.LimiterWaits, m.LimiterLimitBytes, inFlight, peak,
-		m.OpenMapOutputs, m.RunsPerMapOutput, m.MergeBytes, m.CommitSeconds, m.Sessions,
+		m.OpenMapOutputs, m.RunsPerMapOutput, m.MergeBytes, m.CommitSeconds, m.CommitPhaseSeconds, m.Sessions,
 		m.DiskBytes, m.Applications, m.Shuffles, m.Removals, m.DiskFullRefusals, m.DisksOutOfRotation,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	for _, kind := range []string{RemovalShuffle, RemovalApplication, RemovalExpired} {
 		m.Removals.WithLabelValues(kind) // export zeros, so rates work from the start
+	}
+	for _, phase := range []string{PhaseEncodeWait, PhaseMergeTail, PhaseFiles} {
+		m.CommitPhaseSeconds.WithLabelValues(phase)
 	}
 	return m
 }

@@ -43,6 +43,7 @@ func TestMetricsExposition(t *testing.T) {
 	m.RunsPerMapOutput.Observe(3)
 	m.MergeBytes.Add(123)
 	m.CommitSeconds.Observe(0.003)
+	m.CommitPhaseSeconds.WithLabelValues(PhaseMergeTail).Observe(0.02)
 	m.Sessions.Set(2)
 	m.DiskBytes.WithLabelValues("/data1").Set(9999)
 	m.Applications.Set(1)
@@ -75,6 +76,10 @@ func TestMetricsExposition(t *testing.T) {
 		`shuffled_commit_duration_seconds_bucket{le="0.005"} 1`,
 		`shuffled_commit_duration_seconds_bucket{le="10"} 1`,
 		"shuffled_commit_duration_seconds_sum 0.003",
+		`shuffled_commit_phase_duration_seconds_bucket{phase="merge_tail",le="0.01"} 0`,
+		`shuffled_commit_phase_duration_seconds_bucket{phase="merge_tail",le="0.025"} 1`,
+		`shuffled_commit_phase_duration_seconds_count{phase="merge_tail"} 1`,
+		`shuffled_commit_phase_duration_seconds_count{phase="files"} 0`,
 		"shuffled_sessions 2",
 		`shuffled_disk_bytes{disk="/data1"} 9999`,
 		"shuffled_applications 1",

@@ -258,7 +258,8 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-// TestLifecycleMetrics checks the figures housekeeping exports.
+// TestLifecycleMetrics checks the figures housekeeping exports, and that
+// each commit's phases are observed.
 func TestLifecycleMetrics(t *testing.T) {
 	d := startDaemon(t, nil)
 	c := dial(t, d, "app")
@@ -266,7 +267,9 @@ func TestLifecycleMetrics(t *testing.T) {
 	commitOne(t, c, 2, 1)
 	d.s.exportDisks()
 	body := scrape(t, d.s)
-	for _, want := range []string{"shuffled_shuffles 2", "shuffled_applications 1", "shuffled_disks_out_of_rotation 0", `shuffled_disk_bytes{disk="` + d.root} {
+	for _, want := range []string{"shuffled_shuffles 2", "shuffled_applications 1", "shuffled_disks_out_of_rotation 0", `shuffled_disk_bytes{disk="` + d.root,
+		`shuffled_commit_phase_duration_seconds_count{phase="encode_wait"} 2`, `shuffled_commit_phase_duration_seconds_count{phase="merge_tail"} 2`,
+		`shuffled_commit_phase_duration_seconds_count{phase="files"} 2`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/internal/unixsock"
+	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -580,6 +581,14 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 			s.metrics.Commits.Inc()
 			s.commits.Add(1)
 			s.metrics.CommitSeconds.Observe(elapsed.Seconds())
+			if !res.Existing {
+				for _, ph := range []struct {
+					name string
+					d    time.Duration
+				}{{metrics.PhaseEncodeWait, res.EncodeWait}, {metrics.PhaseMergeTail, res.MergeTail}, {metrics.PhaseFiles, res.Files}} {
+					s.metrics.CommitPhaseSeconds.WithLabelValues(ph.name).Observe(ph.d.Seconds())
+				}
+			}
 			s.metrics.RunsPerMapOutput.Observe(float64(res.Runs))
 			s.metrics.BytesOut.Add(float64(res.BytesOut))
 			s.metrics.MergeBytes.Add(float64(res.MergeBytes))

@@ -37,7 +37,10 @@ var modes = []benchMode{
 // the streaming writer, the legacy writer (a file per partition, then a
 // sequential concatenation) and the compression ceiling (the same records
 // encoded on the same pool into nowhere). Throughput is of the uncompressed
-// serialized input.
+// serialized input. Besides CPU time per map task it reports where a
+// task's wall time goes: produce-ms (Open until Commit is called: the
+// batches handed over), then Commit's phases (wait-ms, merge-tail-ms,
+// files-ms: Result's EncodeWait, MergeTail and Files).
 func BenchmarkWrite(b *testing.B) {
 	for _, mode := range modes {
 		for _, k := range []codec.Kind{codec.LZ4, codec.Zstd} {
@@ -68,8 +71,10 @@ func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k
 	b.SetBytes(int64(runs) * writer.SerializedSize(batch))
 	b.ReportAllocs()
 	var memoryRuns, allRuns int
+	var produce, wait, mergeTail, files time.Duration
 	cpu0 := cpuTime()
 	for i := 0; b.Loop(); i++ {
+		opened := time.Now()
 		spec := writer.Spec{ID: shufflefile.ID{Shuffle: 1, Map: int64(i)}, NumPartitions: n, Codec: k, Checksum: checksum.Adler32,
 			Layout: shufflefile.Flat(dir), Sink: sink}
 		w, err := e.Open(ctx, spec)
@@ -81,10 +86,14 @@ func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k
 				b.Fatal(err)
 			}
 		}
+		produce += time.Since(opened)
 		res, err := w.Commit(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
+		wait += res.EncodeWait
+		mergeTail += res.MergeTail
+		files += res.Files
 		memoryRuns += res.MemoryRuns
 		allRuns += res.Runs
 		b.StopTimer()
@@ -98,6 +107,14 @@ func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k
 	// CPU time of the process per map task: on a machine shared with
 	// other work it compares the modes more steadily than wall time.
 	b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+	// Where one map task's wall time goes: handing its batches over
+	// (Open to Commit), then Commit's phases (see writer.Result).
+	for _, m := range []struct {
+		d    time.Duration
+		unit string
+	}{{produce, "produce-ms/op"}, {wait, "wait-ms/op"}, {mergeTail, "merge-tail-ms/op"}, {files, "files-ms/op"}} {
+		b.ReportMetric(float64(m.d)/1e6/float64(b.N), m.unit)
+	}
 	if runs > 1 && sink == nil {
 		b.ReportMetric(float64(memoryRuns)/float64(allRuns), "memory-runs/run")
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/merge"
@@ -68,6 +69,36 @@ type Result struct {
 	// MemoryRuns is how many runs the merge took from memory rather than
 	// from run files.
 	MemoryRuns int
+
+	// Where Commit's time went. EncodeWait: from Commit's call until the
+	// last run had all its records (0 if that was before the call).
+	// MergeTail: from then until the data file was complete, the part of
+	// a merge of several runs (or of a Spec.Sink's Assemble) that did not
+	// overlap the encoding; 0 for one run. Files: writing the index and
+	// checksum files and committing all three.
+	EncodeWait, MergeTail, Files time.Duration
+}
+
+// setPhases sets res's EncodeWait and MergeTail for a commit called at
+// start whose runs all ended by ended and whose data file was complete
+// at assembled (after a merge, if merged).
+func (res *Result) setPhases(start, ended, assembled time.Time, merged bool) {
+	res.EncodeWait = max(0, ended.Sub(start))
+	if merged {
+		res.MergeTail = max(0, assembled.Sub(start.Add(res.EncodeWait)))
+	}
+}
+
+// lastEnded returns when the last of the map output's streams ended; every
+// stream has ended.
+func (w *MapWriter) lastEnded() time.Time {
+	var t time.Time
+	for _, s := range w.streams {
+		if s.endedAt.After(t) {
+			t = s.endedAt
+		}
+	}
+	return t
 }
 
 func newMapWriter(e *Engine, spec Spec, enc *codec.Pool) *MapWriter {
@@ -460,6 +491,7 @@ func (w *MapWriter) Commit(ctx context.Context) (Result, error) {
 }
 
 func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
+	start := time.Now()
 	res := Result{Runs: len(w.streams), Records: w.records, BytesIn: w.bytesIn}
 	if w.spec.Sink == nil && len(w.streams) >= 2 {
 		// Several runs: the merge may follow them as they are written.
@@ -469,6 +501,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 			return Result{}, w.wrapErr(err)
 		}
 		if ok {
+			res.setPhases(start, w.lastEnded(), time.Now(), true)
 			return w.commitData(res, dataTemp, seg)
 		}
 	}
@@ -478,22 +511,26 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 	if w.aborted.Load() {
 		return Result{}, fmt.Errorf("map output %s: %w", w.name(), ErrAborted)
 	}
+	ended := w.lastEnded()
 	if w.spec.Sink != nil && len(w.streams) == 1 {
 		cs := w.streams[0].sink.(custom).s
 		dataTemp, lengths, sums, err := cs.Assemble(ctx)
 		if err != nil {
 			return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
 		}
+		res.setPhases(start, ended, time.Now(), true)
 		if dataTemp == "" {
 			res.Lengths, res.Checksums, res.BytesOut = lengths, sums, sum(lengths)
 			return res, nil
 		}
 		return w.commitData(res, dataTemp, segments{alg: w.spec.Checksum, lengths: lengths, checksums: sums})
 	}
+	merged := len(w.streams) >= 2
 	dataTemp, seg, err := w.assemble(ctx, &res)
 	if err != nil {
 		return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
 	}
+	res.setPhases(start, ended, time.Now(), merged)
 	return w.commitData(res, dataTemp, seg)
 }
 
@@ -515,10 +552,12 @@ func (w *MapWriter) commitData(res Result, dataTemp string, seg segments) (Resul
 		Sync:      w.e.opts.sync,
 		FileMode:  w.e.opts.fileMode,
 	}
+	start := time.Now()
 	lengths, sums, existing, err := c.Do()
 	if err != nil {
 		return Result{}, fmt.Errorf("writer: map output %s: commit: %w", w.name(), err)
 	}
+	res.Files = time.Since(start)
 	res.Lengths, res.Checksums, res.Existing, res.BytesOut = lengths, sums, existing, sum(lengths)
 	return res, nil
 }

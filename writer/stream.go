@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -34,8 +35,9 @@ type stream struct {
 	closed   bool // no record follows
 	ended    bool
 
-	err  error         // first failure; read after done is closed
-	done chan struct{} // closed once every record is put and the sink closed
+	err     error         // first failure; read after done is closed
+	endedAt time.Time     // when it ended; read after done is closed
+	done    chan struct{} // closed once every record is put and the sink closed
 }
 
 // sink receives encoded records of non-decreasing partition ids (a run) or
@@ -141,6 +143,7 @@ func (s *stream) drain() {
 		s.err = err
 		s.w.fail(err)
 	}
+	s.endedAt = time.Now()
 	close(s.done)
 }
 
