@@ -275,9 +275,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	case r.LimiterWaits < 0:
 		row("limiter wait", "not reported by the daemon")
 	case r.LimiterAcquires < 0:
-		row("limiter wait", "%.1f ms in all, %d records waited", r.LimiterWaitMs, r.LimiterWaits)
+		row("limiter wait", "%.1f ms in all, %d admissions waited", r.LimiterWaitMs, r.LimiterWaits)
 	default:
-		row("limiter wait", "%.1f ms in all, %d of %d records waited", r.LimiterWaitMs, r.LimiterWaits, r.LimiterAcquires)
+		row("limiter wait", "%.1f ms in all, %d of %d admissions waited", r.LimiterWaitMs, r.LimiterWaits, r.LimiterAcquires)
 	}
 	row("runs per map output", "%.2f  max %d", r.RunsPerMapOutput, r.MaxRuns)
 	switch r.PeakRSSSource {

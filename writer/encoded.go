@@ -25,7 +25,7 @@ type EncodedRecord struct {
 // called, once no record refers to them any more; onDone is called
 // exactly once, also when WriteEncoded fails. An empty Stream is skipped.
 func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDone func()) error {
-	ref := &batchRef{pending: 1, done: onDone}
+	ref := newBatchRef(onDone)
 	defer ref.release()
 	for i, r := range recs {
 		if r.Partition < 0 || r.Partition >= w.spec.NumPartitions {

@@ -3,6 +3,7 @@ package writer
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/partition"
@@ -86,23 +87,20 @@ func (r *record) finish() {
 // batchRef calls done once every record of a batch has let go of the batch's
 // bytes, so a caller can unmap or reuse them.
 type batchRef struct {
-	mu      sync.Mutex
-	pending int
+	pending atomic.Int64
 	done    func()
 }
 
-func (b *batchRef) add() {
-	b.mu.Lock()
-	b.pending++
-	b.mu.Unlock()
+func newBatchRef(done func()) *batchRef {
+	b := &batchRef{done: done}
+	b.pending.Store(1) // the call's own, released when it returns
+	return b
 }
 
+func (b *batchRef) add() { b.pending.Add(1) }
+
 func (b *batchRef) release() {
-	b.mu.Lock()
-	b.pending--
-	last := b.pending == 0
-	b.mu.Unlock()
-	if last && b.done != nil {
+	if b.pending.Add(-1) == 0 && b.done != nil {
 		b.done()
 	}
 }

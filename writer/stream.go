@@ -62,32 +62,30 @@ func (w *MapWriter) startStream(s sink) *stream {
 	return &stream{w: w, sink: s, slots: make(chan struct{}, streamQueue), done: make(chan struct{})}
 }
 
-// add queues an admitted record, once a slot is free.
-func (s *stream) add(ctx context.Context, r *record) error {
+// slot takes a slot for a record, once one is free.
+func (s *stream) slot(ctx context.Context) error {
 	select {
 	case s.slots <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.queue(r)
-	return nil
 }
 
-// tryAdd queues r if a slot is free.
-func (s *stream) tryAdd(r *record) bool {
+// trySlot takes a slot for a record if one is free.
+func (s *stream) trySlot() bool {
 	select {
 	case s.slots <- struct{}{}:
-		s.queue(r)
 		return true
 	default:
 		return false
 	}
 }
 
-func (s *stream) queue(r *record) {
-	r.stream = s
+// queue appends records, each holding a slot, in arrival order.
+func (s *stream) queue(rs []*record) {
 	s.mu.Lock()
-	s.recs = append(s.recs, r)
+	s.recs = append(s.recs, rs...)
 	s.mu.Unlock()
 }
 
