@@ -221,9 +221,11 @@ class Conn:
         return dirs
 
     def open(self, shuffle, mapid, nparts, kind=KIND_OPAQUE, fmt=0, codec="", checksum="",
-             block_size=0, level=0):
+             block_size=0, level=0, schema=None):
         payload = (i32(shuffle) + i64(mapid) + i32(nparts) + u8(kind) + u8(fmt) + b"\0\0" +
                    string(codec) + string(checksum) + u32(block_size) + i32(level))
+        if fmt == 1:
+            payload += lst(schema, lambda f: string(f[0]) + string(f[1]))
         r = self.call(OPEN, payload)
         h = r.u64()
         r.done()
@@ -243,7 +245,9 @@ class Conn:
         r.done()
 
     def commit(self, handle):
-        r = self.call(COMMIT, u64(handle))
+        return self.commit_result(self.call(COMMIT, u64(handle)))
+
+    def commit_result(self, r):
         existing = r.u8()
         reserved = r.take(3)
         runs = r.i32()
@@ -634,7 +638,7 @@ def make_batch(rng, nparts, lo, hi, sizes):
     slices = []
     for p in range(nparts):
         n = 0
-        if lo <= p < hi and rng.random() < 0.8:
+        if lo <= p < hi and (p == lo or rng.random() < 0.8):
             n = rng.choice(sizes)
         slices.append(make_bytes(rng, n) if n else b"")
     offs = [0]
@@ -692,25 +696,36 @@ class Suite:
     # --- one map output, written and read back -----------------------------
 
     def map_output(self, c, where, shuffle, mapid, nparts, codec, algo, plan, block_size=0,
-                   level=0, plane=PLANE_INLINE, spill=None):
-        """plan: list of (lo, hi, sizes) per batch. Writes, commits, reads back, compares."""
+                   level=0, plane=PLANE_INLINE, pipeline=False):
+        """plan: list of (lo, hi, sizes) per batch. Writes, commits, reads back, compares.
+        pipeline: every Batch and the Commit are sent before any response is read."""
         h = c.open(shuffle, mapid, nparts, codec=codec, checksum=algo, block_size=block_size, level=level)
         sent = [[] for _ in range(nparts)]
         batches = []
+        rids = []
         for k, (lo, hi, sizes) in enumerate(plan):
             offs, payload, slices = make_batch(self.rng, nparts, lo, hi, sizes)
             if plane == PLANE_MEMFD and k % 2 == 0:
-                pad = 4096 * (k % 3)
+                pad = (0, 4096, 100)[(k // 2) % 3]  # offsets need no alignment
                 fd = sealed_memfd(payload, pad=pad)
                 c.batch_opaque(h, offs, payload, plane=PLANE_MEMFD, memfd=(fd, pad))
                 os.close(fd)  # BatchAccepted: the client may close its descriptor
+            elif pipeline:
+                head = u64(h) + u8(KIND_OPAQUE) + u8(PLANE_INLINE) + b"\0\0" + lst(offs, i64)
+                rids.append(c.send(BATCH, head + u32(len(payload)) + payload))
             else:
                 c.batch_opaque(h, offs, payload)
             for p, s in enumerate(slices):
                 if s:
                     sent[p].append(s)
             batches.append(slices)
-        res = c.commit(h)
+        if pipeline:
+            crid = c.send(COMMIT, u64(h))
+            for rid in reversed(rids):
+                c.result(BATCH, rid).done()
+            res = c.commit_result(c.result(COMMIT, crid))
+        else:
+            res = c.commit(h)
         check(res["existing"] == 0, "existing = 1 for a new map output")
         check(len(res["lengths"]) == nparts, "lengths count")
         check(len(res["checksums"]) == (0 if algo == "none" else nparts), "checksums count")
@@ -812,6 +827,7 @@ class Suite:
             (150, 300, small),          # backwards: run 2
             (0, 120, small),            # backwards: run 3
             (120, 121, [2 * RECORD + 12345]),  # a slice over the record size, same run
+            (120, 140, small),          # starts at the previous batch's last partition: same run
             (0, 0, small),              # an empty batch
             (10, 290, small),           # backwards: run 4
         ]
@@ -824,9 +840,10 @@ class Suite:
                     raise Fail("zstandard is not installed")
                 self.skipped.append("zstd %s (no zstandard package)" % algo)
                 continue
-            _, res = self.map_output(c, where, 1, m, nparts, codec, algo, plan, block_size=bs, level=level)
-            self.ok("map output %s/%s block_size %d level %d: %d partitions, %d runs, %d bytes read back"
-                    % (codec, algo, bs, level, nparts, res["runs"], sum(res["lengths"])))
+            _, res = self.map_output(c, where, 1, m, nparts, codec, algo, plan, block_size=bs, level=level,
+                                     pipeline=m % 2 == 1)
+            self.ok("map output %s/%s block_size %d level %d%s: %d partitions, %d runs, %d bytes read back"
+                    % (codec, algo, bs, level, ", pipelined" if m % 2 else "", nparts, res["runs"], sum(res["lengths"])))
         # A second attempt of a committed (shuffle, map): existing = 1, the first one's lengths win.
         h = c.open(1, 0, nparts, codec="lz4", checksum="ADLER32")
         offs, payload, _ = make_batch(self.rng, nparts, 0, nparts, small)
@@ -855,7 +872,8 @@ class Suite:
             return
         c = self.conn("app-docconform", "exec-memfd")
         where = self.flat(c)
-        plan = [(0, 64, [10, 300, 4000]), (32, 64, [10, 300]), (0, 64, [5000, 70000]), (0, 16, [123])]
+        plan = [(0, 64, [10, 300, 4000]), (32, 64, [10, 300]), (0, 64, [5000, 70000]), (0, 16, [123]),
+                (16, 64, [9, 99]), (10, 20, [1000])]
         _, res = self.map_output(c, where, 3, 0, 64, "lz4", "CRC32", plan, plane=PLANE_MEMFD)
         # Unsealed memfd, memfd smaller than offset + length: InvalidArgument, map output aborted.
         for seal, pad, short, what in ((False, 0, 0, "unsealed"), (True, 0, 10, "too small")):
@@ -873,7 +891,7 @@ class Suite:
         os.close(fd)
         c.ping()
         c.close()
-        self.ok("memfd data plane: sealed memfds at offsets 0/4096/8192 mixed with inline, %d bytes; "
+        self.ok("memfd data plane: sealed memfds at offsets 0/4096/100 mixed with inline, %d bytes; "
                 "unsealed and too-small memfds refused; FD flag on Ping refused" % sum(res["lengths"]))
 
     def local_dirs(self):
@@ -1015,63 +1033,107 @@ class Suite:
         self.ok("lifecycle: ListShuffles counts and bytes, RemoveShuffle, idempotent, RemoveApplication")
 
     def columnar(self, c, where):
-        """A columnar batch (protocol.md Batch kind 2) read back as SHFC blocks (format.md 2)."""
-        nparts = 20
-        h = c.open(6, 0, nparts, kind=KIND_COLUMNAR, fmt=0, codec="lz4", checksum="CRC32C")
-        want = [[] for _ in range(nparts)]  # rows (id, s) per partition, in order
-        for bno in range(3):
-            rows = self.rng.randrange(0, 200) if bno != 1 else 0
-            # rows grouped by partition
-            per = [0] * nparts
-            for _ in range(rows):
-                per[self.rng.randrange(nparts) if bno != 2 else self.rng.randrange(nparts // 2)] += 1
-            prow = [0]
-            for x in per:
-                prow.append(prow[-1] + x)
-            ids = [self.rng.randrange(-2**40, 2**40) for _ in range(rows)]
-            valid = [self.rng.random() < 0.8 for _ in range(rows)]
-            strs = [make_bytes(self.rng, self.rng.randrange(0, 20)) for _ in range(rows)]
-            payload = bytearray()
-
-            def put(b):
-                while len(payload) % 64:
-                    payload.append(0)
-                off = len(payload)
-                payload.extend(b)
-                return off, len(b)
-
-            vbits = bytearray((rows + 7) // 8)
-            for r_, v in enumerate(valid):
-                if v:
-                    vbits[r_ // 8] |= 1 << (r_ % 8)
-            soffs = [0]
-            for s in strs:
-                soffs.append(soffs[-1] + len(s))
-            bufs = {
-                "id_v": put(bytes(vbits)),
-                "id_d": put(struct.pack("<%dq" % rows, *ids)),
-                "s_o": put(struct.pack("<%di" % (rows + 1), *soffs)),
-                "s_d": put(b"".join(strs)),
-            }
-
-            def column(typ, name, v, o, d):
-                return (u8(typ) + u8(0) + u16(0) + i32(0) + i32(0) + string(name) +
-                        i64(v[0]) + i64(v[1]) + i64(o[0]) + i64(o[1]) + i64(d[0]) + i64(d[1]))
-
-            cols = [column(5, "id", bufs["id_v"], (0, 0), bufs["id_d"]),
-                    column(11, "s", (0, 0), bufs["s_o"], bufs["s_d"])]
-            layout = i64(rows) + u32(len(cols)) + b"".join(cols) + lst(prow, i64)
-            head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
-            c.call(BATCH, head + layout + u32(len(payload)) + bytes(payload)).done()
+        """Columnar batches (protocol.md Batch kind 2) read back as SHFC blocks (format.md 2)
+        and, when the daemon has feature bit 4, as kudo tables (format.md 7)."""
+        fmts = [(0, "shfc")] + ([(1, "kudo")] if self.features & FEAT_KUDO else [])
+        if not self.features & FEAT_KUDO:
+            self.skipped.append("kudo (no feature bit 4)")
+        for fmt, name in fmts:
+            nparts = 20
+            schema = [(n, t) for n, _, t in COLUMNS] if fmt == 1 else None
+            h = c.open(6, fmt, nparts, kind=KIND_COLUMNAR, fmt=fmt, codec="lz4", checksum="CRC32C",
+                       schema=schema)
+            want = [[] for _ in range(nparts)]  # rows per partition, in order
+            slices = [0] * nparts
+            for bno, (rows, align, pspan) in enumerate(((150, 64, nparts), (0, 8, nparts), (200, 1, nparts // 2), (60000, 8, 1))):
+                layout, payload, per_part = build_columnar(self.rng, nparts, rows, align, pspan)
+                head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+                c.call(BATCH, head + layout + u32(len(payload)) + payload).done()
+                for p in range(nparts):
+                    want[p].extend(per_part[p])
+                    slices[p] += bool(per_part[p])
+            res = c.commit(h)
+            parts, _ = read_output(where, 6, fmt, nparts, "lz4", "CRC32C", 32 << 10, res)
             for p in range(nparts):
-                want[p].extend((ids[r_] if valid[r_] else None, strs[r_]) for r_ in range(prow[p], prow[p + 1]))
-        res = c.commit(h)
-        parts, _ = read_output(where, 6, 0, nparts, "lz4", "CRC32C", 32 << 10, res)
-        for p in range(nparts):
-            got = decode_blocks(parts[p])
-            check(got == want[p], "columnar partition %d: %d rows decoded, %d sent" % (p, len(got), len(want[p])))
-            check(bool(parts[p]) == bool(want[p]), "columnar partition %d: bytes without rows" % p)
-        self.ok("columnar batch (int64 with nulls, string; an empty batch) read back as SHFC blocks")
+                try:
+                    got = decode_blocks(parts[p]) if fmt == 0 else decode_kudo(parts[p])
+                except (Fail, struct.error) as e:
+                    raise Fail("%s partition %d: %s" % (name, p, e))
+                check(got == want[p], "%s partition %d: %d rows decoded differ from the %d sent" % (name, p, len(got), len(want[p])))
+                # One table per slice; the big batch's slice, over the record size, in several.
+                check(TABLES[0] == slices[p] if p else TABLES[0] > slices[p],
+                      "%s partition %d: %d tables for %d slices" % (name, p, TABLES[0], slices[p]))
+                check(bool(parts[p]) == bool(want[p]), "%s partition %d: bytes without rows" % (name, p))
+            self.ok("columnar %s: int64/string with nulls, int32, bool8, decimal64; buffers aligned to 64, 8 "
+                    "and 1; an empty batch; a batch over the record size; read back" % name)
+
+
+# Columns of the columnar cases: name, (protocol type, width, precision, scale, nullable), Spark type.
+COLUMNS = [
+    ("id", (5, 8, 0, 0, True), "bigint"),
+    ("s", (11, None, 0, 0, True), "string"),
+    ("x", (4, 4, 0, 0, False), "int"),
+    ("b", (1, 1, 0, 0, False), "boolean"),
+    ("d", (10, 8, 12, 2, True), "decimal(12,2)"),
+]
+FIXED = {1: "<%dB", 4: "<%di", 5: "<%dq", 10: "<%dq"}
+
+
+def build_columnar(rng, nparts, rows, align, pspan):
+    """A columnar batch: the Batch layout, the payload, and the rows of each partition."""
+    per = [0] * nparts
+    for _ in range(rows):
+        per[rng.randrange(pspan)] += 1
+    prow = [0]
+    for x in per:
+        prow.append(prow[-1] + x)
+    payload = bytearray()
+
+    def put(b):
+        while len(payload) % align:
+            payload.append(0)
+        off = len(payload)
+        payload.extend(b)
+        return off, len(b)
+
+    cols, values = [], []
+    for name, (typ, width, prec, scale, nullable), _ in COLUMNS:
+        if typ == 11:
+            vals = [make_bytes(rng, rng.randrange(0, 12)) for _ in range(rows)]
+        elif typ == 1:
+            vals = [rng.randrange(2) for _ in range(rows)]
+        elif typ == 4:
+            vals = [rng.randrange(-2**31, 2**31) for _ in range(rows)]
+        else:
+            vals = [rng.randrange(-10**12 + 1, 10**12) for _ in range(rows)]
+        v = o = (0, 0)
+        if nullable:
+            valid = [rng.random() < 0.8 for _ in range(rows)]
+            bits = bytearray((rows + 7) // 8)
+            for r, ok in enumerate(valid):
+                if ok:
+                    bits[r // 8] |= 1 << (r % 8)
+            v = put(bytes(bits))
+            values.append([x if ok else None for x, ok in zip(vals, valid)])
+        else:
+            values.append(vals)
+        if typ == 11:
+            offs = [0]
+            for x in vals:
+                offs.append(offs[-1] + len(x))
+            o = put(struct.pack("<%di" % (rows + 1), *offs))
+            d = put(b"".join(vals))
+        else:
+            d = put(struct.pack(FIXED[typ] % rows, *vals))
+        cols.append(u8(typ) + u8(0) + u16(0) + i32(prec) + i32(scale) + string(name) +
+                    i64(v[0]) + i64(v[1]) + i64(o[0]) + i64(o[1]) + i64(d[0]) + i64(d[1]))
+    layout = i64(rows) + u32(len(cols)) + b"".join(cols) + lst(prow, i64)
+    rows_of = list(zip(*values)) if values else []
+    per_part = [rows_of[prow[p]:prow[p + 1]] for p in range(nparts)]
+    return layout, bytes(payload), per_part
+
+
+TABLES = [0]  # blocks or tables the last decode_blocks or decode_kudo read
 
 
 def pad8(n):
@@ -1079,9 +1141,10 @@ def pad8(n):
 
 
 def decode_blocks(data):
-    """SHFC blocks of format.md section 2, for int64 and string columns; rows as tuples."""
+    """SHFC blocks of format.md section 2 (the types of COLUMNS); rows as tuples."""
     rows_out = []
     i = 0
+    TABLES[0] = 0
     while i < len(data):
         magic, ver, bflags, ncols, nrows, blen = struct.unpack_from("<4sBBHII", data, i)
         check(magic == b"SHFC" and ver == 1, "block magic/version")
@@ -1089,12 +1152,16 @@ def decode_blocks(data):
         blk = data[i:i + blen]
         pos = 16
         descs = []
-        for _ in range(ncols):
+        for k in range(ncols):
             t, fl, prec, scale, dlen = struct.unpack_from("<BBBbI", blk, pos)
+            want = COLUMNS[k][1]
+            check((t, prec, scale) == (want[0], want[2], want[3]), "block column %d: type %d (%d,%d)" % (k, t, prec, scale))
             descs.append((t, fl, dlen))
             pos += 8
         if bflags & 1:
             lens = struct.unpack_from("<%dH" % ncols, blk, pos)
+            names = blk[pos + 2 * ncols:pos + 2 * ncols + sum(lens)]
+            check(names == b"".join(n.encode() for n, _, _ in COLUMNS[:ncols]), "block names %r" % names)
             pos = pad8(pos + 2 * ncols + sum(lens))
         cols = []
         for t, fl, dlen in descs:
@@ -1109,11 +1176,9 @@ def decode_blocks(data):
                 pos = pad8(pos + 4 * (nrows + 1))
                 d = blk[pos:pos + dlen]
                 vals = [d[offs[r]:offs[r + 1]] for r in range(nrows)]
-            elif t == 5:
-                check(dlen == 8 * nrows, "int64 data length")
-                vals = list(struct.unpack_from("<%dq" % nrows, blk, pos))
             else:
-                raise Fail("block column type %d not used here" % t)
+                check(dlen == struct.calcsize(FIXED[t] % nrows), "type %d data length %d for %d rows" % (t, dlen, nrows))
+                vals = list(struct.unpack_from(FIXED[t] % nrows, blk, pos))
             pos = pad8(pos + dlen)
             if valid is not None:
                 vals = [v if ok else None for v, ok in zip(vals, valid)]
@@ -1121,6 +1186,62 @@ def decode_blocks(data):
         check(pos == blen, "block sections end at %d, block length %d" % (pos, blen))
         rows_out.extend(zip(*cols))
         i += blen
+        TABLES[0] += 1
+    return rows_out
+
+
+def decode_kudo(data):
+    """kudo tables of format.md section 7 (the schema of COLUMNS); rows as tuples."""
+    rows_out = []
+    i = 0
+    TABLES[0] = 0
+    while i < len(data):
+        magic, R, N, V, O, T, C = struct.unpack_from(">4s6i", data, i)
+        check(magic == b"KUD0", "kudo magic %r at %d" % (magic, i))
+        check(C == len(COLUMNS) and N >= 1 and R >= 0, "kudo header C %d N %d R %d" % (C, N, R))
+        bits = data[i + 28:i + 28 + (C + 7) // 8]
+        H = 28 + (C + 7) // 8
+        has_v = [bool(bits[k // 8] >> (k % 8) & 1) for k in range(C)]
+        pos = i + H
+        valid = {}
+        nbytes = (R + N - 1) // 8 - R // 8 + 1
+        for k in range(C):
+            if has_v[k]:
+                vb = data[pos:pos + nbytes]
+                valid[k] = [bool(vb[(R % 8 + r) // 8] >> ((R % 8 + r) % 8) & 1) for r in range(N)]
+                pos += nbytes
+        while (pos - i) % 4:
+            check(data[pos] == 0, "kudo validity padding")
+            pos += 1
+        check(pos - i - H == V, "kudo validity length %d, header says %d" % (pos - i - H, V))
+        offs = {}
+        o0 = pos
+        for k, (_, (typ, *_r), _) in enumerate(COLUMNS):
+            if typ == 11:
+                offs[k] = struct.unpack_from("<%di" % (N + 1), data, pos)
+                pos += 4 * (N + 1)
+        check(pos - o0 == O, "kudo offsets length %d, header says %d" % (pos - o0, O))
+        cols = []
+        for k, (_, (typ, *_r), _) in enumerate(COLUMNS):
+            if typ == 11:
+                o = offs[k]
+                d = data[pos:pos + o[-1] - o[0]]
+                vals = [d[o[r] - o[0]:o[r + 1] - o[0]] for r in range(N)]
+                pos += o[-1] - o[0]
+            else:
+                fmt = FIXED[typ] % N
+                vals = list(struct.unpack_from(fmt, data, pos))
+                pos += struct.calcsize(fmt)
+            if k in valid:
+                vals = [v if ok else None for v, ok in zip(vals, valid[k])]
+            cols.append(vals)
+        while (pos - i) % 4:
+            check(data[pos] == 0, "kudo data padding")
+            pos += 1
+        check(pos - i == H + T, "kudo table of %d bytes, header says %d" % (pos - i, H + T))
+        rows_out.extend(zip(*cols))
+        i = pos
+        TABLES[0] += 1
     return rows_out
 
 
