@@ -282,7 +282,8 @@ def expect_error(code, fn, *args, field=None, **kw):
         if field is not None:
             # Messages name a field as Message.Field, the docs' snake_case name in CamelCase.
             norm = lambda s: s.replace("_", "").lower()
-            check(norm(field) in norm(e.message), "error message %r does not name %r" % (e.message, field))
+            for f in field if isinstance(field, tuple) else (field,):
+                check(norm(f) in norm(e.message), "error message %r does not name %r" % (e.message, f))
         if os.environ.get("DOCCONFORM_SHOW_ERRORS"):
             print("     %s: %s" % (code, e.message))
         return e
@@ -425,7 +426,7 @@ def decode_lz4(data, block_size, info):
     i = 0
     want_level = max(0, (block_size - 1).bit_length() - 10)
     streams = 0
-    ended = True
+    ended, short = True, None
     while i < len(data):
         check(data[i:i + 8] == LZ4_MAGIC, "lz4: no LZ4Block magic at %d" % i)
         check(i + 21 <= len(data), "lz4: block header cut at %d" % i)
@@ -439,10 +440,12 @@ def decode_lz4(data, block_size, info):
             check(clen == 0 and chk == 0 and method == 0x10, "lz4: bad end mark")
             check(not ended, "lz4: an end mark closes an empty stream at %d" % (i - 21))
             streams += 1
-            ended = True
+            ended, short = True, None
             continue
+        check(ended or short is None, "lz4: a block of %d bytes, not the block size %d, before the stream's last" % (short or 0, block_size))
         ended = False
         check(0 < olen <= block_size, "lz4: block of %d bytes over block size %d" % (olen, block_size))
+        short = olen if olen < block_size else None
         check(0 < clen <= len(data) - i, "lz4: compressed length %d" % clen)
         raw = data[i:i + clen]
         i += clen
@@ -515,20 +518,23 @@ SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 def decode_snappy(data, block_size, info):
     """snappy-java's SnappyOutputStream: 16-byte header, then big-endian length + raw chunk."""
     out = bytearray()
-    i, streams = 0, 0
+    i, streams, short = 0, 0, None
     while i < len(data):
         if data[i:i + 8] == SNAPPY_MAGIC:
             ver, compat = struct.unpack_from(">ii", data, i + 8)
             check(ver == 1 and compat == 1, "snappy: header version %d/%d" % (ver, compat))
             i += 16
             streams += 1
+            short = None
             continue
         check(streams > 0, "snappy: no stream header at %d" % i)
         (clen,) = struct.unpack_from(">i", data, i)
         i += 4
         check(0 < clen <= len(data) - i, "snappy: chunk length %d" % clen)
         chunk = snappy_raw_decompress(data[i:i + clen])
-        check(len(chunk) <= max(block_size, 1024), "snappy: chunk of %d over block size" % len(chunk))
+        check(0 < len(chunk) <= block_size, "snappy: chunk of %d bytes, block size %d" % (len(chunk), block_size))
+        check(short is None, "snappy: a chunk of %d bytes, not the block size %d, before the stream's last" % (short or 0, block_size))
+        short = len(chunk) if len(chunk) < block_size else None
         out += chunk
         i += clen
     info["streams"] = streams
@@ -832,7 +838,7 @@ class Suite:
             (10, 290, small),           # backwards: run 4
         ]
         cases = [("lz4", "ADLER32", 0, 0), ("lz4", "CRC32C", 4096, 0), ("none", "CRC32", 0, 0),
-                 ("lz4", "none", 1 << 16, 0), ("snappy", "ADLER32", 0, 0),
+                 ("lz4", "none", 1 << 16, 0), ("snappy", "ADLER32", 0, 0), ("snappy", "CRC32C", 5000, 0),
                  ("zstd", "CRC32", 0, 0), ("zstd", "CRC32C", 0, 5), ("zstd", "ADLER32", 0, 0)]
         for m, (codec, algo, bs, level) in enumerate(cases):
             if codec == "zstd" and zstandard is None:
@@ -946,8 +952,8 @@ class Suite:
         good_batch(n // 2, n)
         # Batch errors: each aborts its own map output only.
         bad_cases = [
-            ("FailedPrecondition", "partitions", [0, 1, 2, 4], b"abcd"),             # 3 partitions for 4
-            ("FailedPrecondition", "partitions", [0, 1, 2, 3, 4, 4], b"abcd"),        # 5 partitions for 4
+            ("FailedPrecondition", ("partition_offsets", "num_partitions"), [0, 1, 2, 4], b"abcd"),  # 3 partitions for 4
+            ("FailedPrecondition", ("partition_offsets", "num_partitions"), [0, 1, 2, 3, 4, 4], b"abcd"),  # 5 partitions for 4
             ("InvalidArgument", "partition_offsets", [0, 3, 2, 3, 4], b"abcd"),       # decreasing
             ("InvalidArgument", "partition_offsets", [1, 2, 3, 3, 4], b"abcd"),       # [0] != 0
             ("InvalidArgument", "partition_offsets", [0, 1, 2, 3, 3], b"abcd"),       # last != payload length
@@ -971,6 +977,12 @@ class Suite:
         col = i64(4) + u32(0) + lst([0, 1, 2, 3, 4], i64) + u32(0)
         expect_error("FailedPrecondition", c.call, BATCH, head + col)
         c.abort(h)
+        # A columnar batch of 2 partitions for 4.
+        h = c.open(5, 22, 4, kind=KIND_COLUMNAR)
+        head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+        expect_error("FailedPrecondition", c.call, BATCH, head + i64(0) + u32(0) + lst([0, 0, 0], i64) + u32(0),
+                     field=("partition_rows", "num_partitions"))
+        expect_error("Aborted", c.commit, h)
         # Unknown handles; unknown plane; unknown type; a response type; trailing bytes.
         expect_error("NotFound", c.commit, 0xDEADBEEF)
         expect_error("NotFound", c.abort, 0xDEADBEEF)
