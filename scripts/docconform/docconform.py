@@ -764,7 +764,9 @@ class Suite:
         self.memfd()
         self.local_dirs()
         self.errors()
+        self.register_errors()
         self.lifecycle()
+        self.small_frames()
 
     def handshake(self):
         c = Conn(self.sock)
@@ -891,6 +893,24 @@ class Suite:
             os.close(fd)
             expect_error("Aborted", c.commit, h)  # the Commit takes the handle
             expect_error("NotFound", c.commit, h)
+        # One memfd passed twice, two regions of it; then a memfd whose region has a hole.
+        h = c.open(3, 20, 2, codec="none", checksum="CRC32")
+        fd = sealed_memfd(b"first-aa" + b"second-bb")
+        c.batch_opaque(h, [0, 5, 8], b"first-aa", plane=PLANE_MEMFD, memfd=(fd, 0))
+        c.batch_opaque(h, [0, 6, 9], b"second-bb", plane=PLANE_MEMFD, memfd=(fd, 8))
+        os.close(fd)
+        res = c.commit(h)
+        parts, _ = read_output(where, 3, 20, 2, "none", "CRC32", 0, res)
+        check(parts == [b"firstsecond", b"-aa-bb"], "one memfd twice: %r" % parts)
+        h = c.open(3, 21, 1)
+        fd = os.memfd_create("docconform-sparse", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        os.ftruncate(fd, 1 << 16)
+        os.pwrite(fd, b"x" * 100, 0)  # the first page written, the rest a hole
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+        expect_error("InvalidArgument", c.call, BATCH, u64(h) + u8(KIND_OPAQUE) + u8(PLANE_MEMFD) + b"\0\0" +
+                     lst([0, 1 << 16], i64) + i64(0) + i64(1 << 16), fd=fd)
+        os.close(fd)
+        expect_error("Aborted", c.commit, h)
         # An FD flag on a frame other than a memfd Batch: InvalidArgument, connection stays.
         fd = sealed_memfd(b"x")
         expect_error("InvalidArgument", c.call, PING, b"", fd=fd)
@@ -1019,6 +1039,82 @@ class Suite:
                 "(Aborted, then Abort answers, then NotFound), unknown type/plane/handle, response "
                 "type, trailing bytes; an open map output and the connection survive all of them; "
                 "a closed connection aborts its map outputs only")
+
+    def register_errors(self):
+        c = self.conn()
+        expect_error("InvalidArgument", c.register, ".shuffled-registry", "e")
+        expect_error("InvalidArgument", c.register, "a/b", "e", field="app_id")
+        expect_error("InvalidArgument", c.register, "..", "e", field="app_id")
+        expect_error("InvalidArgument", c.register, "app", "e\x01", field="executor_id")
+        expect_error("InvalidArgument", c.register, "app", "")
+        if self.args.allowed_root:
+            expect_error("InvalidArgument", c.register, "app-r", "e",
+                         local_dirs=[os.path.join(self.args.allowed_root, "missing")], sub_dirs=64)
+            expect_error("PermissionDenied", c.register, "app-r", "e", local_dirs=[tempfile.gettempdir()], sub_dirs=64)
+            d = os.path.join(self.args.allowed_root, "blockmgr-r")
+            os.makedirs(d, exist_ok=True)
+            expect_error("InvalidArgument", c.register, "app-r", "e", local_dirs=[d], sub_dirs=0, field="sub_dirs")
+            expect_error("InvalidArgument", c.register, "app-r", "e", local_dirs=["relative/dir"], sub_dirs=64)
+        expect_error("InvalidArgument", c.register, "app-r", "e", sub_dirs=64, field="sub_dirs")
+        # A registration that failed leaves the connection unregistered: it may register now.
+        c.dirs = c.register("app-r", "e")
+        h = c.open(9, 0, 1)
+        c.batch_opaque(h, [0, 2], b"ok")
+        read_output(self.flat(c), 9, 0, 1, "lz4", "ADLER32", 32 << 10, c.commit(h))
+        c.close()
+        self.ok("RegisterExecutor refusals (reserved, not plain, missing, outside the allowed roots, sub_dirs, "
+                "relative) keep the connection, which then registers")
+
+    def small_frames(self):
+        """A daemon with --max-frame 65536: max_inline, frame and num_partitions bounds."""
+        if not self.args.daemon:
+            self.skipped.append("small max_frame (needs --daemon)")
+            return
+        sock, proc = start_daemon(self.args.daemon, self.args.tmp, "small", ["--max-frame", "65536"])
+        try:
+            c = Conn(sock)
+            h = c.do_hello()
+            check(h["max_frame"] == 65536 and h["max_inline"] == 32768, "max_frame %d max_inline %d" % (h["max_frame"], h["max_inline"]))
+            c.dirs = c.register("app-small", "e")
+            # CommitResult of 16 + 16 n bytes must fit max_frame: n = 4095 fits, 4096 does not.
+            c.abort(c.open(1, 0, 4095))
+            expect_error("InvalidArgument", c.open, 1, 0, 4096, field="num_partitions")
+            # Inline payload over max_inline (in a frame that fits max_frame): ResourceExhausted.
+            h = c.open(1, 1, 1)
+            payload = b"y" * 40000
+            expect_error("ResourceExhausted", c.batch_opaque, h, [0, len(payload)], payload)
+            expect_error("Aborted", c.commit, h)
+            h = c.open(1, 2, 1)
+            c.batch_opaque(h, [0, 32768], b"z" * 32768)
+            read_output(self.flat(c), 1, 2, 1, "lz4", "ADLER32", 32 << 10, c.commit(h))
+            # A frame over max_frame is a framing error: the connection closes.
+            c.send(PING, b"\0" * 65537)
+            self.assert_closed(c)
+            # SIGTERM drains: no new map outputs (Unavailable), open ones finish, exit 0.
+            c = Conn(sock)
+            c.do_hello()
+            c.dirs = c.register("app-small", "e2")
+            h = c.open(2, 0, 2)
+            c.batch_opaque(h, [0, 1, 2], b"ab")
+            proc.send_signal(signal.SIGTERM)
+            deadline = time.time() + 10
+            while True:
+                try:
+                    c.abort(c.open(2, 1, 1))
+                except DaemonError as e:
+                    check(e.code == CODE["Unavailable"], "Open while draining: %s" % e)
+                    break
+                check(time.time() < deadline, "Open still served 10 s after SIGTERM")
+                time.sleep(0.05)
+            c.batch_opaque(h, [0, 1, 2], b"cd")
+            parts, _ = read_output(self.flat(c), 2, 0, 2, "lz4", "ADLER32", 32 << 10, c.commit(h))
+            check(parts == [b"ac", b"bd"], "map output committed while draining: %r" % parts)
+        finally:
+            rc = stop_daemon(proc)
+        check(rc == 0, "daemon exit status %d on SIGTERM" % rc)
+        self.ok("--max-frame 65536: max_inline 32768, num_partitions 4096 refused, inline over max_inline "
+                "ResourceExhausted, a frame over max_frame closes the connection; SIGTERM: Open Unavailable, "
+                "the open map output commits, exit 0")
 
     def lifecycle(self):
         c = self.conn("app-life", "exec-1")
@@ -1259,6 +1355,32 @@ def decode_kudo(data):
 
 # ---------------------------------------------------------------------------
 
+def start_daemon(binary, tmp, name, extra):
+    """Starts `shuffled serve` as README.md says, its socket and root in tmp."""
+    sock = os.path.join(tmp, name + ".sock")
+    log = open(os.path.join(tmp, name + ".log"), "wb")
+    proc = subprocess.Popen([binary, "serve", "--socket", sock, "--root", os.path.join(tmp, name + "-root"),
+                             "--limit", "64MiB", "--disk-low-watermark", "1MiB"] + extra,
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while not os.path.exists(sock):
+        if proc.poll() is not None or time.time() > deadline:
+            print(open(os.path.join(tmp, name + ".log")).read())
+            sys.exit("docconform: the daemon did not start")
+        time.sleep(0.05)
+    return sock, proc
+
+
+def stop_daemon(proc):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Fail("the daemon did not stop on SIGTERM within 30 s")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", help="shuffled binary to start in a temp dir")
@@ -1271,19 +1393,10 @@ def main():
     tmp, proc = None, None
     if args.daemon:
         tmp = tempfile.mkdtemp(prefix="docconform.")
-        args.socket = os.path.join(tmp, "shuffled.sock")
         args.allowed_root = os.path.join(tmp, "spark")
         os.makedirs(args.allowed_root)
-        log = open(os.path.join(tmp, "daemon.log"), "wb")
-        proc = subprocess.Popen([args.daemon, "serve", "--socket", args.socket, "--root", os.path.join(tmp, "root"),
-                                 "--allowed-roots", args.allowed_root, "--limit", "64MiB",
-                                 "--disk-low-watermark", "1MiB"], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
-        while not os.path.exists(args.socket):
-            if proc.poll() is not None or time.time() > deadline:
-                print(open(os.path.join(tmp, "daemon.log")).read())
-                sys.exit("docconform: the daemon did not start")
-            time.sleep(0.05)
+        args.socket, proc = start_daemon(args.daemon, tmp, "main", ["--allowed-roots", args.allowed_root])
+        args.tmp = tmp
     elif not args.socket:
         ap.error("--daemon or --socket")
     suite = Suite(args)
@@ -1298,13 +1411,12 @@ def main():
         status = 1
     finally:
         if proc:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            rc = stop_daemon(proc)
+            if rc != 0 and not status:
+                print("docconform: FAIL: the daemon exited %d on SIGTERM, want 0" % rc)
+                status = 1
             if status:
-                print(open(os.path.join(tmp, "daemon.log")).read()[-4000:])
+                print(open(os.path.join(tmp, "main.log")).read()[-4000:])
             shutil.rmtree(tmp, ignore_errors=True)
     for s in suite.skipped:
         print("docconform: skipped: " + s)
