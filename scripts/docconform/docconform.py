@@ -864,6 +864,11 @@ class Suite:
         read_output(where, 1, 0, nparts, "lz4", "ADLER32", 32 << 10, res)
         expect_error("NotFound", c.commit, h)
         self.ok("second commit of a map output: existing = 1, first attempt's files and lengths; handle gone")
+        # Codec and checksum names are case-insensitive; the checksum file takes Spark's spelling.
+        h = c.open(2, 5, 3, codec="LZ4", checksum="crc32c")
+        c.batch_opaque(h, [0, 1, 1, 3], b"abc")
+        parts, _ = read_output(where, 2, 5, 3, "lz4", "CRC32C", 32 << 10, c.commit(h))
+        check(parts == [b"a", b"", b"bc"], "LZ4/crc32c output %r" % parts)
         # A map output with only empty partitions, and one of 1 partition.
         self.map_output(c, where, 2, 0, 5, "lz4", "ADLER32", [(0, 0, small)])
         self.map_output(c, where, 2, 1, 1, "zstd" if zstandard else "lz4", "CRC32", [(0, 1, small), (0, 1, small)])
@@ -969,6 +974,19 @@ class Suite:
         expect_error("InvalidArgument", c.open, 5, 1, 4, codec="lz4", level=3, field="level")
         expect_error("InvalidArgument", c.open, 5, 1, 4, codec="lz4", block_size=32, field="block_size")
         expect_error("InvalidArgument", c.open, 5, 1, 4, codec="zstd", level=23, field="level")
+        # kudo: opaque kind, a type not written yet, a name that is no type; a batch off the schema.
+        if self.features & FEAT_KUDO:
+            expect_error("InvalidArgument", c.open, 5, 1, 4, kind=KIND_OPAQUE, fmt=1, schema=[])
+            expect_error("Unsupported", c.open, 5, 1, 4, kind=KIND_COLUMNAR, fmt=1,
+                         schema=[("a", "int"), ("xs", "array<int>")], field="xs")
+            expect_error("InvalidArgument", c.open, 5, 1, 4, kind=KIND_COLUMNAR, fmt=1,
+                         schema=[("q", "integr")], field="q")
+            h = c.open(5, 1, 1, kind=KIND_COLUMNAR, fmt=1, schema=[("a", " INT "), ("b", "bigint")])
+            head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+            col = lambda typ, name, d: u8(typ) + u8(0) + u16(0) + i32(0) + i32(0) + string(name) + i64(0) * 4 + i64(d) + i64(8)
+            expect_error("InvalidArgument", c.call, BATCH, head + i64(2) + u32(2) + col(4, "a", 0) + col(4, "b", 0) +
+                         lst([0, 2], i64) + u32(16) + b"\1" * 16, field="b")
+            expect_error("Aborted", c.commit, h)
         good_batch(n // 2, n)
         # Batch errors: each aborts its own map output only.
         bad_cases = [
@@ -1009,6 +1027,9 @@ class Suite:
         expect_error("InvalidArgument", c.commit, 0)
         h = c.open(5, 21, 1)
         expect_error("Unsupported", c.call, BATCH, u64(h) + u8(1) + u8(9) + b"\0\0" + lst([0, 1], i64) + u32(1) + b"x")
+        if not self.features & FEAT_CUDA:  # CUDA IPC in a CPU build
+            cuda = b"\0" * 64 + u32(0) + u32(0) + i64(0) + i64(1)
+            expect_error("Unsupported", c.call, BATCH, u64(h) + u8(1) + u8(3) + b"\0\0" + lst([0, 1], i64) + cuda)
         expect_error("Unsupported", c.call, 0x0100, b"whatever")
         expect_error("InvalidArgument", c.call, PING | RESPONSE, b"")
         expect_error("InvalidArgument", c.call, PING, b"x")
