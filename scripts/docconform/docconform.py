@@ -1029,7 +1029,9 @@ class Suite:
         expect_error("Unsupported", c.call, BATCH, u64(h) + u8(1) + u8(9) + b"\0\0" + lst([0, 1], i64) + u32(1) + b"x")
         if not self.features & FEAT_CUDA:  # CUDA IPC in a CPU build
             cuda = b"\0" * 64 + u32(0) + u32(0) + i64(0) + i64(1)
+            h = c.open(5, 23, 1)
             expect_error("Unsupported", c.call, BATCH, u64(h) + u8(1) + u8(3) + b"\0\0" + lst([0, 1], i64) + cuda)
+            expect_error("Aborted", c.commit, h)
         expect_error("Unsupported", c.call, 0x0100, b"whatever")
         expect_error("InvalidArgument", c.call, PING | RESPONSE, b"")
         expect_error("InvalidArgument", c.call, PING, b"x")
