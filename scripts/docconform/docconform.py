@@ -1027,6 +1027,10 @@ class Suite:
         expect_error("InvalidArgument", c.commit, 0)
         h = c.open(5, 21, 1)
         expect_error("Unsupported", c.call, BATCH, u64(h) + u8(1) + u8(9) + b"\0\0" + lst([0, 1], i64) + u32(1) + b"x")
+        expect_error("Aborted", c.commit, h)  # a Batch that does not decode aborts the handle it names
+        h = c.open(5, 24, 1)
+        expect_error("InvalidArgument", c.call, BATCH, u64(h) + u8(1) + u8(1) + b"\0\0" + lst([0, 1], i64) + u32(1) + b"xy")
+        expect_error("Aborted", c.commit, h)
         if not self.features & FEAT_CUDA:  # CUDA IPC in a CPU build
             cuda = b"\0" * 64 + u32(0) + u32(0) + i64(0) + i64(1)
             h = c.open(5, 23, 1)
