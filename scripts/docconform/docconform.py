@@ -13,7 +13,7 @@ Standard library only, except the `zstandard` package for zstd frames (the zstd 
 left out, said so, when it is missing, unless --require-zstd).
 
     docconform.py --daemon PATH/TO/shuffled      # starts its own daemon in a temp dir
-    docconform.py --socket S --root R             # a running daemon (root for its files)
+    docconform.py --socket S [--allowed-root D]   # a running daemon; D under its --allowed-roots
 """
 
 import argparse
