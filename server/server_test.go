@@ -516,3 +516,93 @@ func TestCancelledWriteKeepsMapOutput(t *testing.T) {
 		t.Errorf("partition 0 = %q, want %q", got[0], "kept")
 	}
 }
+
+// TestBatchPartitionCount sends, frame by frame as any client may (the Go
+// client refuses such batches itself), batches whose partition count is
+// not the map output's: FailedPrecondition naming the field and both
+// counts, and only that map output is aborted.
+func TestBatchPartitionCount(t *testing.T) {
+	leakcheck.Check(t)
+	d := startDaemon(t, nil)
+	conn, err := net.Dial("unix", d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	id := uint32(0)
+	call := func(m protocol.Message) (protocol.Message, error) {
+		t.Helper()
+		id++
+		b, err := protocol.AppendFrame(nil, id, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		h, payload, err := protocol.ReadFrame(conn, 1<<26, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.ID != id {
+			t.Fatalf("response id %d, want %d", h.ID, id)
+		}
+		resp, err := protocol.Decode(h.Type, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := resp.(*protocol.Error); ok {
+			return nil, e
+		}
+		return resp, nil
+	}
+	if _, err := call(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(&protocol.RegisterExecutor{AppID: "app", ExecutorID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	open := func(mapID int64, kind protocol.PayloadKind) uint64 {
+		t.Helper()
+		r, err := call(&protocol.OpenMapOutput{ShuffleID: 1, MapID: mapID, NumPartitions: 2, Kind: kind})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*protocol.Opened).Handle
+	}
+	good := open(0, protocol.KindOpaque)
+	for i, tc := range []struct {
+		batch  protocol.Batch
+		substr string
+	}{
+		{protocol.Batch{Kind: protocol.KindOpaque, Opaque: protocol.OpaqueLayout{PartitionOffsets: []int64{0, 1, 2, 3}}, Inline: []byte("abc")},
+			"Batch.partition_offsets has 4 entries (3 partitions), but the map output was opened with num_partitions 2, want 3 entries"},
+		{protocol.Batch{Kind: protocol.KindOpaque, Opaque: protocol.OpaqueLayout{PartitionOffsets: []int64{0, 3}}, Inline: []byte("abc")},
+			"Batch.partition_offsets has 2 entries (1 partitions), but the map output was opened with num_partitions 2, want 3 entries"},
+		{protocol.Batch{Kind: protocol.KindColumnar, Columnar: protocol.ColumnarLayout{PartitionRows: []int64{0, 0, 0, 0}}},
+			"Batch.partition_rows has 4 entries (3 partitions), but the map output was opened with num_partitions 2, want 3 entries"},
+	} {
+		h := open(int64(1+i), tc.batch.Kind)
+		b := tc.batch
+		b.Handle, b.Plane = h, protocol.PlaneInline
+		_, err := call(&b)
+		if protocol.CodeOf(err) != protocol.CodeFailedPrecondition || !strings.Contains(err.Error(), tc.substr) {
+			t.Errorf("batch %d: %v, want FailedPrecondition with %q", i, err, tc.substr)
+		}
+		if _, err := call(&protocol.Commit{Handle: h}); protocol.CodeOf(err) != protocol.CodeAborted {
+			t.Errorf("batch %d: Commit after the failed batch = %v, want Aborted", i, err)
+		}
+	}
+	if _, err := call(&protocol.Batch{Handle: good, Kind: protocol.KindOpaque, Plane: protocol.PlaneInline,
+		Opaque: protocol.OpaqueLayout{PartitionOffsets: []int64{0, 1, 2}}, Inline: []byte("ab")}); err != nil {
+		t.Fatalf("batch of the good map output: %v", err)
+	}
+	r, err := call(&protocol.Commit{Handle: good})
+	if err != nil {
+		t.Fatalf("Commit of the good map output: %v", err)
+	}
+	if got := r.(*protocol.CommitResult).Lengths; len(got) != 2 || got[0] == 0 || got[1] == 0 {
+		t.Errorf("good map output lengths %v, want 2 non-empty partitions", got)
+	}
+}

@@ -471,12 +471,13 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	if m.Kind != o.kind {
 		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errPrecondition, m.Kind, o.kind)
 	}
-	parts := len(m.Opaque.PartitionOffsets) - 1
+	field, parts := "partition_offsets", len(m.Opaque.PartitionOffsets)-1
 	if m.Kind == protocol.KindColumnar {
-		parts = len(m.Columnar.PartitionRows) - 1
+		field, parts = "partition_rows", len(m.Columnar.PartitionRows)-1
 	}
 	if parts != o.w.NumPartitions() {
-		return fmt.Errorf("%w: Batch has %d partitions, but the map output was opened with %d", errPrecondition, parts, o.w.NumPartitions())
+		return fmt.Errorf("%w: Batch.%s has %d entries (%d partitions), but the map output was opened with num_partitions %d, want %d entries",
+			errPrecondition, field, parts+1, parts, o.w.NumPartitions(), o.w.NumPartitions()+1)
 	}
 	var payload []byte
 	release := func() {}

@@ -1,0 +1,1455 @@
+#!/usr/bin/env python3
+"""docconform: a client and reader of shuffled written from its documents alone.
+
+It speaks the wire protocol of docs/protocol.md to a running daemon, writes map outputs
+(opaque batches inline and through sealed memfds, columnar batches of docs/format.md's block
+format), commits them, and reads the committed files back as docs/format.md section 9
+describes them: the index file, the checksum file (Adler-32, CRC32, CRC32C), the data file and
+every partition's codec streams (lz4-java's LZ4Block framing with its xxhash32 checksums,
+zstd frames, snappy-java's stream framing, none). Each decoded partition must equal the bytes
+sent for it, in send order. It also checks error answers the protocol promises.
+
+Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
+left out, said so, when it is missing, unless --require-zstd).
+
+    docconform.py --daemon PATH/TO/shuffled      # starts its own daemon in a temp dir
+    docconform.py --socket S [--allowed-root D]   # a running daemon; D under its --allowed-roots
+"""
+
+import argparse
+import fcntl
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+try:
+    import zstandard
+except ImportError:  # the zstd cases are skipped (or fail with --require-zstd)
+    zstandard = None
+
+# ---------------------------------------------------------------------------
+# Protocol constants (docs/protocol.md sections 2, 3, 6)
+
+MAGIC = b"SH"
+HEADER = struct.Struct("<2sHHHII")  # magic, type, flags, reserved, request id, length
+FLAG_FD = 0x0001
+
+HELLO, REGISTER, OPEN, BATCH, COMMIT, ABORT, PING, STATS = range(1, 9)
+REMOVE_SHUFFLE, REMOVE_APP, LIST_SHUFFLES = 0x9, 0xA, 0xB
+RESPONSE = 0x8000
+ERROR = 0xFFFF
+
+FEAT_MEMFD, FEAT_CUDA, FEAT_COLUMNAR, FEAT_LIFECYCLE, FEAT_KUDO = (1 << i for i in range(5))
+
+CODES = {
+    0: "OK", 1: "InvalidArgument", 2: "Unsupported", 3: "NotFound", 4: "AlreadyExists",
+    5: "PermissionDenied", 6: "ResourceExhausted", 7: "FailedPrecondition", 8: "Aborted",
+    9: "Unavailable", 10: "VersionMismatch", 11: "Internal",
+}
+CODE = {v: k for k, v in CODES.items()}
+
+KIND_OPAQUE, KIND_COLUMNAR = 1, 2
+PLANE_INLINE, PLANE_MEMFD = 1, 2
+
+
+class DaemonError(Exception):
+    def __init__(self, code, message, rid):
+        super().__init__("%s (%d): %s" % (CODES.get(code, "?"), code, message))
+        self.code, self.message, self.rid = code, message, rid
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+# ---------------------------------------------------------------------------
+# Field encodings (section 2, "Field encodings")
+
+def u8(v): return struct.pack("<B", v)
+def u16(v): return struct.pack("<H", v)
+def u32(v): return struct.pack("<I", v)
+def i32(v): return struct.pack("<i", v)
+def i64(v): return struct.pack("<q", v)
+def u64(v): return struct.pack("<Q", v)
+
+
+def string(s):
+    b = s.encode() if isinstance(s, str) else s
+    return u16(len(b)) + b
+
+
+def lst(items, enc):
+    return u32(len(items)) + b"".join(enc(x) for x in items)
+
+
+class Reader:
+    """Decodes a payload; every message must be consumed exactly (no trailing bytes)."""
+
+    def __init__(self, b):
+        self.b, self.i = b, 0
+
+    def take(self, n):
+        check(self.i + n <= len(self.b), "payload too short: want %d bytes at %d of %d" % (n, self.i, len(self.b)))
+        v = self.b[self.i:self.i + n]
+        self.i += n
+        return v
+
+    def u8(self): return self.take(1)[0]
+    def u16(self): return struct.unpack("<H", self.take(2))[0]
+    def u32(self): return struct.unpack("<I", self.take(4))[0]
+    def i32(self): return struct.unpack("<i", self.take(4))[0]
+    def i64(self): return struct.unpack("<q", self.take(8))[0]
+    def u64(self): return struct.unpack("<Q", self.take(8))[0]
+    def string(self): return self.take(self.u16()).decode()
+
+    def lst(self, f):
+        n = self.u32()
+        return [f() for _ in range(n)]
+
+    def done(self):
+        check(self.i == len(self.b), "%d trailing bytes in payload" % (len(self.b) - self.i))
+
+
+# ---------------------------------------------------------------------------
+# Connection: frames, fd passing (section 5), request ids (section 7)
+
+class Conn:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(60)
+        self.s.connect(path)
+        self.next_id = 1
+        self.pending = {}  # responses that arrived for ids not yet asked for
+        self.hello = None
+
+    def close(self):
+        self.s.close()
+
+    def rid(self):
+        r = self.next_id
+        self.next_id = self.next_id + 1 if self.next_id < 0xFFFFFFFF else 1
+        return r
+
+    def send(self, typ, payload, rid=None, fd=None, flags=None):
+        rid = self.rid() if rid is None else rid
+        fl = (FLAG_FD if fd is not None else 0) if flags is None else flags
+        frame = HEADER.pack(MAGIC, typ, fl, 0, rid, len(payload)) + payload
+        if fd is None:
+            self.s.sendall(frame)
+        else:
+            # One sendmsg that starts at the header's first byte carries the descriptor;
+            # whatever the kernel did not take follows with plain writes.
+            n = socket.send_fds(self.s, [frame], [fd])
+            if n < len(frame):
+                self.s.sendall(frame[n:])
+        return rid
+
+    def recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.s.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("connection closed by the daemon after %d of %d bytes" % (len(buf), n))
+            buf += chunk
+        return bytes(buf)
+
+    def recv_frame(self):
+        magic, typ, flags, res, rid, length = HEADER.unpack(self.recv_exact(16))
+        check(magic == MAGIC, "bad magic %r" % magic)
+        check(flags == 0, "response frame with flags %#x" % flags)
+        check(res == 0, "response frame with reserved %#x" % res)
+        limit = self.hello["max_frame"] if self.hello else 64 << 20
+        check(length <= limit, "response length %d over max_frame %d" % (length, limit))
+        return typ, rid, self.recv_exact(length)
+
+    def wait(self, rid):
+        while rid not in self.pending:
+            typ, r, payload = self.recv_frame()
+            check(r not in self.pending, "two responses for request id %d" % r)
+            self.pending[r] = (typ, payload)
+        return self.pending.pop(rid)
+
+    def call(self, typ, payload, **kw):
+        """Sends a request and waits for its response; an Error raises DaemonError."""
+        rid = self.send(typ, payload, **kw)
+        return self.result(typ, rid)
+
+    def result(self, typ, rid):
+        rtyp, payload = self.wait(rid)
+        if rtyp == ERROR:
+            r = Reader(payload)
+            code, msg = r.u32(), r.string()
+            r.done()
+            raise DaemonError(code, msg, rid)
+        check(rtyp == typ | RESPONSE, "response type %#x to request type %#x" % (rtyp, typ))
+        return Reader(payload)
+
+    # --- messages (section 4) ---
+
+    def do_hello(self, client="docconform/1", lo=1, hi=1):
+        r = self.call(HELLO, u16(lo) + u16(hi) + string(client))
+        h = dict(version=r.u16(), reserved=r.u16(), max_frame=r.u32(), max_inline=r.u32(),
+                 features=r.u64(), server=r.string())
+        r.done()
+        check(h["version"] == 1, "ServerHello version %d" % h["version"])
+        check(h["reserved"] == 0, "ServerHello reserved %d" % h["reserved"])
+        check(h["max_frame"] >= 65536, "max_frame %d < 65536" % h["max_frame"])
+        check(h["max_inline"] <= h["max_frame"], "max_inline over max_frame")
+        want_inline = max(h["max_frame"] - (1 << 20), h["max_frame"] // 2)
+        check(h["max_inline"] == want_inline,
+              "max_inline %d, docs say max_frame less 1 MiB or half of it: %d" % (h["max_inline"], want_inline))
+        self.hello = h
+        return h
+
+    def register(self, app, execu, local_dirs=(), sub_dirs=0):
+        r = self.call(REGISTER, string(app) + string(execu) + i32(sub_dirs) + lst(list(local_dirs), string))
+        dirs = r.lst(r.string)
+        r.done()
+        return dirs
+
+    def open(self, shuffle, mapid, nparts, kind=KIND_OPAQUE, fmt=0, codec="", checksum="",
+             block_size=0, level=0, schema=None):
+        payload = (i32(shuffle) + i64(mapid) + i32(nparts) + u8(kind) + u8(fmt) + b"\0\0" +
+                   string(codec) + string(checksum) + u32(block_size) + i32(level))
+        if fmt == 1:
+            payload += lst(schema, lambda f: string(f[0]) + string(f[1]))
+        r = self.call(OPEN, payload)
+        h = r.u64()
+        r.done()
+        check(h != 0, "Opened handle 0")
+        return h
+
+    def batch_opaque(self, handle, offsets, payload, plane=PLANE_INLINE, memfd=None):
+        head = u64(handle) + u8(KIND_OPAQUE) + u8(plane) + b"\0\0" + lst(offsets, i64)
+        return self._batch(head, payload, plane, memfd)
+
+    def _batch(self, head, payload, plane, memfd):
+        if plane == PLANE_INLINE:
+            r = self.call(BATCH, head + u32(len(payload)) + payload)
+        else:
+            fd, off = memfd
+            r = self.call(BATCH, head + i64(off) + i64(len(payload)), fd=fd)
+        r.done()
+
+    def commit(self, handle):
+        return self.commit_result(self.call(COMMIT, u64(handle)))
+
+    def commit_result(self, r):
+        existing = r.u8()
+        reserved = r.take(3)
+        runs = r.i32()
+        lengths = r.lst(r.i64)
+        checksums = r.lst(r.i64)
+        r.done()
+        check(existing in (0, 1) and reserved == b"\0\0\0", "CommitResult existing/reserved")
+        return dict(existing=existing, runs=runs, lengths=lengths, checksums=checksums)
+
+    def abort(self, handle):
+        self.call(ABORT, u64(handle)).done()
+
+    def ping(self):
+        self.call(PING, b"").done()
+
+    def stats(self):
+        r = self.call(STATS, b"")
+        st = {}
+        for _ in range(r.u32()):
+            name = r.string()
+            st[name] = r.i64()
+        r.done()
+        return st
+
+
+def expect_error(code, fn, *args, field=None, **kw):
+    """Runs fn, which must fail with the named error code and a message naming field."""
+    try:
+        fn(*args, **kw)
+    except DaemonError as e:
+        check(e.code == CODE[code], "want %s, got %s" % (code, e))
+        if field is not None:
+            # Messages name a field as Message.Field, the docs' snake_case name in CamelCase.
+            norm = lambda s: s.replace("_", "").lower()
+            for f in field if isinstance(field, tuple) else (field,):
+                check(norm(f) in norm(e.message), "error message %r does not name %r" % (e.message, f))
+        if os.environ.get("DOCCONFORM_SHOW_ERRORS"):
+            print("     %s: %s" % (code, e.message))
+        return e
+    raise Fail("want error %s, got success" % code)
+
+
+# ---------------------------------------------------------------------------
+# Checksums (Spark's spark.shuffle.checksum.algorithm; format.md section 9)
+
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    t = CRC32C_TABLE
+    for b in data:
+        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+CHECKSUMS = {
+    "ADLER32": lambda b: zlib.adler32(b, 1),
+    "CRC32": lambda b: zlib.crc32(b, 0),
+    "CRC32C": crc32c,
+}
+
+# ---------------------------------------------------------------------------
+# xxhash32 (lz4-java's block checksum)
+
+P1, P2, P3, P4, P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+M32 = 0xFFFFFFFF
+
+
+def _rotl(x, r):
+    return ((x << r) | (x >> (32 - r))) & M32
+
+
+def xxh32(data, seed):
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v1 = (seed + P1 + P2) & M32
+        v2 = (seed + P2) & M32
+        v3 = seed & M32
+        v4 = (seed - P1) & M32
+        lanes = struct.unpack_from("<%dI" % ((n // 16) * 4), data, 0)
+        for k in range(0, len(lanes), 4):
+            v1 = (_rotl((v1 + lanes[k] * P2) & M32, 13) * P1) & M32
+            v2 = (_rotl((v2 + lanes[k + 1] * P2) & M32, 13) * P1) & M32
+            v3 = (_rotl((v3 + lanes[k + 2] * P2) & M32, 13) * P1) & M32
+            v4 = (_rotl((v4 + lanes[k + 3] * P2) & M32, 13) * P1) & M32
+        i = (n // 16) * 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & M32
+    else:
+        h = (seed + P5) & M32
+    h = (h + n) & M32
+    while i + 4 <= n:
+        h = (_rotl((h + struct.unpack_from("<I", data, i)[0] * P3) & M32, 17) * P4) & M32
+        i += 4
+    while i < n:
+        h = (_rotl((h + data[i] * P5) & M32, 11) * P1) & M32
+        i += 1
+    h ^= h >> 15
+    h = (h * P2) & M32
+    h ^= h >> 13
+    h = (h * P3) & M32
+    h ^= h >> 16
+    return h
+
+
+# ---------------------------------------------------------------------------
+# Codec streams (format.md section 9)
+
+def lz4_block_decompress(src, out_len):
+    """Decodes one raw LZ4 block (the LZ4 block format) of out_len bytes."""
+    dst = bytearray()
+    i, n = 0, len(src)
+    while True:
+        check(i < n, "lz4: block ends inside a sequence")
+        token = src[i]
+        i += 1
+        lit = token >> 4
+        if lit == 15:
+            while True:
+                check(i < n, "lz4: literal length runs off the block")
+                b = src[i]
+                i += 1
+                lit += b
+                if b != 255:
+                    break
+        check(i + lit <= n, "lz4: literals run off the block")
+        dst += src[i:i + lit]
+        i += lit
+        if i == n:
+            break  # the last sequence has literals only
+        check(i + 2 <= n, "lz4: block ends inside an offset")
+        off = src[i] | (src[i + 1] << 8)
+        i += 2
+        check(0 < off <= len(dst), "lz4: offset %d outside the %d bytes decoded" % (off, len(dst)))
+        ml = token & 15
+        if ml == 15:
+            while True:
+                check(i < n, "lz4: match length runs off the block")
+                b = src[i]
+                i += 1
+                ml += b
+                if b != 255:
+                    break
+        ml += 4
+        start = len(dst) - off
+        if off >= ml:
+            dst += dst[start:start + ml]
+        else:
+            pat = bytes(dst[start:])
+            dst += (pat * (ml // off + 1))[:ml]
+        check(len(dst) <= out_len, "lz4: block decodes past its length %d" % out_len)
+    check(len(dst) == out_len, "lz4: block decodes to %d bytes, header says %d" % (len(dst), out_len))
+    return bytes(dst)
+
+
+LZ4_MAGIC = b"LZ4Block"
+LZ4_SEED = 0x9747B28C
+
+
+def decode_lz4(data, block_size, info):
+    """lz4-java's LZ4BlockOutputStream framing, streams back to back (format.md 9): every
+    block has its own 21-byte header (magic, token, lengths, checksum); a stream ends with an
+    empty block, the end mark."""
+    out = bytearray()
+    i = 0
+    want_level = max(0, (block_size - 1).bit_length() - 10)
+    streams = 0
+    ended, short = True, None
+    while i < len(data):
+        check(data[i:i + 8] == LZ4_MAGIC, "lz4: no LZ4Block magic at %d" % i)
+        check(i + 21 <= len(data), "lz4: block header cut at %d" % i)
+        token = data[i + 8]
+        clen, olen, chk = struct.unpack_from("<iiI", data, i + 9)
+        i += 21
+        method, level = token & 0xF0, token & 0x0F
+        check(level == want_level, "lz4: token level %d, want %d for block size %d" % (level, want_level, block_size))
+        check(method in (0x10, 0x20), "lz4: method %#x" % method)
+        if olen == 0:  # the end mark closes this stream
+            check(clen == 0 and chk == 0 and method == 0x10, "lz4: bad end mark")
+            check(not ended, "lz4: an end mark closes an empty stream at %d" % (i - 21))
+            streams += 1
+            ended, short = True, None
+            continue
+        check(ended or short is None, "lz4: a block of %d bytes, not the block size %d, before the stream's last" % (short or 0, block_size))
+        ended = False
+        check(0 < olen <= block_size, "lz4: block of %d bytes over block size %d" % (olen, block_size))
+        short = olen if olen < block_size else None
+        check(0 < clen <= len(data) - i, "lz4: compressed length %d" % clen)
+        raw = data[i:i + clen]
+        i += clen
+        if method == 0x10:
+            check(clen == olen, "lz4: raw block with clen %d != olen %d" % (clen, olen))
+            blk = raw
+        else:
+            blk = lz4_block_decompress(raw, olen)
+        got = xxh32(blk, LZ4_SEED) & 0x0FFFFFFF
+        check(got == chk, "lz4: block checksum %#x, xxhash32 gives %#x" % (chk, got))
+        out += blk
+    check(ended, "lz4: the last stream has no end mark")
+    info["streams"] = streams
+    return bytes(out)
+
+
+def snappy_raw_decompress(src):
+    i, n = 0, len(src)
+    ulen, shift = 0, 0
+    while True:
+        check(i < n, "snappy: varint cut")
+        b = src[i]
+        i += 1
+        ulen |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    dst = bytearray()
+    while i < n:
+        tag = src[i]
+        i += 1
+        t = tag & 3
+        if t == 0:
+            ln = tag >> 2
+            if ln >= 60:
+                nb = ln - 59
+                ln = int.from_bytes(src[i:i + nb], "little")
+                i += nb
+            ln += 1
+            check(i + ln <= n, "snappy: literal runs off")
+            dst += src[i:i + ln]
+            i += ln
+            continue
+        if t == 1:
+            ln = ((tag >> 2) & 7) + 4
+            off = ((tag >> 5) << 8) | src[i]
+            i += 1
+        elif t == 2:
+            ln = (tag >> 2) + 1
+            off = int.from_bytes(src[i:i + 2], "little")
+            i += 2
+        else:
+            ln = (tag >> 2) + 1
+            off = int.from_bytes(src[i:i + 4], "little")
+            i += 4
+        check(0 < off <= len(dst), "snappy: offset %d" % off)
+        start = len(dst) - off
+        if off >= ln:
+            dst += dst[start:start + ln]
+        else:
+            pat = bytes(dst[start:])
+            dst += (pat * (ln // off + 1))[:ln]
+    check(len(dst) == ulen, "snappy: %d bytes, header says %d" % (len(dst), ulen))
+    return bytes(dst)
+
+
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+
+
+def decode_snappy(data, block_size, info):
+    """snappy-java's SnappyOutputStream: 16-byte header, then big-endian length + raw chunk."""
+    out = bytearray()
+    i, streams, short = 0, 0, None
+    while i < len(data):
+        if data[i:i + 8] == SNAPPY_MAGIC:
+            ver, compat = struct.unpack_from(">ii", data, i + 8)
+            check(ver == 1 and compat == 1, "snappy: header version %d/%d" % (ver, compat))
+            i += 16
+            streams += 1
+            short = None
+            continue
+        check(streams > 0, "snappy: no stream header at %d" % i)
+        (clen,) = struct.unpack_from(">i", data, i)
+        i += 4
+        check(0 < clen <= len(data) - i, "snappy: chunk length %d" % clen)
+        chunk = snappy_raw_decompress(data[i:i + clen])
+        check(0 < len(chunk) <= block_size, "snappy: chunk of %d bytes, block size %d" % (len(chunk), block_size))
+        check(short is None, "snappy: a chunk of %d bytes, not the block size %d, before the stream's last" % (short or 0, block_size))
+        short = len(chunk) if len(chunk) < block_size else None
+        out += chunk
+        i += clen
+    info["streams"] = streams
+    return bytes(out)
+
+
+def decode_zstd(data, block_size, info):
+    out = bytearray()
+    streams = 0
+    rest = data
+    while rest:
+        check(rest[:4] == b"\x28\xb5\x2f\xfd", "zstd: no frame magic")
+        d = zstandard.ZstdDecompressor().decompressobj()
+        out += d.decompress(rest)
+        check(d.eof, "zstd: frame cut")
+        rest = d.unused_data
+        streams += 1
+    info["streams"] = streams
+    return bytes(out)
+
+
+def decode_none(data, block_size, info):
+    info["streams"] = None
+    return data
+
+
+DECODERS = {"lz4": decode_lz4, "snappy": decode_snappy, "zstd": decode_zstd, "none": decode_none}
+
+# ---------------------------------------------------------------------------
+# The committed files (format.md section 9)
+
+
+def java_hash(s):
+    """Java's String.hashCode: over UTF-16 code units, 32-bit two's complement."""
+    h = 0
+    b = s.encode("utf-16-be")
+    for unit in struct.unpack(">%dH" % (len(b) // 2), b):
+        h = (31 * h + unit) & M32
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def spark_path(local_dirs, sub_dirs, name):
+    """Spark's ExecutorDiskUtils: nonNegativeHash, then dir and sub-dir (protocol.md 4)."""
+    h = java_hash(name)
+    h = 0 if h == -(1 << 31) else abs(h)
+    return os.path.join(local_dirs[h % len(local_dirs)], "%02x" % ((h // len(local_dirs)) % sub_dirs), name)
+
+
+def read_output(where, shuffle, mapid, nparts, codec, algo, block_size, result):
+    """Reads a committed map output back; returns the decoded partitions and stream counts."""
+    base = "shuffle_%d_%d_0" % (shuffle, mapid)
+    data_p, index_p = where(base + ".data"), where(base + ".index")
+    with open(index_p, "rb") as f:
+        index = f.read()
+    check(len(index) == 8 * (nparts + 1), "index file of %d bytes, want 8 x %d" % (len(index), nparts + 1))
+    offs = struct.unpack(">%dq" % (nparts + 1), index)
+    check(offs[0] == 0, "index starts at %d" % offs[0])
+    with open(data_p, "rb") as f:
+        data = f.read()
+    check(offs[-1] == len(data), "index ends at %d, data file has %d bytes" % (offs[-1], len(data)))
+    lengths = [offs[p + 1] - offs[p] for p in range(nparts)]
+    check(all(x >= 0 for x in lengths), "index offsets decrease")
+    check(lengths == result["lengths"], "CommitResult lengths differ from the index file")
+    if algo == "none":
+        check(result["checksums"] == [], "checksums with checksum none")
+        for name in os.listdir(os.path.dirname(data_p)):
+            check(not name.startswith(base + ".checksum"), "checksum file %s with checksum none" % name)
+    else:
+        with open(where(base + ".checksum." + algo), "rb") as f:
+            ck = f.read()
+        check(len(ck) == 8 * nparts, "checksum file of %d bytes, want 8 x %d" % (len(ck), nparts))
+        sums = list(struct.unpack(">%dq" % nparts, ck))
+        check(sums == result["checksums"], "CommitResult checksums differ from the checksum file")
+        fn = CHECKSUMS[algo]
+        for p in range(nparts):
+            got = fn(data[offs[p]:offs[p + 1]])
+            check(got == sums[p], "partition %d: %s stored %#x, computed %#x" % (p, algo, sums[p], got))
+    parts, streams = [], []
+    for p in range(nparts):
+        seg = data[offs[p]:offs[p + 1]]
+        info = {}
+        try:
+            parts.append(DECODERS[codec](seg, block_size, info) if seg else b"")
+        except Fail as e:
+            raise Fail("partition %d: %s" % (p, e))
+        streams.append(info.get("streams", 0) if seg else 0)
+    return parts, streams
+
+
+# ---------------------------------------------------------------------------
+# Workloads
+
+RECORD = 1 << 20  # the daemon's record size (protocol.md, Batch)
+
+
+def make_bytes(rng, n):
+    """Compressible but not trivial: words and numbers."""
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"lineitem", b"shuffle", b"|"]
+    out = bytearray()
+    while len(out) < n:
+        out += rng.choice(words) + str(rng.randrange(100000)).encode()
+    return bytes(out[:n])
+
+
+def make_batch(rng, nparts, lo, hi, sizes):
+    """A batch whose non-empty partitions lie in [lo, hi); returns (offsets, payload, slices)."""
+    slices = []
+    for p in range(nparts):
+        n = 0
+        if lo <= p < hi and (p == lo or rng.random() < 0.8):
+            n = rng.choice(sizes)
+        slices.append(make_bytes(rng, n) if n else b"")
+    offs = [0]
+    for s in slices:
+        offs.append(offs[-1] + len(s))
+    return offs, b"".join(slices), slices
+
+
+def count_runs(batches):
+    """Runs per the docs: a batch whose first (non-empty) partition comes before the previous
+    batch's last one starts a new run."""
+    runs, last = 0, None
+    for slices in batches:
+        ne = [p for p, s in enumerate(slices) if s]
+        if not ne:
+            continue
+        if last is None or ne[0] < last:
+            runs += 1
+        last = ne[-1]
+    return runs
+
+
+def sealed_memfd(payload, pad=0, seal=True):
+    fd = os.memfd_create("docconform", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+    buf = b"\xee" * pad + payload
+    view = memoryview(buf)
+    while view:
+        view = view[os.write(fd, view):]
+    if seal:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    return fd
+
+
+class Suite:
+    def __init__(self, args):
+        self.args = args
+        self.sock = args.socket
+        self.rng = random.Random(args.seed)
+        self.passed = []
+        self.skipped = []
+
+    def ok(self, what):
+        self.passed.append(what)
+        if self.args.verbose:
+            print("ok   " + what)
+
+    def conn(self, app=None, execu="exec-1", **kw):
+        c = Conn(self.sock)
+        c.do_hello()
+        if app:
+            c.dirs = c.register(app, execu, **kw)
+        return c
+
+    # --- one map output, written and read back -----------------------------
+
+    def map_output(self, c, where, shuffle, mapid, nparts, codec, algo, plan, block_size=0,
+                   level=0, plane=PLANE_INLINE, pipeline=False):
+        """plan: list of (lo, hi, sizes) per batch. Writes, commits, reads back, compares.
+        pipeline: every Batch and the Commit are sent before any response is read."""
+        h = c.open(shuffle, mapid, nparts, codec=codec, checksum=algo, block_size=block_size, level=level)
+        sent = [[] for _ in range(nparts)]
+        batches = []
+        rids = []
+        for k, (lo, hi, sizes) in enumerate(plan):
+            offs, payload, slices = make_batch(self.rng, nparts, lo, hi, sizes)
+            if plane == PLANE_MEMFD and k % 2 == 0:
+                pad = (0, 4096, 100)[(k // 2) % 3]  # offsets need no alignment
+                fd = sealed_memfd(payload, pad=pad)
+                c.batch_opaque(h, offs, payload, plane=PLANE_MEMFD, memfd=(fd, pad))
+                os.close(fd)  # BatchAccepted: the client may close its descriptor
+            elif pipeline:
+                head = u64(h) + u8(KIND_OPAQUE) + u8(PLANE_INLINE) + b"\0\0" + lst(offs, i64)
+                rids.append(c.send(BATCH, head + u32(len(payload)) + payload))
+            else:
+                c.batch_opaque(h, offs, payload)
+            for p, s in enumerate(slices):
+                if s:
+                    sent[p].append(s)
+            batches.append(slices)
+        if pipeline:
+            crid = c.send(COMMIT, u64(h))
+            for rid in reversed(rids):
+                c.result(BATCH, rid).done()
+            res = c.commit_result(c.result(COMMIT, crid))
+        else:
+            res = c.commit(h)
+        check(res["existing"] == 0, "existing = 1 for a new map output")
+        check(len(res["lengths"]) == nparts, "lengths count")
+        check(len(res["checksums"]) == (0 if algo == "none" else nparts), "checksums count")
+        want_runs = count_runs(batches)
+        check(res["runs"] == want_runs, "runs %d, want %d" % (res["runs"], want_runs))
+        bs = block_size or (32 << 10)
+        parts, streams = read_output(where, shuffle, mapid, nparts, codec, algo, bs, res)
+        for p in range(nparts):
+            want = b"".join(sent[p])
+            check(parts[p] == want, "partition %d: decoded %d bytes differ from the %d sent" % (p, len(parts[p]), len(want)))
+            if not want:
+                check(res["lengths"][p] == 0, "empty partition %d has %d bytes" % (p, res["lengths"][p]))
+            if streams[p] is not None:
+                # One stream per (batch, partition) slice, a slice over the record size cut in several.
+                want_streams = sum((len(s) + RECORD - 1) // RECORD for s in sent[p])
+                check(streams[p] == want_streams,
+                      "partition %d: %d codec streams, want %d (slices %s)" % (p, streams[p], want_streams, [len(s) for s in sent[p]]))
+        return h, res
+
+    def flat(self, c):
+        d = c.dirs
+        check(len(d) == 1, "Registered dirs %r for an executor without local dirs" % d)
+        return lambda name: os.path.join(d[0], name)
+
+    # --- the cases -------------------------------------------------------------
+
+    def run(self):
+        self.handshake()
+        self.outputs()
+        self.memfd()
+        self.local_dirs()
+        self.errors()
+        self.register_errors()
+        self.lifecycle()
+        self.small_frames()
+
+    def handshake(self):
+        c = Conn(self.sock)
+        h = c.do_hello()
+        check(h["features"] & FEAT_LIFECYCLE, "no lifecycle feature bit")
+        self.features = h["features"]
+        # Pipelined requests, answered by request id.
+        ids = [c.send(PING, b""), c.send(STATS, b""), c.send(PING, b"")]
+        for rid, typ in zip(reversed(ids), (PING, STATS, PING)[::-1]):
+            c.result(typ, rid)
+        st = c.stats()
+        for name in ("bytes_in_flight", "bytes_in_flight_limit", "open_map_outputs", "connections",
+                     "partition_state_bytes", "partition_state_limit", "commits_total", "aborts_total"):
+            check(name in st, "Stats lacks %s" % name)
+        # Ping needs no registration; Open does.
+        expect_error("FailedPrecondition", c.open, 1, 1, 4)
+        c.close()
+        self.ok("handshake: ServerHello fields, pipelined Ping/Stats, Stats names, Open before Register")
+
+        # Section 9's bytes exactly (Hello, then an Open before registering).
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(self.sock)
+        s.sendall(bytes.fromhex("5348010000000000 0100000009000000 010001000300 6a766d"))
+        hdr = s.recv(16, socket.MSG_WAITALL)
+        check(hdr[:2] == b"SH" and struct.unpack_from("<HHHI", hdr, 2) == (0x8001, 0, 0, 1), "section 9 Hello answer %r" % hdr)
+        s.recv(struct.unpack_from("<I", hdr, 12)[0], socket.MSG_WAITALL)
+        s.close()
+        self.ok("handshake: section 9's Hello bytes")
+
+        # Version mismatch: Error then close.
+        c = Conn(self.sock)
+        e = expect_error("VersionMismatch", c.do_hello, lo=2, hi=3)
+        self.assert_closed(c)
+        # A frame other than Hello first.
+        c = Conn(self.sock)
+        expect_error("FailedPrecondition", c.ping)
+        self.assert_closed(c)
+        # Request id 0: Error with id 0, then close.
+        c = Conn(self.sock)
+        c.do_hello()
+        c.send(PING, b"", rid=0)
+        typ, rid, payload = c.recv_frame()
+        check(typ == ERROR and rid == 0, "request id 0 answered type %#x id %d" % (typ, rid))
+        check(struct.unpack_from("<I", payload)[0] == CODE["InvalidArgument"], "request id 0: code")
+        self.assert_closed(c)
+        self.ok("handshake: VersionMismatch (%s), non-Hello first, request id 0 close the connection" % e.message[:40])
+
+    def assert_closed(self, c):
+        try:
+            while True:
+                c.s.settimeout(10)
+                if not c.s.recv(65536):
+                    break
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        c.close()
+
+    def outputs(self):
+        nparts = 300
+        c = self.conn("app-docconform", "exec-1")
+        where = self.flat(c)
+        small = [1, 7, 100, 1000, 5000]
+        plan = [
+            (0, 300, small),            # run 1: everything
+            (150, 300, small),          # backwards: run 2
+            (0, 120, small),            # backwards: run 3
+            (120, 121, [2 * RECORD + 12345]),  # a slice over the record size, same run
+            (120, 140, small),          # starts at the previous batch's last partition: same run
+            (0, 0, small),              # an empty batch
+            (10, 290, small),           # backwards: run 4
+        ]
+        cases = [("lz4", "ADLER32", 0, 0), ("lz4", "CRC32C", 4096, 0), ("none", "CRC32", 0, 0),
+                 ("lz4", "none", 1 << 16, 0), ("snappy", "ADLER32", 0, 0), ("snappy", "CRC32C", 5000, 0),
+                 ("zstd", "CRC32", 0, 0), ("zstd", "CRC32C", 0, 5), ("zstd", "ADLER32", 0, 0)]
+        for m, (codec, algo, bs, level) in enumerate(cases):
+            if codec == "zstd" and zstandard is None:
+                if self.args.require_zstd:
+                    raise Fail("zstandard is not installed")
+                self.skipped.append("zstd %s (no zstandard package)" % algo)
+                continue
+            _, res = self.map_output(c, where, 1, m, nparts, codec, algo, plan, block_size=bs, level=level,
+                                     pipeline=m % 2 == 1)
+            self.ok("map output %s/%s block_size %d level %d%s: %d partitions, %d runs, %d bytes read back"
+                    % (codec, algo, bs, level, ", pipelined" if m % 2 else "", nparts, res["runs"], sum(res["lengths"])))
+        # A second attempt of a committed (shuffle, map): existing = 1, the first one's lengths win.
+        h = c.open(1, 0, nparts, codec="lz4", checksum="ADLER32")
+        offs, payload, _ = make_batch(self.rng, nparts, 0, nparts, small)
+        c.batch_opaque(h, offs, payload)
+        base = where("shuffle_1_0_0.data")
+        before = open(base, "rb").read()
+        res = c.commit(h)
+        check(res["existing"] == 1 and res["runs"] == 0, "second commit: existing %d runs %d" % (res["existing"], res["runs"]))
+        check(open(base, "rb").read() == before, "second commit changed the data file")
+        read_output(where, 1, 0, nparts, "lz4", "ADLER32", 32 << 10, res)
+        expect_error("NotFound", c.commit, h)
+        self.ok("second commit of a map output: existing = 1, first attempt's files and lengths; handle gone")
+        # Codec and checksum names are case-insensitive; the checksum file takes Spark's spelling.
+        h = c.open(2, 5, 3, codec="LZ4", checksum="crc32c")
+        c.batch_opaque(h, [0, 1, 1, 3], b"abc")
+        parts, _ = read_output(where, 2, 5, 3, "lz4", "CRC32C", 32 << 10, c.commit(h))
+        check(parts == [b"a", b"", b"bc"], "LZ4/crc32c output %r" % parts)
+        # A map output with only empty partitions, and one of 1 partition.
+        self.map_output(c, where, 2, 0, 5, "lz4", "ADLER32", [(0, 0, small)])
+        self.map_output(c, where, 2, 1, 1, "zstd" if zstandard else "lz4", "CRC32", [(0, 1, small), (0, 1, small)])
+        self.ok("map outputs with only empty partitions, and with 1 partition")
+        if self.features & FEAT_COLUMNAR:
+            self.columnar(c, where)
+        else:
+            self.skipped.append("columnar (no feature bit 2)")
+        c.close()
+
+    def memfd(self):
+        if not self.features & FEAT_MEMFD:
+            self.skipped.append("memfd (no feature bit 0)")
+            return
+        c = self.conn("app-docconform", "exec-memfd")
+        where = self.flat(c)
+        plan = [(0, 64, [10, 300, 4000]), (32, 64, [10, 300]), (0, 64, [5000, 70000]), (0, 16, [123]),
+                (16, 64, [9, 99]), (10, 20, [1000])]
+        _, res = self.map_output(c, where, 3, 0, 64, "lz4", "CRC32", plan, plane=PLANE_MEMFD)
+        # Unsealed memfd, memfd smaller than offset + length: InvalidArgument, map output aborted.
+        for seal, pad, short, what in ((False, 0, 0, "unsealed"), (True, 0, 10, "too small")):
+            h = c.open(3, 1 + short, 4)
+            payload = b"abcdefgh" * 100
+            fd = sealed_memfd(payload[:len(payload) - short], pad=pad, seal=seal)
+            expect_error("InvalidArgument", c.batch_opaque, h, [0, 100, 200, 300, 800], payload,
+                         plane=PLANE_MEMFD, memfd=(fd, 0))
+            os.close(fd)
+            expect_error("Aborted", c.commit, h)  # the Commit takes the handle
+            expect_error("NotFound", c.commit, h)
+        # One memfd passed twice, two regions of it; then a memfd whose region has a hole.
+        h = c.open(3, 20, 2, codec="none", checksum="CRC32")
+        fd = sealed_memfd(b"first-aa" + b"second-bb")
+        c.batch_opaque(h, [0, 5, 8], b"first-aa", plane=PLANE_MEMFD, memfd=(fd, 0))
+        c.batch_opaque(h, [0, 6, 9], b"second-bb", plane=PLANE_MEMFD, memfd=(fd, 8))
+        os.close(fd)
+        res = c.commit(h)
+        parts, _ = read_output(where, 3, 20, 2, "none", "CRC32", 0, res)
+        check(parts == [b"firstsecond", b"-aa-bb"], "one memfd twice: %r" % parts)
+        h = c.open(3, 21, 1)
+        fd = os.memfd_create("docconform-sparse", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        os.ftruncate(fd, 1 << 16)
+        os.pwrite(fd, b"x" * 100, 0)  # the first page written, the rest a hole
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+        expect_error("InvalidArgument", c.call, BATCH, u64(h) + u8(KIND_OPAQUE) + u8(PLANE_MEMFD) + b"\0\0" +
+                     lst([0, 1 << 16], i64) + i64(0) + i64(1 << 16), fd=fd)
+        os.close(fd)
+        expect_error("Aborted", c.commit, h)
+        # An FD flag on a frame other than a memfd Batch: InvalidArgument, connection stays.
+        fd = sealed_memfd(b"x")
+        expect_error("InvalidArgument", c.call, PING, b"", fd=fd)
+        os.close(fd)
+        c.ping()
+        c.close()
+        self.ok("memfd data plane: sealed memfds at offsets 0/4096/100 mixed with inline, %d bytes; "
+                "unsealed and too-small memfds refused; FD flag on Ping refused" % sum(res["lengths"]))
+
+    def local_dirs(self):
+        """Spark local dirs: files land where ExecutorDiskUtils hashes them."""
+        base = self.args.allowed_root
+        if not base:
+            self.skipped.append("Spark local dirs (no --allowed-root)")
+            return
+        dirs = [os.path.join(base, "blockmgr-%d" % i) for i in range(3)]
+        for d in dirs:
+            os.makedirs(d, exist_ok=True)
+        sub = 7
+        c = self.conn("app-localdirs", "exec-9", local_dirs=dirs, sub_dirs=sub)
+        check([os.path.realpath(d) for d in c.dirs] == [os.path.realpath(d) for d in dirs],
+              "Registered dirs %r, want %r" % (c.dirs, dirs))
+        where = lambda name: spark_path(dirs, sub, name)
+        for m, algo in enumerate(("ADLER32", "CRC32", "CRC32C")):
+            self.map_output(c, where, 4, 100 + m, 40, "lz4", algo, [(0, 40, [10, 500]), (5, 30, [77])])
+            for ext in (".data", ".index", ".checksum." + algo):
+                check(os.path.exists(where("shuffle_4_%d_0%s" % (100 + m, ext))), "hashed path of %s" % ext)
+        c.close()
+        self.ok("Spark local dirs: 3 dirs x %d sub-dirs, data/index/checksum at ExecutorDiskUtils' paths" % sub)
+
+    def errors(self):
+        c = self.conn("app-docconform", "exec-err")
+        where = self.flat(c)
+        n = 50
+        # A map output that stays open across every error below, then commits.
+        good = c.open(5, 0, n, codec="lz4", checksum="CRC32")
+        sent = [[] for _ in range(n)]
+
+        def good_batch(lo, hi):
+            offs, payload, slices = make_batch(self.rng, n, lo, hi, [3, 300])
+            c.batch_opaque(good, offs, payload)
+            for p, s in enumerate(slices):
+                if s:
+                    sent[p].append(s)
+
+        good_batch(0, n)
+        expect_error("AlreadyExists", c.register, "app-docconform", "exec-err")
+        # Open: num_partitions out of range, bad codec and parameters.
+        expect_error("InvalidArgument", c.open, 5, 1, 0, field="num_partitions")
+        expect_error("InvalidArgument", c.open, 5, 1, (1 << 20) + 1, field="num_partitions")
+        expect_error("InvalidArgument", c.open, -1, 1, 4, field="shuffle_id")
+        expect_error("InvalidArgument", c.open, 5, -1, 4, field="map_id")
+        expect_error("Unsupported", c.open, 5, 1, 4, codec="bogus", field="bogus")
+        expect_error("Unsupported", c.open, 5, 1, 4, checksum="MD5", field="MD5")
+        expect_error("InvalidArgument", c.open, 5, 1, 4, codec="zstd", block_size=4096, field="block_size")
+        expect_error("InvalidArgument", c.open, 5, 1, 4, codec="lz4", level=3, field="level")
+        expect_error("InvalidArgument", c.open, 5, 1, 4, codec="lz4", block_size=32, field="block_size")
+        expect_error("InvalidArgument", c.open, 5, 1, 4, codec="zstd", level=23, field="level")
+        # kudo: opaque kind, a type not written yet, a name that is no type; a batch off the schema.
+        if self.features & FEAT_KUDO:
+            expect_error("InvalidArgument", c.open, 5, 1, 4, kind=KIND_OPAQUE, fmt=1, schema=[])
+            expect_error("Unsupported", c.open, 5, 1, 4, kind=KIND_COLUMNAR, fmt=1,
+                         schema=[("a", "int"), ("xs", "array<int>")], field="xs")
+            expect_error("InvalidArgument", c.open, 5, 1, 4, kind=KIND_COLUMNAR, fmt=1,
+                         schema=[("q", "integr")], field="q")
+            h = c.open(5, 1, 1, kind=KIND_COLUMNAR, fmt=1, schema=[("a", " INT "), ("b", "bigint")])
+            head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+            col = lambda typ, name, d: u8(typ) + u8(0) + u16(0) + i32(0) + i32(0) + string(name) + i64(0) * 4 + i64(d) + i64(8)
+            expect_error("InvalidArgument", c.call, BATCH, head + i64(2) + u32(2) + col(4, "a", 0) + col(4, "b", 0) +
+                         lst([0, 2], i64) + u32(16) + b"\1" * 16, field="b")
+            expect_error("Aborted", c.commit, h)
+        good_batch(n // 2, n)
+        # Batch errors: each aborts its own map output only.
+        bad_cases = [
+            ("FailedPrecondition", ("partition_offsets", "num_partitions"), [0, 1, 2, 4], b"abcd"),  # 3 partitions for 4
+            ("FailedPrecondition", ("partition_offsets", "num_partitions"), [0, 1, 2, 3, 4, 4], b"abcd"),  # 5 partitions for 4
+            ("InvalidArgument", "partition_offsets", [0, 3, 2, 3, 4], b"abcd"),       # decreasing
+            ("InvalidArgument", "partition_offsets", [1, 2, 3, 3, 4], b"abcd"),       # [0] != 0
+            ("InvalidArgument", "partition_offsets", [0, 1, 2, 3, 3], b"abcd"),       # last != payload length
+            ("InvalidArgument", "partition_offsets", [0, -1, 2, 3, 4], b"abcd"),      # negative
+        ]
+        for k, (code, field, offs, payload) in enumerate(bad_cases):
+            h = c.open(5, 10 + k, 4)
+            expect_error(code, c.batch_opaque, h, offs, payload, field=field)
+            expect_error("Aborted", c.batch_opaque, h, [0, 1, 2, 3, 4], b"abcd")
+            expect_error("Aborted", c.batch_opaque, h, [0, 1, 2, 3, 4], b"abcd")
+            if k % 2:
+                expect_error("Aborted", c.commit, h)  # the Commit takes the handle
+                expect_error("NotFound", c.commit, h)
+            else:
+                c.abort(h)  # Abort of a map output aborted by an error answers Aborted (the response)
+            expect_error("NotFound", c.abort, h)
+            good_batch(k * 7, n)
+        # Batch kind other than the map output's: FailedPrecondition.
+        h = c.open(5, 20, 4)
+        head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+        col = i64(4) + u32(0) + lst([0, 1, 2, 3, 4], i64) + u32(0)
+        expect_error("FailedPrecondition", c.call, BATCH, head + col)
+        c.abort(h)
+        # A columnar batch of 2 partitions for 4.
+        h = c.open(5, 22, 4, kind=KIND_COLUMNAR)
+        head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+        expect_error("FailedPrecondition", c.call, BATCH, head + i64(0) + u32(0) + lst([0, 0, 0], i64) + u32(0),
+                     field=("partition_rows", "num_partitions"))
+        expect_error("Aborted", c.commit, h)
+        # Unknown handles; unknown plane; unknown type; a response type; trailing bytes.
+        expect_error("NotFound", c.commit, 0xDEADBEEF)
+        expect_error("NotFound", c.abort, 0xDEADBEEF)
+        expect_error("InvalidArgument", c.commit, 0)
+        h = c.open(5, 21, 1)
+        expect_error("Unsupported", c.call, BATCH, u64(h) + u8(1) + u8(9) + b"\0\0" + lst([0, 1], i64) + u32(1) + b"x")
+        expect_error("Aborted", c.commit, h)  # a Batch that does not decode aborts the handle it names
+        h = c.open(5, 24, 1)
+        expect_error("InvalidArgument", c.call, BATCH, u64(h) + u8(1) + u8(1) + b"\0\0" + lst([0, 1], i64) + u32(1) + b"xy")
+        expect_error("Aborted", c.commit, h)
+        if not self.features & FEAT_CUDA:  # CUDA IPC in a CPU build
+            cuda = b"\0" * 64 + u32(0) + u32(0) + i64(0) + i64(1)
+            h = c.open(5, 23, 1)
+            expect_error("Unsupported", c.call, BATCH, u64(h) + u8(1) + u8(3) + b"\0\0" + lst([0, 1], i64) + cuda)
+            expect_error("Aborted", c.commit, h)
+        expect_error("Unsupported", c.call, 0x0100, b"whatever")
+        expect_error("InvalidArgument", c.call, PING | RESPONSE, b"")
+        expect_error("InvalidArgument", c.call, PING, b"x")
+        c.ping()
+        good_batch(0, 10)
+        res = c.commit(good)
+        parts, _ = read_output(where, 5, 0, n, "lz4", "CRC32", 32 << 10, res)
+        for p in range(n):
+            check(parts[p] == b"".join(sent[p]), "surviving map output: partition %d differs" % p)
+        # Connection end aborts what is open on it; other connections' outputs are not touched.
+        other = self.conn("app-docconform", "exec-err2")
+        keep = other.open(5, 30, 3)
+        other.batch_opaque(keep, [0, 1, 2, 3], b"xyz")
+        h = c.open(5, 31, 3)
+        c.batch_opaque(h, [0, 1, 2, 3], b"abc")
+        aborts = other.stats()["aborts_total"]
+        c.close()
+        deadline = time.time() + 10
+        while other.stats()["aborts_total"] < aborts + 1:
+            check(time.time() < deadline, "closing a connection did not abort its map output")
+            time.sleep(0.05)
+        check(not os.path.exists(where("shuffle_5_31_0.index")), "closed connection's output committed")
+        res = other.commit(keep)
+        parts, _ = read_output(self.flat(other), 5, 30, 3, "lz4", "ADLER32", 32 << 10, res)
+        check(parts == [b"x", b"y", b"z"], "other connection's map output after a close")
+        other.close()
+        self.ok("errors: Open bounds name their field, bad offsets abort only their map output "
+                "(Aborted, then Abort answers, then NotFound), unknown type/plane/handle, response "
+                "type, trailing bytes; an open map output and the connection survive all of them; "
+                "a closed connection aborts its map outputs only")
+
+    def register_errors(self):
+        c = self.conn()
+        expect_error("InvalidArgument", c.register, ".shuffled-registry", "e")
+        expect_error("InvalidArgument", c.register, "a/b", "e", field="app_id")
+        expect_error("InvalidArgument", c.register, "..", "e", field="app_id")
+        expect_error("InvalidArgument", c.register, "app", "e\x01", field="executor_id")
+        expect_error("InvalidArgument", c.register, "app", "")
+        if self.args.allowed_root:
+            expect_error("InvalidArgument", c.register, "app-r", "e",
+                         local_dirs=[os.path.join(self.args.allowed_root, "missing")], sub_dirs=64)
+            expect_error("PermissionDenied", c.register, "app-r", "e", local_dirs=[tempfile.gettempdir()], sub_dirs=64)
+            d = os.path.join(self.args.allowed_root, "blockmgr-r")
+            os.makedirs(d, exist_ok=True)
+            expect_error("InvalidArgument", c.register, "app-r", "e", local_dirs=[d], sub_dirs=0, field="sub_dirs")
+            expect_error("InvalidArgument", c.register, "app-r", "e", local_dirs=["relative/dir"], sub_dirs=64)
+        expect_error("InvalidArgument", c.register, "app-r", "e", sub_dirs=64, field="sub_dirs")
+        # A registration that failed leaves the connection unregistered: it may register now.
+        c.dirs = c.register("app-r", "e")
+        h = c.open(9, 0, 1)
+        c.batch_opaque(h, [0, 2], b"ok")
+        read_output(self.flat(c), 9, 0, 1, "lz4", "ADLER32", 32 << 10, c.commit(h))
+        c.close()
+        self.ok("RegisterExecutor refusals (reserved, not plain, missing, outside the allowed roots, sub_dirs, "
+                "relative) keep the connection, which then registers")
+
+    def small_frames(self):
+        """A daemon with --max-frame 65536: max_inline, frame and num_partitions bounds."""
+        if not self.args.daemon:
+            self.skipped.append("small max_frame (needs --daemon)")
+            return
+        sock, proc = start_daemon(self.args.daemon, self.args.tmp, "small", ["--max-frame", "65536"])
+        try:
+            c = Conn(sock)
+            h = c.do_hello()
+            check(h["max_frame"] == 65536 and h["max_inline"] == 32768, "max_frame %d max_inline %d" % (h["max_frame"], h["max_inline"]))
+            c.dirs = c.register("app-small", "e")
+            # CommitResult of 16 + 16 n bytes must fit max_frame: n = 4095 fits, 4096 does not.
+            c.abort(c.open(1, 0, 4095))
+            expect_error("InvalidArgument", c.open, 1, 0, 4096, field="num_partitions")
+            # Inline payload over max_inline (in a frame that fits max_frame): ResourceExhausted.
+            h = c.open(1, 1, 1)
+            payload = b"y" * 40000
+            expect_error("ResourceExhausted", c.batch_opaque, h, [0, len(payload)], payload)
+            expect_error("Aborted", c.commit, h)
+            h = c.open(1, 2, 1)
+            c.batch_opaque(h, [0, 32768], b"z" * 32768)
+            read_output(self.flat(c), 1, 2, 1, "lz4", "ADLER32", 32 << 10, c.commit(h))
+            # A frame over max_frame is a framing error: the connection closes.
+            c.send(PING, b"\0" * 65537)
+            self.assert_closed(c)
+            # SIGTERM drains: no new map outputs (Unavailable), open ones finish, exit 0.
+            c = Conn(sock)
+            c.do_hello()
+            c.dirs = c.register("app-small", "e2")
+            h = c.open(2, 0, 2)
+            c.batch_opaque(h, [0, 1, 2], b"ab")
+            proc.send_signal(signal.SIGTERM)
+            deadline = time.time() + 10
+            while True:
+                try:
+                    c.abort(c.open(2, 1, 1))
+                except DaemonError as e:
+                    check(e.code == CODE["Unavailable"], "Open while draining: %s" % e)
+                    break
+                check(time.time() < deadline, "Open still served 10 s after SIGTERM")
+                time.sleep(0.05)
+            c.batch_opaque(h, [0, 1, 2], b"cd")
+            parts, _ = read_output(self.flat(c), 2, 0, 2, "lz4", "ADLER32", 32 << 10, c.commit(h))
+            check(parts == [b"ac", b"bd"], "map output committed while draining: %r" % parts)
+        finally:
+            rc = stop_daemon(proc)
+        check(rc == 0, "daemon exit status %d on SIGTERM" % rc)
+        self.ok("--max-frame 65536: max_inline 32768, num_partitions 4096 refused, inline over max_inline "
+                "ResourceExhausted, a frame over max_frame closes the connection; SIGTERM: Open Unavailable, "
+                "the open map output commits, exit 0")
+
+    def lifecycle(self):
+        c = self.conn("app-life", "exec-1")
+        where = self.flat(c)
+        self.map_output(c, where, 7, 0, 10, "lz4", "ADLER32", [(0, 10, [100])])
+        self.map_output(c, where, 7, 1, 10, "none", "none", [(0, 10, [100])])
+        self.map_output(c, where, 8, 0, 10, "lz4", "CRC32", [(0, 10, [100])])
+        r = c.call(LIST_SHUFFLES, string("app-life"))
+        got = r.lst(lambda: (r.i32(), r.i64(), r.i64()))
+        r.done()
+        d = os.path.dirname(where("x"))
+        size = lambda s: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("shuffle_%d_" % s))
+        check(got == [(7, 2, size(7)), (8, 1, size(8))], "ShuffleList %r" % got)
+        r = c.call(REMOVE_SHUFFLE, string("app-life") + i32(7))
+        removed = (r.i64(), r.i64())
+        r.done()
+        check(removed == (2, got[0][2]), "ShuffleRemoved %r" % (removed,))
+        check(not any(f.startswith("shuffle_7_") for f in os.listdir(d)), "shuffle 7's files remain")
+        r = c.call(REMOVE_SHUFFLE, string("app-life") + i32(7))
+        check((r.i64(), r.i64()) == (0, 0), "removing again")
+        r = c.call(REMOVE_APP, string("app-life"))
+        check((r.i64(), r.i64()) == (1, got[1][2]), "ApplicationRemoved")
+        c.close()
+        self.ok("lifecycle: ListShuffles counts and bytes, RemoveShuffle, idempotent, RemoveApplication")
+
+    def columnar(self, c, where):
+        """Columnar batches (protocol.md Batch kind 2) read back as SHFC blocks (format.md 2)
+        and, when the daemon has feature bit 4, as kudo tables (format.md 7)."""
+        fmts = [(0, "shfc")] + ([(1, "kudo")] if self.features & FEAT_KUDO else [])
+        if not self.features & FEAT_KUDO:
+            self.skipped.append("kudo (no feature bit 4)")
+        for fmt, name in fmts:
+            nparts = 20
+            schema = [(n, t) for n, _, t in COLUMNS] if fmt == 1 else None
+            h = c.open(6, fmt, nparts, kind=KIND_COLUMNAR, fmt=fmt, codec="lz4", checksum="CRC32C",
+                       schema=schema)
+            want = [[] for _ in range(nparts)]  # rows per partition, in order
+            slices = [0] * nparts
+            for bno, (rows, align, pspan) in enumerate(((150, 64, nparts), (0, 8, nparts), (200, 1, nparts // 2), (60000, 8, 1))):
+                layout, payload, per_part = build_columnar(self.rng, nparts, rows, align, pspan)
+                head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+                c.call(BATCH, head + layout + u32(len(payload)) + payload).done()
+                for p in range(nparts):
+                    want[p].extend(per_part[p])
+                    slices[p] += bool(per_part[p])
+            res = c.commit(h)
+            parts, _ = read_output(where, 6, fmt, nparts, "lz4", "CRC32C", 32 << 10, res)
+            for p in range(nparts):
+                try:
+                    got = decode_blocks(parts[p]) if fmt == 0 else decode_kudo(parts[p])
+                except (Fail, struct.error) as e:
+                    raise Fail("%s partition %d: %s" % (name, p, e))
+                check(got == want[p], "%s partition %d: %d rows decoded differ from the %d sent" % (name, p, len(got), len(want[p])))
+                # One table per slice; the big batch's slice, over the record size, in several.
+                check(TABLES[0] == slices[p] if p else TABLES[0] > slices[p],
+                      "%s partition %d: %d tables for %d slices" % (name, p, TABLES[0], slices[p]))
+                check(bool(parts[p]) == bool(want[p]), "%s partition %d: bytes without rows" % (name, p))
+            self.ok("columnar %s: int64/string with nulls, int32, bool8, decimal64; buffers aligned to 64, 8 "
+                    "and 1; an empty batch; a batch over the record size; read back" % name)
+
+
+# Columns of the columnar cases: name, (protocol type, width, precision, scale, nullable), Spark type.
+COLUMNS = [
+    ("id", (5, 8, 0, 0, True), "bigint"),
+    ("s", (11, None, 0, 0, True), "string"),
+    ("x", (4, 4, 0, 0, False), "int"),
+    ("b", (1, 1, 0, 0, False), "boolean"),
+    ("d", (10, 8, 12, 2, True), "decimal(12,2)"),
+]
+FIXED = {1: "<%dB", 4: "<%di", 5: "<%dq", 10: "<%dq"}
+
+
+def build_columnar(rng, nparts, rows, align, pspan):
+    """A columnar batch: the Batch layout, the payload, and the rows of each partition."""
+    per = [0] * nparts
+    for _ in range(rows):
+        per[rng.randrange(pspan)] += 1
+    prow = [0]
+    for x in per:
+        prow.append(prow[-1] + x)
+    payload = bytearray()
+
+    def put(b):
+        while len(payload) % align:
+            payload.append(0)
+        off = len(payload)
+        payload.extend(b)
+        return off, len(b)
+
+    cols, values = [], []
+    for name, (typ, width, prec, scale, nullable), _ in COLUMNS:
+        if typ == 11:
+            vals = [make_bytes(rng, rng.randrange(0, 12)) for _ in range(rows)]
+        elif typ == 1:
+            vals = [rng.randrange(2) for _ in range(rows)]
+        elif typ == 4:
+            vals = [rng.randrange(-2**31, 2**31) for _ in range(rows)]
+        else:
+            vals = [rng.randrange(-10**12 + 1, 10**12) for _ in range(rows)]
+        v = o = (0, 0)
+        if nullable:
+            valid = [rng.random() < 0.8 for _ in range(rows)]
+            bits = bytearray((rows + 7) // 8)
+            for r, ok in enumerate(valid):
+                if ok:
+                    bits[r // 8] |= 1 << (r % 8)
+            v = put(bytes(bits))
+            values.append([x if ok else None for x, ok in zip(vals, valid)])
+        else:
+            values.append(vals)
+        if typ == 11:
+            offs = [0]
+            for x in vals:
+                offs.append(offs[-1] + len(x))
+            o = put(struct.pack("<%di" % (rows + 1), *offs))
+            d = put(b"".join(vals))
+        else:
+            d = put(struct.pack(FIXED[typ] % rows, *vals))
+        cols.append(u8(typ) + u8(0) + u16(0) + i32(prec) + i32(scale) + string(name) +
+                    i64(v[0]) + i64(v[1]) + i64(o[0]) + i64(o[1]) + i64(d[0]) + i64(d[1]))
+    layout = i64(rows) + u32(len(cols)) + b"".join(cols) + lst(prow, i64)
+    rows_of = list(zip(*values)) if values else []
+    per_part = [rows_of[prow[p]:prow[p + 1]] for p in range(nparts)]
+    return layout, bytes(payload), per_part
+
+
+TABLES = [0]  # blocks or tables the last decode_blocks or decode_kudo read
+
+
+def pad8(n):
+    return (n + 7) & ~7
+
+
+def decode_blocks(data):
+    """SHFC blocks of format.md section 2 (the types of COLUMNS); rows as tuples."""
+    rows_out = []
+    i = 0
+    TABLES[0] = 0
+    while i < len(data):
+        magic, ver, bflags, ncols, nrows, blen = struct.unpack_from("<4sBBHII", data, i)
+        check(magic == b"SHFC" and ver == 1, "block magic/version")
+        check(blen % 8 == 0 and i + blen <= len(data), "block length %d" % blen)
+        blk = data[i:i + blen]
+        pos = 16
+        descs = []
+        for k in range(ncols):
+            t, fl, prec, scale, dlen = struct.unpack_from("<BBBbI", blk, pos)
+            want = COLUMNS[k][1]
+            check((t, prec, scale) == (want[0], want[2], want[3]), "block column %d: type %d (%d,%d)" % (k, t, prec, scale))
+            descs.append((t, fl, dlen))
+            pos += 8
+        if bflags & 1:
+            lens = struct.unpack_from("<%dH" % ncols, blk, pos)
+            names = blk[pos + 2 * ncols:pos + 2 * ncols + sum(lens)]
+            check(names == b"".join(n.encode() for n, _, _ in COLUMNS[:ncols]), "block names %r" % names)
+            pos = pad8(pos + 2 * ncols + sum(lens))
+        cols = []
+        for t, fl, dlen in descs:
+            valid = None
+            if fl & 1:
+                vb = blk[pos:pos + (nrows + 7) // 8]
+                valid = [bool(vb[r // 8] >> (r % 8) & 1) for r in range(nrows)]
+                pos = pad8(pos + (nrows + 7) // 8)
+            if t in (11, 12):
+                offs = struct.unpack_from("<%dI" % (nrows + 1), blk, pos)
+                check(offs[0] == 0 and offs[-1] == dlen, "block offsets not rebased")
+                pos = pad8(pos + 4 * (nrows + 1))
+                d = blk[pos:pos + dlen]
+                vals = [d[offs[r]:offs[r + 1]] for r in range(nrows)]
+            else:
+                check(dlen == struct.calcsize(FIXED[t] % nrows), "type %d data length %d for %d rows" % (t, dlen, nrows))
+                vals = list(struct.unpack_from(FIXED[t] % nrows, blk, pos))
+            pos = pad8(pos + dlen)
+            if valid is not None:
+                vals = [v if ok else None for v, ok in zip(vals, valid)]
+            cols.append(vals)
+        check(pos == blen, "block sections end at %d, block length %d" % (pos, blen))
+        rows_out.extend(zip(*cols))
+        i += blen
+        TABLES[0] += 1
+    return rows_out
+
+
+def decode_kudo(data):
+    """kudo tables of format.md section 7 (the schema of COLUMNS); rows as tuples."""
+    rows_out = []
+    i = 0
+    TABLES[0] = 0
+    while i < len(data):
+        magic, R, N, V, O, T, C = struct.unpack_from(">4s6i", data, i)
+        check(magic == b"KUD0", "kudo magic %r at %d" % (magic, i))
+        check(C == len(COLUMNS) and N >= 1 and R >= 0, "kudo header C %d N %d R %d" % (C, N, R))
+        bits = data[i + 28:i + 28 + (C + 7) // 8]
+        H = 28 + (C + 7) // 8
+        has_v = [bool(bits[k // 8] >> (k % 8) & 1) for k in range(C)]
+        pos = i + H
+        valid = {}
+        nbytes = (R + N - 1) // 8 - R // 8 + 1
+        for k in range(C):
+            if has_v[k]:
+                vb = data[pos:pos + nbytes]
+                valid[k] = [bool(vb[(R % 8 + r) // 8] >> ((R % 8 + r) % 8) & 1) for r in range(N)]
+                pos += nbytes
+        while (pos - i) % 4:
+            check(data[pos] == 0, "kudo validity padding")
+            pos += 1
+        check(pos - i - H == V, "kudo validity length %d, header says %d" % (pos - i - H, V))
+        offs = {}
+        o0 = pos
+        for k, (_, (typ, *_r), _) in enumerate(COLUMNS):
+            if typ == 11:
+                offs[k] = struct.unpack_from("<%di" % (N + 1), data, pos)
+                pos += 4 * (N + 1)
+        check(pos - o0 == O, "kudo offsets length %d, header says %d" % (pos - o0, O))
+        cols = []
+        for k, (_, (typ, *_r), _) in enumerate(COLUMNS):
+            if typ == 11:
+                o = offs[k]
+                d = data[pos:pos + o[-1] - o[0]]
+                vals = [d[o[r] - o[0]:o[r + 1] - o[0]] for r in range(N)]
+                pos += o[-1] - o[0]
+            else:
+                fmt = FIXED[typ] % N
+                vals = list(struct.unpack_from(fmt, data, pos))
+                pos += struct.calcsize(fmt)
+            if k in valid:
+                vals = [v if ok else None for v, ok in zip(vals, valid[k])]
+            cols.append(vals)
+        while (pos - i) % 4:
+            check(data[pos] == 0, "kudo data padding")
+            pos += 1
+        check(pos - i == H + T, "kudo table of %d bytes, header says %d" % (pos - i, H + T))
+        rows_out.extend(zip(*cols))
+        i = pos
+        TABLES[0] += 1
+    return rows_out
+
+
+# ---------------------------------------------------------------------------
+
+def start_daemon(binary, tmp, name, extra):
+    """Starts `shuffled serve` as README.md says, its socket and root in tmp."""
+    sock = os.path.join(tmp, name + ".sock")
+    log = open(os.path.join(tmp, name + ".log"), "wb")
+    proc = subprocess.Popen([binary, "serve", "--socket", sock, "--root", os.path.join(tmp, name + "-root"),
+                             "--limit", "64MiB", "--disk-low-watermark", "1MiB"] + extra,
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while not os.path.exists(sock):
+        if proc.poll() is not None or time.time() > deadline:
+            print(open(os.path.join(tmp, name + ".log")).read())
+            sys.exit("docconform: the daemon did not start")
+        time.sleep(0.05)
+    return sock, proc
+
+
+def stop_daemon(proc):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Fail("the daemon did not stop on SIGTERM within 30 s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--daemon", help="shuffled binary to start in a temp dir")
+    ap.add_argument("--socket", help="socket of a running daemon")
+    ap.add_argument("--allowed-root", help="a dir under the daemon's --allowed-roots for the local-dirs case")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--require-zstd", action="store_true", help="fail, not skip, without zstandard")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    tmp, proc = None, None
+    if args.daemon:
+        tmp = tempfile.mkdtemp(prefix="docconform.")
+        args.allowed_root = os.path.join(tmp, "spark")
+        os.makedirs(args.allowed_root)
+        args.socket, proc = start_daemon(args.daemon, tmp, "main", ["--allowed-roots", args.allowed_root])
+        args.tmp = tmp
+    elif not args.socket:
+        ap.error("--daemon or --socket")
+    suite = Suite(args)
+    status = 0
+    t0 = time.time()
+    try:
+        suite.run()
+    except (Fail, DaemonError, ConnectionError, OSError) as e:
+        import traceback
+        traceback.print_exc()
+        print("docconform: FAIL: %s" % e)
+        status = 1
+    finally:
+        if proc:
+            rc = stop_daemon(proc)
+            if rc != 0 and not status:
+                print("docconform: FAIL: the daemon exited %d on SIGTERM, want 0" % rc)
+                status = 1
+            if status:
+                print(open(os.path.join(tmp, "main.log")).read()[-4000:])
+            shutil.rmtree(tmp, ignore_errors=True)
+    for s in suite.skipped:
+        print("docconform: skipped: " + s)
+    print("docconform: %d checks passed in %.1f s%s" % (len(suite.passed), time.time() - t0, "" if status else ", all passed"))
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()
