@@ -56,8 +56,10 @@
 //
 // # zstd
 //
-// A stream is one standard zstd frame, with the content size and a content
-// checksum; an empty stream is a frame with no content. Concatenated frames
+// A stream is one standard zstd frame with a content checksum, and the
+// content size in its header when the content is 256 bytes or more (a
+// smaller frame omits it, as the format allows: a reader must not rely on
+// it); an empty stream is a frame with no content. Concatenated frames
 // decode to the concatenation of their contents.
 //
 // # none

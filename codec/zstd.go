@@ -39,8 +39,8 @@ type zstdFrameWriter interface {
 // at a level; nil in the default, pure-Go build.
 var newLibZstd func(level int) (zstdFrameWriter, error)
 
-// zstdEncoder writes one zstd frame per stream, with the content size and a
-// content checksum. A stream written with Write is buffered and encoded in
+// zstdEncoder writes one zstd frame per stream, with a content checksum and
+// (for 256 bytes of content or more) the content size. A stream written with Write is buffered and encoded in
 // Finish, so that it is the same frame that Encode writes. The frames are
 // klauspost/compress's, or libzstd's in a clib build.
 type zstdEncoder struct {
