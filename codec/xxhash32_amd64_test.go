@@ -3,7 +3,7 @@
 package codec
 
 func init() {
-	if xxUseSSE41 {
-		xxAsm = func(on bool) { xxUseSSE41 = on }
+	if xxUseAVX {
+		xxAsm = func(on bool) { xxUseAVX = on }
 	}
 }
