@@ -12,7 +12,7 @@ const (
 	// chunks; the sums here are 64-bit (see adlerChunk).
 	adlerNMax = 5552
 	// adlerWords is the number of 8-byte words that one block sums in 16-bit
-	// lanes before folding them into s1 and s2 (see adlerBlock's bounds).
+	// lanes before folding them into s1 and s2 (adlerBlocks gives the bounds).
 	adlerWords = 16
 	// adlerBlock is the number of bytes in a block.
 	adlerBlock = 8 * adlerWords
@@ -59,6 +59,7 @@ func adler32Update(sum uint32, p []byte) uint32 {
 		n := min(len(p), adlerChunk)
 		q := p[:n]
 		p = p[n:]
+		s1, s2, q = adlerVector(s1, s2, q)
 		s1, s2 = adlerBlocks(s1, s2, q, m)
 		q = q[len(q)&^(adlerBlock-1):]
 		if len(q) >= 8 {

@@ -87,27 +87,28 @@ var checksumSizes = []struct {
 	n    int
 }{{"2.5KiB", 2560}, {"32KiB", 32 << 10}, {"1MiB", 1 << 20}}
 
-// BenchmarkAdler32 compares this package's Adler-32 (impl=new) with the
+// BenchmarkAdler32 compares this package's Adler-32 (impl=new, and
+// impl=go: its pure-Go loop where the build has an assembly one) with the
 // previous one (impl=old) and hash/adler32 (impl=stdlib) in one run.
 func BenchmarkAdler32(b *testing.B) {
-	impls := []struct {
-		name string
-		f    func(uint32, []byte) uint32
-	}{
-		{"old", adler32UpdateOld},
-		{"new", adler32Update},
-		{"stdlib", func(_ uint32, p []byte) uint32 { return adler32.Checksum(p) }},
-	}
 	for _, sz := range checksumSizes {
 		p := randomBytes(rand.New(rand.NewPCG(1, 1)), sz.n)
-		for _, im := range impls {
-			b.Run(fmt.Sprintf("size=%s/impl=%s", sz.name, im.name), func(b *testing.B) {
+		run := func(name string, f func(uint32, []byte) uint32) {
+			b.Run(fmt.Sprintf("size=%s/impl=%s", sz.name, name), func(b *testing.B) {
 				b.SetBytes(int64(sz.n))
 				sum := uint32(1)
 				for b.Loop() {
-					sum = im.f(sum, p)
+					sum = f(sum, p)
 				}
 			})
 		}
+		run("old", adler32UpdateOld)
+		if adlerAsm != nil {
+			adlerAsm(false)
+			run("go", adler32Update)
+			adlerAsm(true)
+		}
+		run("new", adler32Update)
+		run("stdlib", func(_ uint32, p []byte) uint32 { return adler32.Checksum(p) })
 	}
 }

@@ -22,6 +22,23 @@ func stdlibAdler32(t testing.TB, sum uint32, p []byte) uint32 {
 	return h.Sum32()
 }
 
+// adlerAsm, where the build has an assembly loop and the CPU runs it,
+// switches adler32Update to it (true) or to the pure-Go one (false).
+var adlerAsm func(on bool)
+
+// adlerPaths runs f with each of adler32Update's loops in turn.
+func adlerPaths(f func(path string)) {
+	if adlerAsm == nil {
+		f("go")
+		return
+	}
+	defer adlerAsm(true)
+	adlerAsm(false)
+	f("go")
+	adlerAsm(true)
+	f("asm")
+}
+
 // adlerLengths are lengths around the edges of adler32Update: every length
 // up to three blocks, both sides of block multiples, of hash/adler32's and
 // the old implementation's chunk (adlerNMax) and its multiples, of the
@@ -66,45 +83,47 @@ func TestAdler32MatchesStdlib(t *testing.T) {
 		lengths = append(lengths, rng.IntN(100_000))
 	}
 	maxLen := slices.Max(lengths)
-	// Misaligned starts: the inputs begin 0..7 bytes into their buffers.
-	const skew = 8
+	// Misaligned starts: the inputs begin 0..31 bytes into their buffers.
+	const skew = 32
 	random := randomBytes(rng, maxLen+skew)
 	// All 0xff bytes give the largest sums and lane sums: the bounds' worst
 	// case.
 	ones := bytes.Repeat([]byte{0xff}, maxLen+skew)
 	zeros := make([]byte, maxLen+skew)
 	starts := adlerStarts(rng)
-	for _, n := range lengths {
-		inputs := []struct {
-			name string
-			buf  []byte
-		}{{"0xff", ones}, {"random", random}, {"0x00", zeros}}
-		if n > adlerChunk {
-			// Only the worst case for the longest, to keep -race fast.
-			inputs = inputs[:1]
+	adlerPaths(func(path string) {
+		for _, n := range lengths {
+			inputs := []struct {
+				name string
+				buf  []byte
+			}{{"0xff", ones}, {"random", random}, {"0x00", zeros}}
+			if n > adlerChunk {
+				// Only the worst case for the longest, to keep -race fast.
+				inputs = inputs[:1]
+			}
+			for _, in := range inputs {
+				off := n % skew
+				p := in.buf[off : off+n]
+				want := adler32.Checksum(p)
+				if got := adler32Update(1, p); got != want {
+					t.Fatalf("%s: adler32Update(1, %d %s bytes at offset %d) = %#08x, want %#08x", path, n, in.name, off, got, want)
+				}
+				if got := adler32UpdateOld(1, p); got != want {
+					t.Fatalf("adler32UpdateOld(1, %d %s bytes) = %#08x, want %#08x", n, in.name, got, want)
+				}
+				// Resuming from other sums, and in two parts.
+				start := starts[rng.IntN(len(starts))]
+				want = stdlibAdler32(t, start, p)
+				if got := adler32Update(start, p); got != want {
+					t.Fatalf("%s: adler32Update(%#08x, %d %s bytes) = %#08x, want %#08x", path, start, n, in.name, got, want)
+				}
+				i := rng.IntN(n + 1)
+				if got := adler32Update(adler32Update(start, p[:i]), p[i:]); got != want {
+					t.Fatalf("%s: adler32Update(%#08x, %d %s bytes) in parts %d+%d = %#08x, want %#08x", path, start, n, in.name, i, n-i, got, want)
+				}
+			}
 		}
-		for _, in := range inputs {
-			off := n % skew
-			p := in.buf[off : off+n]
-			want := adler32.Checksum(p)
-			if got := adler32Update(1, p); got != want {
-				t.Fatalf("adler32Update(1, %d %s bytes at offset %d) = %#08x, want %#08x", n, in.name, off, got, want)
-			}
-			if got := adler32UpdateOld(1, p); got != want {
-				t.Fatalf("adler32UpdateOld(1, %d %s bytes) = %#08x, want %#08x", n, in.name, got, want)
-			}
-			// Resuming from other sums, and in two parts.
-			start := starts[rng.IntN(len(starts))]
-			want = stdlibAdler32(t, start, p)
-			if got := adler32Update(start, p); got != want {
-				t.Fatalf("adler32Update(%#08x, %d %s bytes) = %#08x, want %#08x", start, n, in.name, got, want)
-			}
-			i := rng.IntN(n + 1)
-			if got := adler32Update(adler32Update(start, p[:i]), p[i:]); got != want {
-				t.Fatalf("adler32Update(%#08x, %d %s bytes) in parts %d+%d = %#08x, want %#08x", start, n, in.name, i, n-i, got, want)
-			}
-		}
-	}
+	})
 }
 
 // TestAdler32AllStarts resumes every length up to a few blocks from every
@@ -112,14 +131,16 @@ func TestAdler32MatchesStdlib(t *testing.T) {
 func TestAdler32AllStarts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	ones := bytes.Repeat([]byte{0xff}, 4*adlerBlock)
-	for _, start := range adlerStarts(rng) {
-		for n := range len(ones) + 1 {
-			want := stdlibAdler32(t, start, ones[:n])
-			if got := adler32Update(start, ones[:n]); got != want {
-				t.Fatalf("adler32Update(%#08x, %d bytes of 0xff) = %#08x, want %#08x", start, n, got, want)
+	adlerPaths(func(path string) {
+		for _, start := range adlerStarts(rng) {
+			for n := range len(ones) + 1 {
+				want := stdlibAdler32(t, start, ones[:n])
+				if got := adler32Update(start, ones[:n]); got != want {
+					t.Fatalf("%s: adler32Update(%#08x, %d bytes of 0xff) = %#08x, want %#08x", path, start, n, got, want)
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestAdlerBounds checks the constants' arithmetic: adlerNMax is the largest
@@ -162,15 +183,17 @@ func TestAdlerBounds(t *testing.T) {
 // Update returns) still gives the checksum of the reduced one.
 func TestAdler32UnreducedStart(t *testing.T) {
 	p := bytes.Repeat([]byte{0xff}, 3*adlerBlock+5)
-	for _, hi := range []uint32{adlerBase, 0xffff} {
-		for _, lo := range []uint32{adlerBase, 0xffff} {
-			got := adler32Update(hi<<16|lo, p)
-			want := adler32Update((hi-adlerBase)<<16|(lo-adlerBase), p)
-			if got != want {
-				t.Errorf("adler32Update(%#08x, %d bytes) = %#08x, want %#08x", hi<<16|lo, len(p), got, want)
+	adlerPaths(func(path string) {
+		for _, hi := range []uint32{adlerBase, 0xffff} {
+			for _, lo := range []uint32{adlerBase, 0xffff} {
+				got := adler32Update(hi<<16|lo, p)
+				want := stdlibAdler32(t, (hi-adlerBase)<<16|(lo-adlerBase), p)
+				if got != want {
+					t.Errorf("%s: adler32Update(%#08x, %d bytes) = %#08x, want %#08x", path, hi<<16|lo, len(p), got, want)
+				}
 			}
 		}
-	}
+	})
 }
 
 func FuzzAdler32(f *testing.F) {
@@ -181,12 +204,14 @@ func FuzzAdler32(f *testing.F) {
 		// A valid start: both halves reduced.
 		start = (start>>16%adlerBase)<<16 | start&0xffff%adlerBase
 		want := stdlibAdler32(t, start, p)
-		if got := adler32Update(start, p); got != want {
-			t.Fatalf("adler32Update(%#08x, %d bytes) = %#08x, want %#08x", start, len(p), got, want)
-		}
 		i := int(cut) % (len(p) + 1)
-		if got := adler32Update(adler32Update(start, p[:i]), p[i:]); got != want {
-			t.Fatalf("adler32Update(%#08x, %d bytes) in parts %d+%d = %#08x, want %#08x", start, len(p), i, len(p)-i, got, want)
-		}
+		adlerPaths(func(path string) {
+			if got := adler32Update(start, p); got != want {
+				t.Fatalf("%s: adler32Update(%#08x, %d bytes) = %#08x, want %#08x", path, start, len(p), got, want)
+			}
+			if got := adler32Update(adler32Update(start, p[:i]), p[i:]); got != want {
+				t.Fatalf("%s: adler32Update(%#08x, %d bytes) in parts %d+%d = %#08x, want %#08x", path, start, len(p), i, len(p)-i, got, want)
+			}
+		})
 	})
 }
