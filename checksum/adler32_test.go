@@ -169,6 +169,10 @@ func TestAdlerBounds(t *testing.T) {
 	if lim64 := new(big.Int).Lsh(big.NewInt(1), 64); v.Cmp(lim64) >= 0 {
 		t.Errorf("adlerChunk = %d: s2 may reach %v, not below 2^64", adlerChunk, v)
 	}
+	// adlerSumsAVX2's weighted 32-bit lanes over a chunk of 0xff bytes.
+	if w := int64(adlerChunk/32) * 255 * (32 + 31 + 30 + 29); w >= 1<<32 {
+		t.Errorf("adlerChunk = %d: a weighted 32-bit lane of the AVX2 loop reaches %d", adlerChunk, w)
+	}
 	// The lane bounds of adlerBlocks, for adlerWords words of 0xff bytes.
 	const s = 2 * 255
 	if u := s * adlerWords * (adlerWords - 1) / 2; u >= 1<<16 {

@@ -48,7 +48,7 @@ func xxh32(b []byte, seed uint32) uint32 {
 }
 
 // xxStripesGeneric runs the four lanes v over the 16-byte stripes of b
-// (len(b) a multiple of 16).
+// (len(b) rounded down to a multiple of 16).
 //
 // It is bound by its multiplications: two per 4-byte lane, eight per
 // stripe, on x86 one per cycle. Two stripes per iteration, or one 8-byte
