@@ -50,8 +50,10 @@ var adlerLanes uint64 = lanes
 // followed by p; it equals what hash/adler32 computes.
 //
 // The sums are 64-bit and reduced modulo adlerBase once per adlerChunk
-// bytes. Within a chunk the bytes go in blocks of adlerWords little-endian
-// words (adlerBlocks), the rest in fewer words and then single bytes.
+// bytes. Within a chunk the whole 32-byte blocks go through adlerVector's
+// assembly loop where the build and the CPU have one; what it leaves goes
+// in blocks of adlerWords little-endian words (adlerBlocks), then fewer
+// words, then single bytes.
 func adler32Update(sum uint32, p []byte) uint32 {
 	s1, s2 := uint64(sum&0xffff), uint64(sum>>16)
 	m := adlerLanes
@@ -82,8 +84,8 @@ func adler32Update(sum uint32, p []byte) uint32 {
 // adlerBlocks returns s1, s2 after the whole blocks of q (len(q) rounded
 // down to a multiple of adlerBlock bytes).
 //
-// In a block, word j (bytes 8j..8j+7) adds its byte sum S_j to s1; byte i of it has
-// weight adlerBlock − 8j − i in s2, so
+// In a block, word j (bytes 8j..8j+7) adds its byte sum S_j to s1, and its
+// byte i has weight adlerBlock − 8j − i in s2, so
 //
 //	s2 += adlerBlock·s1 + 8·Σ_j (adlerWords−1−j)·S_j + Σ_j Σ_i (8−i)·b_{8j+i}.
 //
