@@ -7,7 +7,6 @@ import (
 	"hash/adler32"
 	"hash/crc32"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -103,45 +102,6 @@ func TestGolden(t *testing.T) {
 	}
 	if got := None.Update(None.Empty(), []byte("hello world")); got != 0 {
 		t.Errorf("None.Update = %#08x, want 0", got)
-	}
-}
-
-// adlerLengths are lengths around the edges of the unrolled Adler-32 loop:
-// its block, its chunk, the modulus and the overflow bound.
-var adlerLengths = []int{
-	0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1000,
-	adlerChunk - 1, adlerChunk, adlerChunk + 1, adlerChunk + 31, adlerChunk + 32,
-	adlerNMax - 1, adlerNMax, adlerNMax + 1,
-	2*adlerChunk - 1, 2 * adlerChunk, 2*adlerNMax + 17,
-	adlerBase - 1, adlerBase, adlerBase + 1, 1 << 20, 1<<20 + 13,
-}
-
-func TestAdler32MatchesStdlib(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	lengths := append([]int(nil), adlerLengths...)
-	for n := range 300 {
-		lengths = append(lengths, n)
-	}
-	for range 20 {
-		lengths = append(lengths, rng.IntN(100_000))
-	}
-	random := randomBytes(rng, slices.Max(lengths))
-	// All 0xff bytes give the largest sums: the overflow bound's worst case.
-	ones := bytes.Repeat([]byte{0xff}, slices.Max(lengths))
-	for _, n := range lengths {
-		for _, p := range [][]byte{random[:n], ones[:n]} {
-			want := adler32.Checksum(p)
-			if got := adler32Update(1, p); got != want {
-				t.Fatalf("adler32Update(1, %d bytes) = %#08x, want %#08x", n, got, want)
-			}
-			// Resuming from a checksum in the middle: s1, s2 start anywhere.
-			if n > 0 {
-				i := rng.IntN(n)
-				if got := adler32Update(adler32Update(1, p[:i]), p[i:]); got != want {
-					t.Fatalf("adler32Update in two parts %d+%d = %#08x, want %#08x", i, n-i, got, want)
-				}
-			}
-		}
 	}
 }
 

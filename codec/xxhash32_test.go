@@ -2,6 +2,9 @@ package codec
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -42,5 +45,117 @@ func BenchmarkXXH32(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		xxh32(data, lz4Seed)
+	}
+}
+
+// xxAsm, where the build has an assembly stripe loop and the CPU runs it,
+// switches xxh32 to it (true) or to xxStripesGeneric (false).
+var xxAsm func(on bool)
+
+// xxPaths runs f with each of xxh32's stripe loops in turn.
+func xxPaths(t testing.TB, f func(path string)) {
+	if xxAsm == nil {
+		f("generic")
+		return
+	}
+	defer xxAsm(true)
+	for _, on := range []bool{false, true} {
+		xxAsm(on)
+		f(map[bool]string{false: "generic", true: "asm"}[on])
+	}
+}
+
+// xxLengths are lengths around xxh32's edges: every one up to 300 (lanes,
+// stripes, the 4-byte and 1-byte tails) and both sides of larger multiples
+// of the 16-byte stripe.
+func xxLengths() []int {
+	var ns []int
+	for n := range 301 {
+		ns = append(ns, n)
+	}
+	for _, base := range []int{1 << 10, 2560, 4 << 10, 32 << 10, 64 << 10} {
+		for d := -17; d <= 17; d++ {
+			ns = append(ns, base+d)
+		}
+	}
+	return ns
+}
+
+func TestXXH32MatchesOld(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	lengths := xxLengths()
+	maxLen := slices.Max(lengths)
+	// Misaligned starts: inputs begin 0..15 bytes into their buffers.
+	const skew = 16
+	random := make([]byte, maxLen+skew)
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	ones := bytes.Repeat([]byte{0xff}, maxLen+skew)
+	text := textData(maxLen+skew, 3)
+	seeds := []uint32{0, lz4Seed, 0xffffffff, rng.Uint32()}
+	xxPaths(t, func(path string) {
+		for _, n := range lengths {
+			for _, in := range []struct {
+				name string
+				buf  []byte
+			}{{"random", random}, {"0xff", ones}, {"text", text}} {
+				off := n % skew
+				p := in.buf[off : off+n]
+				seed := seeds[n%len(seeds)]
+				if got, want := xxh32(p, seed), xxh32Old(p, seed); got != want {
+					t.Fatalf("%s: xxh32(%d %s bytes at offset %d, %#x) = %#08x, want %#08x", path, n, in.name, off, seed, got, want)
+				}
+			}
+		}
+	})
+}
+
+// TestXXH32Vectors checks both stripe loops against TestXXH32's vectors.
+func TestXXH32Vectors(t *testing.T) {
+	xxPaths(t, func(path string) {
+		if !t.Run(path, TestXXH32) {
+			t.Fatalf("%s: TestXXH32 failed", path)
+		}
+	})
+}
+
+func FuzzXXH32(f *testing.F) {
+	f.Add([]byte(nil), uint32(0))
+	f.Add([]byte("Nobody inspects the spammish repetition"), uint32(lz4Seed))
+	f.Add(bytes.Repeat([]byte{0xff}, 67), uint32(0xffffffff))
+	f.Fuzz(func(t *testing.T, p []byte, seed uint32) {
+		want := xxh32Old(p, seed)
+		xxPaths(t, func(path string) {
+			if got := xxh32(p, seed); got != want {
+				t.Fatalf("%s: xxh32(%d bytes, %#x) = %#08x, want %#08x", path, len(p), seed, got, want)
+			}
+		})
+	})
+}
+
+// BenchmarkXXH32Impl compares xxh32 (impl=new, and impl=generic: its pure-Go
+// stripe loop) with the previous one (impl=old) in one run.
+func BenchmarkXXH32Impl(b *testing.B) {
+	for _, sz := range []struct {
+		name string
+		n    int
+	}{{"2.5KiB", 2560}, {"32KiB", 32 << 10}, {"1MiB", 1 << 20}} {
+		data := textData(sz.n, 1)
+		run := func(name string, f func([]byte, uint32) uint32) {
+			b.Run(fmt.Sprintf("size=%s/impl=%s", sz.name, name), func(b *testing.B) {
+				b.SetBytes(int64(sz.n))
+				for b.Loop() {
+					f(data, lz4Seed)
+				}
+			})
+		}
+		run("old", xxh32Old)
+		if xxAsm != nil {
+			xxAsm(false)
+			run("generic", xxh32)
+			xxAsm(true)
+		}
+		run("new", xxh32)
 	}
 }
