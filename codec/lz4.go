@@ -8,6 +8,8 @@ import (
 	"math/bits"
 
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/shuffled/shuffled/internal/xxh32"
 )
 
 // lz4-java LZ4BlockOutputStream framing; see doc.go.
@@ -344,4 +346,4 @@ func (r *lz4Reader) Close() error {
 // LZ4Checksum is the checksum of an lz4 block in lz4-java's framing: the
 // xxHash32 of the block's raw bytes with seed 0x9747b28c, masked with
 // 0x0FFFFFFF.
-func LZ4Checksum(raw []byte) uint32 { return xxh32(raw, lz4Seed) & lz4ChecksumMask }
+func LZ4Checksum(raw []byte) uint32 { return xxh32.Sum(raw, lz4Seed) & lz4ChecksumMask }

@@ -85,7 +85,7 @@ func refLZ4Stream(src []byte, blockSize int) []byte {
 		h[8] = method | lz4Level(blockSize)
 		binary.LittleEndian.PutUint32(h[9:], uint32(len(payload)))
 		binary.LittleEndian.PutUint32(h[13:], uint32(len(blk)))
-		binary.LittleEndian.PutUint32(h[17:], xxh32(blk, lz4Seed)&lz4ChecksumMask)
+		binary.LittleEndian.PutUint32(h[17:], LZ4Checksum(blk))
 		out = append(append(out, h[:]...), payload...)
 	}
 	var end [lz4HeaderLen]byte

@@ -1,4 +1,9 @@
-package codec
+// Package xxh32 is the 32-bit xxHash of the xxHash specification, the
+// checksum of every block of Spark's LZ4BlockOutputStream format (package
+// codec). It is a package of its own, free of cgo, so that every build of
+// codec (the clib one links C through cgo, and a cgo package cannot hold Go
+// assembly) takes the same assembly loop where the CPU runs it.
+package xxh32
 
 import (
 	"encoding/binary"
@@ -15,8 +20,8 @@ const (
 	xxPrime5 uint32 = 374761393
 )
 
-// xxh32 returns the 32-bit xxHash of b with the given seed.
-func xxh32(b []byte, seed uint32) uint32 {
+// Sum returns the 32-bit xxHash of b with the given seed.
+func Sum(b []byte, seed uint32) uint32 {
 	n := len(b)
 	var h uint32
 	if n >= 16 {
@@ -66,6 +71,12 @@ func xxStripesGeneric(v *[4]uint32, b []byte) {
 		v4 = xxRound(v4, load32(p, i+12))
 	}
 	v[0], v[1], v[2], v[3] = v1, v2, v3, v4
+}
+
+// load32 loads the little-endian word at byte offset i of p, without a
+// bounds check: the caller says why i is in bounds.
+func load32(p unsafe.Pointer, i int) uint32 {
+	return binary.LittleEndian.Uint32(unsafe.Slice((*byte)(unsafe.Add(p, i)), 4))
 }
 
 func xxRound(acc, in uint32) uint32 {

@@ -1,6 +1,6 @@
-//go:build amd64 && !purego && !clib
+//go:build amd64 && !purego
 
-package codec
+package xxh32
 
 import "golang.org/x/sys/cpu"
 

@@ -1,4 +1,4 @@
-package codec
+package xxh32
 
 import (
 	"encoding/binary"
@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// xxh32Old is the previous xxh32, one stripe per iteration in pure Go: the
+// xxh32Old is the previous Sum, one stripe per iteration in pure Go: the
 // reference of TestXXH32MatchesOld and FuzzXXH32 and the baseline of
 // BenchmarkXXH32Impl.
 func xxh32Old(b []byte, seed uint32) uint32 {

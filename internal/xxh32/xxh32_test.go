@@ -1,4 +1,4 @@
-package codec
+package xxh32
 
 import (
 	"bytes"
@@ -7,6 +7,21 @@ import (
 	"slices"
 	"testing"
 )
+
+// lz4Seed is the seed of the checksums of Spark's lz4 block streams.
+const lz4Seed = 0x9747b28c
+
+// textData returns n deterministic bytes of text-like records.
+func textData(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	words := []string{"furiously", "carefully", "quickly", "final", "pending", "express", "regular", "ironic", "deposits", "requests", "accounts", "packages"}
+	var b bytes.Buffer
+	for b.Len() < n {
+		fmt.Fprintf(&b, "%d|%d|%.2f|%s|%s %s|\n", r.IntN(6000000), r.IntN(7)+1, r.Float64()*100000,
+			words[r.IntN(len(words))], words[r.IntN(len(words))], words[r.IntN(len(words))])
+	}
+	return b.Bytes()[:n]
+}
 
 func TestXXH32(t *testing.T) {
 	fox := bytes.Repeat([]byte("The quick brown fox jumps over the lazy dog. "), 100)
@@ -33,26 +48,26 @@ func TestXXH32(t *testing.T) {
 		{[]byte("hello world"), lz4Seed, 0x02920395},
 	}
 	for _, tt := range tests {
-		if got := xxh32(tt.in, tt.seed); got&0x0FFFFFFF != tt.want&0x0FFFFFFF || (tt.seed == 0 && got != tt.want) {
-			t.Errorf("xxh32(%q, %#x) = %#08x, want %#08x", tt.in, tt.seed, got, tt.want)
+		if got := Sum(tt.in, tt.seed); got&0x0FFFFFFF != tt.want&0x0FFFFFFF || (tt.seed == 0 && got != tt.want) {
+			t.Errorf("Sum(%q, %#x) = %#08x, want %#08x", tt.in, tt.seed, got, tt.want)
 		}
 	}
 }
 
 func BenchmarkXXH32(b *testing.B) {
-	data := textData(DefaultBlockSize, 1)
+	data := textData(64<<10, 1)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		xxh32(data, lz4Seed)
+		Sum(data, lz4Seed)
 	}
 }
 
 // xxAsm, where the build has an assembly stripe loop and the CPU runs it,
-// switches xxh32 to it (true) or to xxStripesGeneric (false).
+// switches Sum to it (true) or to xxStripesGeneric (false).
 var xxAsm func(on bool)
 
-// xxPaths runs f with each of xxh32's stripe loops in turn.
+// xxPaths runs f with each of Sum's stripe loops in turn.
 func xxPaths(t testing.TB, f func(path string)) {
 	if xxAsm == nil {
 		f("generic")
@@ -65,7 +80,7 @@ func xxPaths(t testing.TB, f func(path string)) {
 	}
 }
 
-// xxLengths are lengths around xxh32's edges: every one up to 300 (lanes,
+// xxLengths are lengths around Sum's edges: every one up to 300 (lanes,
 // stripes, the 4-byte and 1-byte tails) and both sides of larger multiples
 // of the 16-byte stripe.
 func xxLengths() []int {
@@ -103,8 +118,8 @@ func TestXXH32MatchesOld(t *testing.T) {
 				off := n % skew
 				p := in.buf[off : off+n]
 				seed := seeds[n%len(seeds)]
-				if got, want := xxh32(p, seed), xxh32Old(p, seed); got != want {
-					t.Fatalf("%s: xxh32(%d %s bytes at offset %d, %#x) = %#08x, want %#08x", path, n, in.name, off, seed, got, want)
+				if got, want := Sum(p, seed), xxh32Old(p, seed); got != want {
+					t.Fatalf("%s: Sum(%d %s bytes at offset %d, %#x) = %#08x, want %#08x", path, n, in.name, off, seed, got, want)
 				}
 			}
 		}
@@ -127,14 +142,14 @@ func FuzzXXH32(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte, seed uint32) {
 		want := xxh32Old(p, seed)
 		xxPaths(t, func(path string) {
-			if got := xxh32(p, seed); got != want {
-				t.Fatalf("%s: xxh32(%d bytes, %#x) = %#08x, want %#08x", path, len(p), seed, got, want)
+			if got := Sum(p, seed); got != want {
+				t.Fatalf("%s: Sum(%d bytes, %#x) = %#08x, want %#08x", path, len(p), seed, got, want)
 			}
 		})
 	})
 }
 
-// BenchmarkXXH32Impl compares xxh32 (impl=new, and impl=generic: its pure-Go
+// BenchmarkXXH32Impl compares Sum (impl=new, and impl=generic: its pure-Go
 // stripe loop) with the previous one (impl=old) in one run.
 func BenchmarkXXH32Impl(b *testing.B) {
 	for _, sz := range []struct {
@@ -153,9 +168,9 @@ func BenchmarkXXH32Impl(b *testing.B) {
 		run("old", xxh32Old)
 		if xxAsm != nil {
 			xxAsm(false)
-			run("generic", xxh32)
+			run("generic", Sum)
 			xxAsm(true)
 		}
-		run("new", xxh32)
+		run("new", Sum)
 	}
 }
