@@ -524,44 +524,17 @@ func TestCancelledWriteKeepsMapOutput(t *testing.T) {
 func TestBatchPartitionCount(t *testing.T) {
 	leakcheck.Check(t)
 	d := startDaemon(t, nil)
-	conn, err := net.Dial("unix", d.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	id := uint32(0)
+	conn := dialRaw(t, d)
+	conn.handshake("app")
+	id := uint32(2)
 	call := func(m protocol.Message) (protocol.Message, error) {
 		t.Helper()
 		id++
-		b, err := protocol.AppendFrame(nil, id, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		h, payload, err := protocol.ReadFrame(conn, 1<<26, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.ID != id {
-			t.Fatalf("response id %d, want %d", h.ID, id)
-		}
-		resp, err := protocol.Decode(h.Type, payload)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, resp := conn.call(id, m)
 		if e, ok := resp.(*protocol.Error); ok {
 			return nil, e
 		}
 		return resp, nil
-	}
-	if _, err := call(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := call(&protocol.RegisterExecutor{AppID: "app", ExecutorID: "1"}); err != nil {
-		t.Fatal(err)
 	}
 	open := func(mapID int64, kind protocol.PayloadKind) uint64 {
 		t.Helper()
