@@ -32,6 +32,10 @@ const (
 	PhaseFiles      = "files"
 )
 
+// PhaseBuckets are the upper bounds, in seconds, of the commit phase
+// histogram: 100 µs to 10 s (a phase is often under a millisecond).
+var PhaseBuckets = append([]float64{.0001, .00025, .0005}, CommitBuckets...)
+
 // RunBuckets are the upper bounds of the runs-per-map-output histogram. One
 // run is the single-batch case; many runs mean many merges.
 var RunBuckets = []float64{1, 2, 3, 4, 6, 8, 16, 32, 64, 128}
@@ -117,7 +121,7 @@ func New() *Metrics {
 		CommitPhaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "commit_phase_duration_seconds",
 			Help:    "Time of map output commits by phase: encode_wait (records still being encoded), merge_tail (merging runs after that), files (committing the files).",
-			Buckets: CommitBuckets,
+			Buckets: PhaseBuckets,
 		}, []string{"phase"}),
 		Sessions: gauge("sessions", "Connected client sessions."),
 

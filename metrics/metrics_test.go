@@ -76,6 +76,7 @@ func TestMetricsExposition(t *testing.T) {
 		`shuffled_commit_duration_seconds_bucket{le="0.005"} 1`,
 		`shuffled_commit_duration_seconds_bucket{le="10"} 1`,
 		"shuffled_commit_duration_seconds_sum 0.003",
+		`shuffled_commit_phase_duration_seconds_bucket{phase="merge_tail",le="0.0001"} 0`,
 		`shuffled_commit_phase_duration_seconds_bucket{phase="merge_tail",le="0.01"} 0`,
 		`shuffled_commit_phase_duration_seconds_bucket{phase="merge_tail",le="0.025"} 1`,
 		`shuffled_commit_phase_duration_seconds_count{phase="merge_tail"} 1`,
