@@ -120,7 +120,7 @@ func New() *Metrics {
 		}),
 		CommitPhaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "commit_phase_duration_seconds",
-			Help:    "Time of map output commits by phase: encode_wait (records still being encoded), merge_tail (merging runs after that), files (committing the files).",
+			Help:    "Time of map output commits by phase: encode_wait (records still being encoded and handed to their runs), merge_tail (merging runs after that), files (committing the files); commits that found the map output already committed are not observed.",
 			Buckets: PhaseBuckets,
 		}, []string{"phase"}),
 		Sessions: gauge("sessions", "Connected client sessions."),

@@ -24,6 +24,12 @@ type EncodedRecord struct {
 // codec. The Streams must stay unchanged until onDone (may be nil) is
 // called, once no record refers to them any more; onDone is called
 // exactly once, also when WriteEncoded fails. An empty Stream is skipped.
+// On an engine that holds runs in memory (its limit is at least 16 record
+// sizes), a Stream larger than the bytes-in-flight limit is an ErrInvalid
+// error and nothing of the call is written: such a record is admitted only
+// with nothing else in flight, which runs held in memory until their
+// commit would never allow. (Records the writer cuts itself are at most a
+// record size; on an engine without that memory they are admitted alone.)
 func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDone func()) error {
 	ref := newBatchRef(onDone)
 	defer ref.release()
@@ -33,6 +39,9 @@ func (w *MapWriter) WriteEncoded(ctx context.Context, recs []EncodedRecord, onDo
 		}
 		if r.Raw < 0 {
 			return fmt.Errorf("%w: map output %s: encoded record %d: raw length %d", ErrInvalid, w.name(), i, r.Raw)
+		}
+		if limit := w.e.lim.Limit(); w.e.memory.total > 0 && int64(len(r.Stream)) > limit {
+			return fmt.Errorf("%w: map output %s: encoded record %d: stream of %d bytes is larger than the bytes-in-flight limit %d", ErrInvalid, w.name(), i, len(r.Stream), limit)
 		}
 	}
 	return w.writing(ctx, func(ctx context.Context) error {

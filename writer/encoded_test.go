@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -80,7 +81,8 @@ func TestWriteEncoded(t *testing.T) {
 }
 
 func TestWriteEncodedBadInput(t *testing.T) {
-	e := newEngine(t)
+	const limit = 1 << 20
+	e := newEngine(t, WithLimit(limit), WithRecordSize(limit/16)) // runs may be held in memory
 	ctx := context.Background()
 	spec := Spec{ID: shufflefile.ID{Shuffle: 4, Map: 1}, NumPartitions: 3, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())}
 	w, err := e.Open(ctx, spec)
@@ -88,7 +90,10 @@ func TestWriteEncodedBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Abort()
-	for _, r := range []EncodedRecord{{Partition: 3, Stream: []byte("x")}, {Partition: -1}, {Partition: 0, Raw: -1}} {
+	// A stream over the limit: refused, where it used to wait for nothing
+	// else in flight, which the runs held in memory never allow.
+	huge := make([]byte, limit+1)
+	for _, r := range []EncodedRecord{{Partition: 3, Stream: []byte("x")}, {Partition: -1}, {Partition: 0, Raw: -1}, {Partition: 2, Stream: huge, Raw: 1}} {
 		called := 0
 		err := w.WriteEncoded(ctx, []EncodedRecord{r}, func() { called++ })
 		if !errors.Is(err, ErrInvalid) || called != 1 {
@@ -102,5 +107,35 @@ func TestWriteEncodedBadInput(t *testing.T) {
 	res, err := w.Commit(ctx)
 	if err != nil || res.Records != 0 || slices.ContainsFunc(res.Lengths, func(n int64) bool { return n != 0 }) {
 		t.Errorf("commit: %v, %d records", err, res.Records)
+	}
+}
+
+// TestWriteEncodedOversize: on an engine that keeps no runs in memory, an
+// encoded stream larger than the limit is admitted alone, after a first
+// run, and the map output commits.
+func TestWriteEncodedOversize(t *testing.T) {
+	const limit = 64 << 10
+	e := newEngine(t, WithLimit(limit), WithRecordSize(limit)) // no memory budget
+	ctx := context.Background()
+	spec := Spec{ID: shufflefile.ID{Shuffle: 4, Map: 2}, NumPartitions: 2, Codec: codec.None, Layout: shufflefile.Flat(t.TempDir())}
+	w, err := e.Open(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, huge := bytes.Repeat([]byte("s"), 100), bytes.Repeat([]byte("h"), 2*limit)
+	for _, recs := range [][]EncodedRecord{{{Partition: 1, Stream: small, Raw: 100}}, {{Partition: 0, Stream: huge, Raw: 2 * limit}}} {
+		if err := w.WriteEncoded(ctx, recs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := w.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Runs != 2 || res.Lengths[0] != 2*limit || res.Lengths[1] != 100 {
+		t.Errorf("runs %d, lengths %v; want 2 runs, [%d 100]", res.Runs, res.Lengths, 2*limit)
+	}
+	if s := e.Limiter().Stats(); s.Oversize != 1 {
+		t.Errorf("Oversize = %d, want 1", s.Oversize)
 	}
 }

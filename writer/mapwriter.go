@@ -72,11 +72,13 @@ type Result struct {
 	MemoryRuns int
 
 	// Where Commit's time went. EncodeWait: from Commit's call until the
-	// last run had all its records (0 if that was before the call).
-	// MergeTail: from then until the data file was complete, the part of
-	// a merge of several runs (or of a Spec.Sink's Assemble) that did not
-	// overlap the encoding; 0 for one run. Files: writing the index and
-	// checksum files and committing all three.
+	// last run had all its records, encoded and handed to it, its run
+	// file flushed (0 if that was before the call). MergeTail: from then
+	// until the data file was complete, the part of a merge of several
+	// runs (or of a Spec.Sink's Assemble) that did not overlap the
+	// encoding; 0 for one run without a Spec.Sink. Files: writing the
+	// index and checksum files and committing all three (0 for a
+	// Spec.Sink that writes no file).
 	EncodeWait, MergeTail, Files time.Duration
 }
 

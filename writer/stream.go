@@ -204,7 +204,9 @@ func (s *segments) add(p int, n int, sum uint32) {
 // quarter of the limit, and to an eighth for one map output, so that
 // records always find room and a map output larger than that spills to
 // run files. An engine whose limit is under 16 records gets no budget: its
-// runs go to files.
+// runs go to files. (A record larger than the limit, admitted only with
+// nothing else in flight, can then be one the writer cut itself; with a
+// budget only WriteEncoded could bring one, and it refuses them.)
 type memoryBudget struct {
 	total, perOutput int64
 	used             atomic.Int64

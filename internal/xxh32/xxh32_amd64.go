@@ -22,7 +22,7 @@ func xxStripes(v *[4]uint32, b []byte) {
 	xxStripesGeneric(v, b)
 }
 
-// xxStripesAVX is xxStripesGeneric in assembly (xxhash32_amd64.s).
+// xxStripesAVX is xxStripesGeneric in assembly (xxh32_amd64.s).
 //
 //go:noescape
 func xxStripesAVX(v *[4]uint32, b []byte)
