@@ -113,13 +113,22 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 	return res, nil
 }
 
-// mergeSequential writes the segments in order: runs in memory through
-// vectored writes, runs in files by range copies.
+// mergeSequential writes the segments in order through vectored writes:
+// runs in memory from their chunks, runs in files through a window read
+// ahead of them (a read per window, not a system call per segment: at
+// 2000 partitions a segment is a few KB), and segments too large for the
+// window by range copies in the kernel.
 func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 	offsets := make([]int64, len(runs)) // read offset of the next segment of each run
 	cursors := make([]Cursor, len(runs))
+	windows := make([]Window, len(runs))
 	for r := range runs {
 		cursors[r] = Cursor{Chunks: runs[r].Data}
+		end := runs[r].Prefix // the bytes of its file to read
+		if runs[r].Prefix == 0 && runs[r].File != nil {
+			end = sum(runs[r].Lengths)
+		}
+		windows[r] = Window{File: runs[r].File, End: end, Size: WindowBytes(len(runs))}
 	}
 	var pending [][]byte
 	flush := func() error {
@@ -128,43 +137,59 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 		pending = pending[:0]
 		return err
 	}
+	// fromFile adds m bytes at off of run r's file.
+	fromFile := func(r, p int, off, m int64) error {
+		w := &windows[r]
+		if !w.Fits(m) {
+			if err := flush(); err != nil {
+				return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+			}
+			if _, err := vfs.CopyRange(dst, runs[r].File, off, m); err != nil {
+				return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
+			}
+			return nil
+		}
+		if !w.Holds(off, m) {
+			if err := flush(); err != nil { // pending may hold slices of the window
+				return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+			}
+			if err := w.Fill(off); err != nil {
+				return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
+			}
+		}
+		pending = append(pending, w.Bytes(off, m))
+		return nil
+	}
 	for p := 0; p < numPartitions; p++ {
 		for r := range runs {
 			n := runs[r].Lengths[p]
 			if n == 0 {
 				continue
 			}
-			if offsets[r] < runs[r].Prefix {
-				// The part of the segment in the file prefix, then the rest
-				// from memory.
-				m := min(n, runs[r].Prefix-offsets[r])
-				if err := flush(); err != nil {
-					return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
-				}
-				if _, err := vfs.CopyRange(dst, runs[r].File, offsets[r], m); err != nil {
-					return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
+			if runs[r].File != nil && offsets[r] < windows[r].End {
+				// From the file: the whole segment, or the part of it in
+				// the file prefix, the rest then from memory.
+				m := min(n, windows[r].End-offsets[r])
+				if err := fromFile(r, p, offsets[r], m); err != nil {
+					return err
 				}
 				offsets[r] += m
 				if n -= m; n == 0 {
+					if len(pending) >= maxPending {
+						if err := flush(); err != nil {
+							return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+						}
+					}
 					continue
 				}
 			}
-			if runs[r].File == nil || runs[r].Prefix > 0 {
-				pending = cursors[r].Take(pending, n)
-				if len(pending) >= maxPending {
-					if err := flush(); err != nil {
-						return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
-					}
-				}
-				continue
-			}
-			if err := flush(); err != nil {
-				return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
-			}
-			if _, err := vfs.CopyRange(dst, runs[r].File, offsets[r], n); err != nil {
-				return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
-			}
+			pending = cursors[r].Take(pending, n)
 			offsets[r] += n
+			if len(pending) >= maxPending {
+				if err := flush(); err != nil {
+					return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+				}
+			}
 		}
 	}
 	if err := flush(); err != nil {
@@ -172,6 +197,55 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 	}
 	return nil
 }
+
+// CopyBytes is the size from which a segment of a run file is copied file
+// to file in the kernel rather than read through a Window.
+const CopyBytes = 256 << 10
+
+// WindowBytes is the Window size for each of n runs in files: 1 MiB, less
+// when many runs share 16 MiB, never under 64 KiB.
+func WindowBytes(n int) int {
+	return min(1<<20, max(64<<10, (16<<20)/max(n, 1)))
+}
+
+// A Window reads a run file ahead of a merge that takes its bytes in
+// order: it holds the file's bytes [start, start+len(buf)), of the first
+// End that the merge reads from it. Slices of it stay valid until the next
+// Fill.
+type Window struct {
+	File vfs.File
+	End  int64
+	Size int // bytes read at once
+	buf  []byte
+	// start is the file offset of buf[0].
+	start int64
+}
+
+// Fits reports whether a piece of n bytes goes through the window: under
+// CopyBytes and within its size.
+func (w *Window) Fits(n int64) bool { return n < CopyBytes && n <= int64(w.Size) }
+
+// Holds reports whether the window holds the n bytes at off.
+func (w *Window) Holds(off, n int64) bool {
+	return w.buf != nil && off >= w.start && off+n <= w.start+int64(len(w.buf))
+}
+
+// Fill reads the window from off: Size bytes, or up to End.
+func (w *Window) Fill(off int64) error {
+	if cap(w.buf) < w.Size {
+		w.buf = make([]byte, w.Size)
+	}
+	w.buf = w.buf[:min(int64(w.Size), w.End-off)]
+	w.start = off
+	if _, err := w.File.ReadAt(w.buf, off); err != nil {
+		w.buf = nil
+		return fmt.Errorf("read %s: %w", w.File.Name(), err)
+	}
+	return nil
+}
+
+// Bytes returns the n bytes at off, which the window holds.
+func (w *Window) Bytes(off, n int64) []byte { return w.buf[off-w.start : off-w.start+n] }
 
 // maxPending bounds the buffers gathered for one round of vectored writes.
 const maxPending = 4096

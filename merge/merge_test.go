@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/vfs"
+	"github.com/shuffled/shuffled/vfs/errorfs"
 )
 
 // Where makeRuns puts the runs' bytes.
@@ -117,6 +119,27 @@ func TestMerge(t *testing.T) {
 					})
 				}
 			}
+		}
+	}
+}
+
+// TestMergeFileSegments merges runs in files whose segments take every
+// path of the window read ahead of a file: segments of CopyBytes and more
+// (range copies), larger than the window but under CopyBytes (range
+// copies too: 300 runs share windows of 64 KiB), and windows refilled
+// many times.
+func TestMergeFileSegments(t *testing.T) {
+	for _, tc := range []struct {
+		runs, partitions, maxSeg int
+	}{
+		{2, 7, 3 * CopyBytes},
+		{5, 40, CopyBytes / 2},
+		{300, 3, 100 << 10},
+	} {
+		for _, where := range []string{inFiles, prefixed} {
+			t.Run(fmt.Sprintf("in=%s/runs=%d/partitions=%d/maxseg=%d", where, tc.runs, tc.partitions, tc.maxSeg), func(t *testing.T) {
+				testMerge(t, where, tc.runs, tc.partitions, tc.maxSeg, checksum.CRC32C)
+			})
 		}
 	}
 }
@@ -295,5 +318,84 @@ func BenchmarkMergeMemory(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestMergeReadsByWindow: runs in files of small segments are read a
+// window at a time, not a system call per segment.
+func TestMergeReadsByWindow(t *testing.T) {
+	const k, n, maxSeg = 3, 2000, 500
+	dir := t.TempDir()
+	runs, want := makeRunsIn(t, dir, inFiles, k, n, maxSeg, checksum.Adler32, 9)
+	var reads, copies atomic.Int64
+	fsys := errorfs.New(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		switch op.Kind {
+		case errorfs.OpRead:
+			reads.Add(1)
+		case errorfs.OpCopyRange:
+			copies.Add(1)
+		}
+		return nil
+	}))
+	var segments, size int64
+	for r := range runs {
+		f, err := fsys.Open(filepath.Join(dir, fmt.Sprintf("run%d", r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		runs[r].File = f
+		for _, l := range runs[r].Lengths {
+			if l > 0 {
+				segments++
+			}
+			size += l
+		}
+	}
+	dst, err := vfs.Default.Create(filepath.Join(dir, "data"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if _, err := Merge(dst, runs, n, checksum.Adler32); err != nil {
+		t.Fatal(err)
+	}
+	if maxReads := int64(k) * (size/int64(k)/int64(WindowBytes(k)) + 2); copies.Load() != 0 || reads.Load() > maxReads {
+		t.Errorf("%d reads and %d range copies for %d segments of %d bytes, want at most %d reads and no copy", reads.Load(), copies.Load(), segments, size, maxReads)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, bytes.Join(want, nil)) {
+		t.Errorf("merged bytes differ from the runs' partitions")
+	}
+}
+
+// BenchmarkMergeSmallFiles merges 4 runs in files of 2000 partitions and
+// segments up to 5 KB (2.5 KB on average, lineitem's at 2000 partitions),
+// as a map output whose runs spilled: the bytes go through each run's
+// window.
+func BenchmarkMergeSmallFiles(b *testing.B) {
+	dir := b.TempDir()
+	runs, _ := makeRuns(b, dir, 4, 2000, 5000, checksum.Adler32, 5)
+	var total int64
+	for _, r := range runs {
+		total += sum(r.Lengths)
+	}
+	b.SetBytes(total)
+	for i := 0; b.Loop(); i++ {
+		path := filepath.Join(dir, fmt.Sprint("data", i))
+		dst, err := vfs.Default.Create(path, 0o600)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Merge(dst, runs, 2000, checksum.Adler32); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		dst.Close()
+		os.Remove(path)
+		b.StartTimer()
 	}
 }

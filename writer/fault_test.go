@@ -32,8 +32,8 @@ func (s *switchable) MaybeError(op errorfs.Op) error {
 }
 
 // TestFaults fails whole classes of operations as a sick disk does — every
-// write with ENOSPC (also as short writes), every fsync with EIO, every
-// rename — and checks, for a map output of several runs: the error
+// write with ENOSPC (also as short writes), every read and fsync with EIO,
+// every rename — and checks, for a map output of several runs: the error
 // surfaces and names the cause, nothing is committed, no temp file
 // remains, the quota is released; then, with the disk healthy again, the
 // next map output on the same engine commits.
@@ -46,7 +46,7 @@ func TestFaults(t *testing.T) {
 	}{
 		{"enospc-on-write", errorfs.OnOp(errorfs.OpWrite, syscall.ENOSPC), syscall.ENOSPC},
 		{"short-write-enospc", errorfs.ShortWrite(errorfs.OnOp(errorfs.OpWrite, syscall.ENOSPC)), syscall.ENOSPC},
-		{"enospc-on-copy", errorfs.OnOp(errorfs.OpCopyRange, syscall.ENOSPC), syscall.ENOSPC},
+		{"eio-on-read", errorfs.OnOp(errorfs.OpRead, syscall.EIO), syscall.EIO}, // the merge reads the run files
 		{"eio-on-fsync", errorfs.OnOp(errorfs.OpSync, syscall.EIO), syscall.EIO},
 		{"eio-on-dir-fsync", errorfs.OnOp(errorfs.OpSyncDir, syscall.EIO), syscall.EIO},
 		{"rename-fails", errorfs.OnOp(errorfs.OpRename, syscall.EXDEV), syscall.EXDEV},

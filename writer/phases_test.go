@@ -31,8 +31,8 @@ func TestCommitPhases(t *testing.T) {
 		name string
 		kind errorfs.OpKind
 		runs int
-		// limit: small enough that runs go to files, whose merge copies
-		// range by range after the runs end.
+		// limit: small enough that runs go to files, which the merge
+		// reads after the runs end.
 		limit int64
 		check func(t *testing.T, res Result)
 	}{
@@ -44,15 +44,15 @@ func TestCommitPhases(t *testing.T) {
 				t.Errorf("MergeTail = %v for one run, want 0", res.MergeTail)
 			}
 		}},
-		{"runs in files, slow range copies", errorfs.OpCopyRange, 3, 16 << 10, func(t *testing.T, res Result) {
+		{"runs in files, slow reads", errorfs.OpRead, 3, 16 << 10, func(t *testing.T, res Result) {
 			if res.MemoryRuns != 0 {
 				t.Fatalf("%d runs merged from memory, want all from files", res.MemoryRuns)
 			}
 			if res.MergeTail < delay {
-				t.Errorf("MergeTail = %v with range copies of %v each, want at least that", res.MergeTail, delay)
+				t.Errorf("MergeTail = %v with reads of %v each, want at least that", res.MergeTail, delay)
 			}
 			if res.Files >= delay {
-				t.Errorf("Files = %v, want less than a slow copy's %v (no copy commits)", res.Files, delay)
+				t.Errorf("Files = %v, want less than a slow read's %v (no read commits)", res.Files, delay)
 			}
 		}},
 	} {

@@ -14,18 +14,6 @@ import (
 // gathers before it writes.
 const flushBytes = 1 << 20
 
-// prefixCopyBytes is the size from which a piece of the first run's file
-// prefix is copied file to file in the kernel instead of through memory.
-const prefixCopyBytes = 256 << 10
-
-// prefixReader holds a window of the first run's file prefix: buf is the
-// file's bytes from start.
-type prefixReader struct {
-	f     vfs.File
-	buf   []byte
-	start int64
-}
-
 // streamMerge merges a map output of several runs held in memory while
 // they are still written: partition p goes to the data file as soon as
 // every run has moved past p. The workers encode a map output's records
@@ -82,12 +70,14 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 	if err != nil {
 		return "", segments{}, true, err
 	}
-	files := make([]vfs.File, k) // a run's file, once it spilled and ended
-	var prefix prefixReader      // the first run's, once its prefix is read
+	// A run's file, read through a window: the first run's prefix, and a
+	// run that spilled, once its stream has ended (spilled).
+	windows := make([]merge.Window, k)
+	spilled := make([]bool, k)
 	defer func() {
-		for _, f := range append(files, prefix.f) {
-			if f != nil {
-				if cerr := f.Close(); err == nil && cerr != nil {
+		for _, win := range windows {
+			if win.File != nil {
+				if cerr := win.File.Close(); err == nil && cerr != nil {
 					err = cerr
 				}
 			}
@@ -149,42 +139,38 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		total += n
 		return nil
 	}
-	// fromPrefix adds m bytes at off of the first run's file prefix (the
-	// bytes it wrote to its file before the second run started): large
-	// pieces are copied in the kernel, small ones read through a buffer.
-	fromPrefix := func(off, m int64) error {
-		ru, pr := runs[0], &prefix
-		if pr.f == nil {
-			f, err := fsys.Open(ru.file.path)
+	// fromFile adds m bytes at off of run i's file, of the first end it
+	// holds for the merge (opening it first): large pieces are copied in
+	// the kernel, small ones read through the run's window.
+	fromFile := func(i int, off, m, end int64) error {
+		win := &windows[i]
+		if win.File == nil {
+			f, err := fsys.Open(runs[i].file.path)
 			if err != nil {
 				return err
 			}
-			pr.f = f
+			win.File, win.Size = f, merge.WindowBytes(k)
 		}
-		if m >= prefixCopyBytes {
-			return copyIn(pr.f, off, m)
+		win.End = end
+		if !win.Fits(m) {
+			return copyIn(win.File, off, m)
 		}
-		if off < pr.start || off+m > pr.start+int64(len(pr.buf)) {
-			if err := flush(); err != nil { // pending may hold slices of the buffer
+		if !win.Holds(off, m) {
+			if err := flush(); err != nil { // pending may hold slices of the window
 				return err
 			}
-			if pr.buf == nil {
-				pr.buf = make([]byte, flushBytes)
+			if err := win.Fill(off); err != nil {
+				return err
 			}
-			pr.buf = pr.buf[:min(int64(cap(pr.buf)), ru.prefix-off)]
-			if _, err := pr.f.ReadAt(pr.buf, off); err != nil {
-				return fmt.Errorf("read %s: %w", ru.file.path, err)
-			}
-			pr.start = off
 		}
-		pending = append(pending, pr.buf[off-pr.start:off-pr.start+m])
+		pending = append(pending, win.Bytes(off, m))
 		pendingBytes += m
 		return nil
 	}
 	// segment adds run i's segment of partition p, once the run has it.
 	segment := func(i, p int) error {
 		ru := runs[i]
-		if files[i] == nil {
+		if !spilled[i] {
 			ru.mu.Lock()
 			for ru.progress <= p && !ru.finished && ctx.Err() == nil && w.stopped() == nil {
 				if len(pending) > 0 { // write what is ready while the run catches up
@@ -208,7 +194,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 				n := ru.lengths[p]
 				if off := offsets[i]; n > 0 && off < ru.prefix {
 					m := min(n, ru.prefix-off)
-					if err := fromPrefix(off, m); err != nil { // only the first run has a prefix
+					if err := fromFile(i, off, m, ru.prefix); err != nil { // only the first run has a prefix
 						ru.mu.Unlock()
 						return err
 					}
@@ -232,21 +218,13 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 			if err := ended(i); err != nil {
 				return err
 			}
-			if i == 0 && prefix.f != nil { // the same file, opened for its prefix
-				files[0], prefix.f = prefix.f, nil
-			} else {
-				f, err := fsys.Open(ru.file.path)
-				if err != nil {
-					return err
-				}
-				files[i] = f
-			}
+			spilled[i] = true // the first run's file stays open from its prefix
 		}
 		n := ru.lengths[p] // the stream has ended
 		if n == 0 {
 			return nil
 		}
-		if err := copyIn(files[i], offsets[i], n); err != nil {
+		if err := fromFile(i, offsets[i], n, sum(ru.lengths)); err != nil {
 			return err
 		}
 		offsets[i] += n
@@ -285,8 +263,8 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		}
 	}
 	res.MergeBytes = total
-	for i, f := range files {
-		if f == nil && runs[i].fromMemory() {
+	for i := range runs {
+		if !spilled[i] && runs[i].fromMemory() {
 			res.MemoryRuns++
 		}
 	}
