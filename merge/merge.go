@@ -9,9 +9,11 @@
 // segments instead of being recomputed over the bytes.
 //
 // A run's bytes are either in a file or in memory. Segments in files are
-// copied file to file in the kernel (vfs.CopyRange, which uses
-// copy_file_range on Linux); segments in memory are written with vectored
-// writes (WriteBuffers), which Cursor cuts out of a run's chunks.
+// read through a Window, a buffer read ahead of the merge, or, from
+// CopyBytes up, copied file to file in the kernel (vfs.CopyRange, which
+// uses copy_file_range on Linux); segments are written with vectored
+// writes (WriteBuffers), from a run's window or cut out of its chunks in
+// memory by Cursor.
 //
 // Invariant: the merged data file holds exactly sum(run lengths) bytes, and
 // partition p of it is the concatenation of the runs' segments for p in run
