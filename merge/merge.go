@@ -151,15 +151,16 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 			}
 			return nil
 		}
-		if !w.Holds(off, m) {
+		b, err := w.Read(off, m, func() error {
 			if err := flush(); err != nil { // pending may hold slices of the window
-				return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+				return fmt.Errorf("write %s: %w", dst.Name(), err)
 			}
-			if err := w.Fill(off); err != nil {
-				return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
-			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
 		}
-		pending = append(pending, w.Bytes(off, m))
+		pending = append(pending, b)
 		return nil
 	}
 	for p := 0; p < numPartitions; p++ {
@@ -227,8 +228,8 @@ type Window struct {
 // CopyBytes and within its size.
 func (w *Window) Fits(n int64) bool { return n < CopyBytes && n <= int64(w.Size) }
 
-// Holds reports whether the window holds the n bytes at off.
-func (w *Window) Holds(off, n int64) bool {
+// holds reports whether the window holds the n bytes at off.
+func (w *Window) holds(off, n int64) bool {
 	return w.buf != nil && off >= w.start && off+n <= w.start+int64(len(w.buf))
 }
 
@@ -246,8 +247,20 @@ func (w *Window) Fill(off int64) error {
 	return nil
 }
 
-// Bytes returns the n bytes at off, which the window holds.
-func (w *Window) Bytes(off, n int64) []byte { return w.buf[off-w.start : off-w.start+n] }
+// Read returns the n bytes at off (n must fit: Fits), filling the window
+// from off first when it does not hold them; flush runs before a fill, to
+// write out whatever still holds slices of the window.
+func (w *Window) Read(off, n int64, flush func() error) ([]byte, error) {
+	if !w.holds(off, n) {
+		if err := flush(); err != nil {
+			return nil, err
+		}
+		if err := w.Fill(off); err != nil {
+			return nil, err
+		}
+	}
+	return w.buf[off-w.start : off-w.start+n], nil
+}
 
 // maxPending bounds the buffers gathered for one round of vectored writes.
 const maxPending = 4096

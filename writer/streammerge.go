@@ -155,15 +155,11 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 		if !win.Fits(m) {
 			return copyIn(win.File, off, m)
 		}
-		if !win.Holds(off, m) {
-			if err := flush(); err != nil { // pending may hold slices of the window
-				return err
-			}
-			if err := win.Fill(off); err != nil {
-				return err
-			}
+		b, err := win.Read(off, m, flush) // pending may hold slices of the window
+		if err != nil {
+			return err
 		}
-		pending = append(pending, win.Bytes(off, m))
+		pending = append(pending, b)
 		pendingBytes += m
 		return nil
 	}
