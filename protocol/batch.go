@@ -158,7 +158,7 @@ type OpaqueLayout struct {
 // layout matching Kind describes the payload; Plane says where the
 // payload bytes are.
 //
-//	u64 handle | u8 kind | u8 plane | u16 reserved |
+//	u64 handle | u8 kind | u8 plane | u8 flags | u8 reserved |
 //	layout (opaque or columnar) | data plane (inline, memfd or cuda-ipc)
 //
 // See docs/protocol.md for the layout and data plane encodings.
@@ -166,6 +166,7 @@ type Batch struct {
 	Handle uint64
 	Kind   PayloadKind
 	Plane  Plane
+	Flags  BatchFlags
 
 	Opaque   OpaqueLayout   // Kind == KindOpaque
 	Columnar ColumnarLayout // Kind == KindColumnar
@@ -190,6 +191,9 @@ func (m *Batch) Validate() error {
 		return err
 	}
 	if err := checkKind("Batch", m.Kind); err != nil {
+		return err
+	}
+	if err := m.checkFlags(); err != nil {
 		return err
 	}
 	switch m.Plane {
@@ -318,12 +322,26 @@ func (m *Batch) Append(dst []byte) []byte {
 	return dst
 }
 
+// BatchFlags are a Batch's flag bits.
+type BatchFlags uint8
+
+// BatchLast marks the map output's last batch: no other Batch for it
+// follows before Commit or Abort (a server announces FeatureLastBatch).
+const BatchLast BatchFlags = 1 << 0
+
+func (m *Batch) checkFlags() error {
+	if unknown := m.Flags &^ BatchLast; unknown != 0 {
+		return invalid("Batch", "Flags", "%#x has unknown bits %#x", uint8(m.Flags), uint8(unknown))
+	}
+	return nil
+}
+
 // AppendHead appends the payload encoding except the inline bytes, which
 // come last: a writer can send the head and Inline with one writev
 // instead of copying Inline. The head plus Inline is Append's output.
 func (m *Batch) AppendHead(dst []byte) []byte {
 	dst = appendU64(dst, m.Handle)
-	dst = append(dst, uint8(m.Kind), uint8(m.Plane), 0, 0)
+	dst = append(dst, uint8(m.Kind), uint8(m.Plane), uint8(m.Flags), 0)
 	switch m.Kind {
 	case KindOpaque:
 		dst = appendI64s(dst, m.Opaque.PartitionOffsets)
@@ -363,10 +381,13 @@ func (m *Batch) AppendHead(dst []byte) []byte {
 // Unmarshal decodes a Batch; Inline aliases p.
 func (m *Batch) Unmarshal(p []byte) error {
 	d := decoder{msg: "Batch", p: p}
-	*m = Batch{Handle: d.u64("Handle"), Kind: PayloadKind(d.u8("Kind")), Plane: Plane(d.u8("Plane"))}
-	d.zero("reserved", 2)
+	*m = Batch{Handle: d.u64("Handle"), Kind: PayloadKind(d.u8("Kind")), Plane: Plane(d.u8("Plane")), Flags: BatchFlags(d.u8("Flags"))}
+	d.zero("reserved", 1)
 	if d.err != nil {
 		return d.err
+	}
+	if err := m.checkFlags(); err != nil {
+		return err
 	}
 	if err := checkKind("Batch", m.Kind); err != nil {
 		return err

@@ -57,6 +57,8 @@ var goldenFrames = []goldenFrame{
 			Schema: []SchemaField{{Name: "id", SparkType: "bigint"}, {Name: "name", SparkType: "string"}}}},
 	{"batch-memfd", "memfd Batch on handle 1 (FD flag; the descriptor travels as SCM_RIGHTS): 3 partitions, region 0..9", 7,
 		&Batch{Handle: 1, Kind: KindOpaque, Plane: PlaneMemfd, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 5, 5, 9}}, Region: Region{Offset: 0, Length: 9}}},
+	{"batch-last", "inline Batch on handle 1 with the LAST flag (flags 0x01): partition 0 = \"d\", partition 1 empty", 20,
+		&Batch{Handle: 1, Kind: KindOpaque, Plane: PlaneInline, Flags: BatchLast, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 1, 1}}, Inline: []byte("d")}},
 	{"commit", "Commit handle 1", 8, &Commit{Handle: 1}},
 	{"commit-result", "CommitResult: 2 runs merged, lengths 2 and 1, two checksums", 8,
 		&CommitResult{Runs: 2, Lengths: []int64{2, 1}, Checksums: []int64{0x12345678, 0xfedcba98}}},

@@ -56,6 +56,8 @@ const (
 	FeatureColumnar Features = 1 << 2
 	// FeatureLifecycle: RemoveShuffle, RemoveApplication, ListShuffles.
 	FeatureLifecycle Features = 1 << 3
+	// FeatureLastBatch: Batch may carry BatchLast.
+	FeatureLastBatch Features = 1 << 5
 )
 
 // Negotiate returns the highest version in both [h.MinVersion,

@@ -26,6 +26,7 @@ func validMessages() []Message {
 		&OpenMapOutput{ShuffleID: 0, MapID: 0, NumPartitions: 1, Kind: KindColumnar},
 		&Opened{Handle: 42},
 		&Batch{Handle: 42, Kind: KindOpaque, Plane: PlaneInline, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 3, 3, 5}}, Inline: []byte("abcde")},
+		&Batch{Handle: 42, Kind: KindOpaque, Plane: PlaneInline, Flags: BatchLast, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 1}}, Inline: []byte("z")},
 		&Batch{Handle: 42, Kind: KindOpaque, Plane: PlaneMemfd, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 4096}}, Region: Region{Offset: 8192, Length: 4096}},
 		&Batch{Handle: 9, Kind: KindColumnar, Plane: PlaneInline, Inline: make([]byte, 64), Columnar: ColumnarLayout{
 			Rows: 4,
@@ -158,6 +159,7 @@ func TestValidateRefuses(t *testing.T) {
 		{opaque([]int64{1, 5}, "abcde"), "PartitionOffsets[0]", false},
 		{opaque([]int64{0, 4}, "abcde"), "PartitionOffsets[1]", false},
 		{opaque([]int64{0}, ""), "PartitionOffsets", false},
+		{&Batch{Handle: 1, Kind: KindOpaque, Plane: PlaneInline, Flags: 0x02, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 0}}}, "Flags", false},
 		{&Batch{Handle: 1, Kind: KindOpaque, Plane: 9, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 0}}}, "Plane", true},
 		{&Batch{Handle: 1, Kind: KindOpaque, Plane: PlaneMemfd, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 0}}, Region: Region{Offset: -1}}, "Region", false},
 		{&Batch{Handle: 1, Kind: KindOpaque, Plane: PlaneMemfd, Opaque: OpaqueLayout{PartitionOffsets: []int64{0, 1 << 62}}, Region: Region{Offset: 1 << 62, Length: 1 << 62}}, "Region", false},
