@@ -109,7 +109,7 @@ func New(opts ...Option) (*Engine, error) {
 		}
 		e.encoders[k] = p
 	}
-	e.jobs = newJobQueue()
+	e.jobs = newJobQueue(o.workers)
 	e.workers.Add(o.workers)
 	for range o.workers {
 		go e.work()

@@ -13,37 +13,64 @@ import (
 // partition across its runs, and its commit can write each partition as
 // soon as every run has it (see streamMerge) instead of after the last
 // record. The limiter bounds what the queue holds.
+//
+// Producers do not take the lock the workers share: they put records in
+// an inbox under a lock of its own, held only to append or to take the
+// inbox whole, and a worker moves them into the map outputs' heaps when it
+// pops. A producer that slept on the workers' lock was woken behind a
+// worker (or, once the lock starved, yielded its P to one) and waited for
+// a P until that worker's record was encoded: at 16 cores, 4.6 ms of the
+// 10.8 ms a map task of 4 batches × 2000 partitions took to hand its
+// batches over (an execution trace).
 type jobQueue struct {
-	mu     sync.Mutex
-	cond   sync.Cond
+	mu     sync.Mutex   // the workers': turns, queued, closed and every jobHeap
 	turns  []*MapWriter // map outputs with queued records, in turn
 	queued int
-	idle   int // workers waiting for a record
 	closed bool
+	spare  []*record // the inbox's other buffer
+
+	in struct {
+		sync.Mutex
+		recs []*record // pushed, not yet in their map output's heap
+		idle int       // workers waiting for a token on wake
+	}
+	wake chan struct{} // a token per idle worker woken; room for every worker
+	done chan struct{} // closed by close
 }
 
-func newJobQueue() *jobQueue {
-	q := &jobQueue{}
-	q.cond.L = &q.mu
-	return q
+func newJobQueue(workers int) *jobQueue {
+	return &jobQueue{wake: make(chan struct{}, workers), done: make(chan struct{})}
 }
 
 // push queues records and wakes as many idle workers as there are records.
 func (q *jobQueue) push(rs []*record) {
-	q.mu.Lock()
-	for _, r := range rs {
+	q.in.Lock()
+	q.in.recs = append(q.in.recs, rs...)
+	wake := min(len(rs), q.in.idle)
+	q.in.idle -= wake
+	q.in.Unlock()
+	for range wake {
+		q.wake <- struct{}{} // never blocks: a token per idle worker
+	}
+}
+
+// takeInbox moves the inbox's records into their map outputs' heaps. The
+// caller holds q.mu.
+func (q *jobQueue) takeInbox() {
+	q.in.Lock()
+	recs := q.in.recs
+	q.in.recs = q.spare[:0]
+	q.in.Unlock()
+	for _, r := range recs {
 		w := r.w
 		heap.Push(&w.jobs, r)
 		if len(w.jobs) == 1 {
 			q.turns = append(q.turns, w)
 		}
 	}
-	q.queued += len(rs)
-	wake := min(len(rs), q.idle)
-	q.mu.Unlock()
-	for range wake {
-		q.cond.Signal()
-	}
+	q.queued += len(recs)
+	clear(recs)
+	q.spare = recs
 }
 
 // pop appends to rs the next records of the map output whose turn it is:
@@ -53,13 +80,28 @@ func (q *jobQueue) push(rs []*record) {
 func (q *jobQueue) pop(rs []*record) []*record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.queued == 0 {
+	for {
+		q.takeInbox()
+		if q.queued > 0 {
+			break
+		}
 		if q.closed {
 			return rs
 		}
-		q.idle++
-		q.cond.Wait()
-		q.idle--
+		q.mu.Unlock()
+		q.in.Lock()
+		if len(q.in.recs) > 0 { // pushed since: no token comes for them
+			q.in.Unlock()
+			q.mu.Lock()
+			continue
+		}
+		q.in.idle++
+		q.in.Unlock()
+		select {
+		case <-q.wake:
+		case <-q.done:
+		}
+		q.mu.Lock()
 	}
 	w := q.turns[0]
 	var n int64
@@ -84,7 +126,7 @@ func (q *jobQueue) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	q.cond.Broadcast()
+	close(q.done)
 }
 
 // jobHeap is a map output's queued records, guarded by the queue's mutex.
