@@ -145,7 +145,8 @@ public final class MapOutput implements AutoCloseable {
     String what = (last ? "write last batch of " : "write batch of ") + name;
     try {
       if (plane == DataPlane.INLINE) {
-        conn.call(new Wire.Batch(handle, Wire.PLANE_INLINE, flags, off, null, 0, 0), data, -1, what);
+        conn.call(
+            new Wire.Batch(handle, Wire.PLANE_INLINE, flags, off, null, 0, 0), data, -1, what);
       } else {
         int fd = Platform.sealedMemfd(data);
         try {
@@ -199,7 +200,8 @@ public final class MapOutput implements AutoCloseable {
   private void checkNotLast() {
     if (lastWritten) {
       throw new IllegalStateException(
-          name + ": its last batch (markLast) was already written; commit or abort it; nothing was sent");
+          name + ": its last batch (markLast) was already written; commit or abort it;"
+              + " nothing was sent");
     }
   }
 

@@ -406,8 +406,8 @@ final class Wire {
 
     @Override
     public String toString() {
-      return "Batch[handle=" + handle + ", plane=" + plane + ", flags=" + flags + ", offsets=" + Arrays.toString(offsets)
-          + "]";
+      return "Batch[handle=" + handle + ", plane=" + plane + ", flags=" + flags + ", offsets="
+          + Arrays.toString(offsets) + "]";
     }
   }
 

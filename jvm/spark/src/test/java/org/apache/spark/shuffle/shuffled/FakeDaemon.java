@@ -62,7 +62,8 @@ final class FakeDaemon implements AutoCloseable {
         int id = h.getInt(8);
         ByteBuffer p = read(ch, h.getInt(12));
         types.add(type);
-        ByteBuffer answer = ByteBuffer.allocate(64 + 8 * numPartitions).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer answer =
+            ByteBuffer.allocate(64 + 8 * numPartitions).order(ByteOrder.LITTLE_ENDIAN);
         switch (type) {
           case HELLO -> {
             byte[] name = "fake".getBytes(StandardCharsets.UTF_8);

@@ -38,7 +38,7 @@ class ShuffledShuffleWriterTest {
 
   @TempDir Path dir;
 
-  /** Key i mod PARTS, value a string of i; 200 records of about 12 bytes each. */
+  /** Records (i, "value-i"): partition i mod PARTS. */
   private static List<Product2<Integer, String>> records(int n) {
     List<Product2<Integer, String>> r = new ArrayList<>();
     for (int i = 0; i < n; i++) {
@@ -73,7 +73,8 @@ class ShuffledShuffleWriterTest {
     for (FakeDaemon.Batch b : d.batches) {
       assertEquals(PARTS + 1, b.offsets().length);
       for (int p = 0; p < PARTS; p++) {
-        out[p].write(b.payload(), (int) b.offsets()[p], (int) (b.offsets()[p + 1] - b.offsets()[p]));
+        int from = (int) b.offsets()[p];
+        out[p].write(b.payload(), from, (int) b.offsets()[p + 1] - from);
       }
     }
     String[] s = new String[PARTS];
@@ -117,7 +118,8 @@ class ShuffledShuffleWriterTest {
     List<Product2<Integer, String>> recs = records(200);
     for (boolean relocatable : new boolean[] {true, false}) {
       String what = relocatable ? "one stream" : "a stream per partition";
-      FakeDaemon with = run(FakeDaemon.FEATURE_LAST_BATCH, 1 << 19, 300, new Lines(relocatable, 64), recs);
+      FakeDaemon with =
+          run(FakeDaemon.FEATURE_LAST_BATCH, 1 << 19, 300, new Lines(relocatable, 64), recs);
       FakeDaemon without = run(0, 1 << 19, 300, new Lines(relocatable, 64), recs);
       assertTrue(with.batches.size() >= 5, what + ": " + with.batches.size() + " batches");
       assertOnlyLastMarked(with, FakeDaemon.LAST, what);
@@ -140,7 +142,8 @@ class ShuffledShuffleWriterTest {
     // Streams that buffer everything until close: the final flush is the task's only one, over
     // max_inline, so it goes as several batches.
     List<Product2<Integer, String>> recs = records(200);
-    FakeDaemon d = run(FakeDaemon.FEATURE_LAST_BATCH, 256, 1 << 20, new Lines(false, 1 << 20), recs);
+    FakeDaemon d =
+        run(FakeDaemon.FEATURE_LAST_BATCH, 256, 1 << 20, new Lines(false, 1 << 20), recs);
     assertTrue(d.batches.size() >= 4, d.batches.size() + " batches");
     for (FakeDaemon.Batch b : d.batches) {
       assertTrue(b.payload().length <= 256, "a batch of " + b.payload().length + " bytes");
@@ -154,7 +157,8 @@ class ShuffledShuffleWriterTest {
     FakeDaemon d = run(FakeDaemon.FEATURE_LAST_BATCH, 1 << 19, 300, new Lines(true, 64), List.of());
     assertEquals(List.of(), d.batches);
     assertEquals(
-        List.of(FakeDaemon.HELLO, FakeDaemon.REGISTER, FakeDaemon.OPEN, FakeDaemon.COMMIT), d.types);
+        List.of(FakeDaemon.HELLO, FakeDaemon.REGISTER, FakeDaemon.OPEN, FakeDaemon.COMMIT),
+        d.types);
   }
 
   /** Partition = key mod PARTS. */
@@ -260,7 +264,8 @@ class ShuffledShuffleWriterTest {
     }
   }
 
-  private static final class Iter extends scala.collection.AbstractIterator<Product2<Integer, String>> {
+  private static final class Iter
+      extends scala.collection.AbstractIterator<Product2<Integer, String>> {
     private final List<Product2<Integer, String>> records;
     private int next;
 
