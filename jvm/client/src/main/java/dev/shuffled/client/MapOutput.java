@@ -206,13 +206,15 @@ public final class MapOutput implements AutoCloseable {
   }
 
   /**
-   * Tests only: forgets that the last batch was written, so that a test can send a Batch after a
-   * LAST one and see the daemon's answer.
+   * Tests only: forgets the mark, that the last batch was written and any failed write, so that a
+   * test can send what the client refuses (a Batch after a LAST one, the Commit after it) and see
+   * the daemon's answer.
    */
-  void forgetLastWritten() {
+  void forgetLastAndFailure() {
     synchronized (lock) {
       lastMarked = false;
       lastWritten = false;
+      firstError = null;
     }
   }
 

@@ -13,7 +13,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-/** MapOutput.markLast against the real daemon: the LAST flag changes no byte of the output. */
+/**
+ * MapOutput.markLast against the real daemon: the LAST flag changes no byte of the output, and the
+ * daemon refuses a batch after a LAST one.
+ */
 class LastBatchIT {
   private static Daemon daemon;
   private static ShuffledClient client;
@@ -34,6 +37,10 @@ class LastBatchIT {
     daemon = Daemon.start();
     client = daemon.connect();
     client.register(APP, EXEC);
+    assertTrue(
+        client.serverInfo().has(ServerInfo.FEATURE_LAST_BATCH),
+        "the daemon announces last-batch: features 0x"
+            + Long.toHexString(client.serverInfo().features()));
   }
 
   @AfterAll
@@ -108,5 +115,32 @@ class LastBatchIT {
       CommitResult res = m.commit();
       assertArrayEquals(new long[] {2, 1}, res.lengths(), "only the batch before the refused one");
     }
+  }
+
+  /** Past the client's check: the daemon refuses the batch and aborts the map output. */
+  @Test
+  void daemonRefusesABatchAfterTheLast() throws Exception {
+    int shuffle = ++nextShuffle;
+    long aborts0 = client.stats().get(ShuffledClient.STAT_ABORTS_TOTAL);
+    MapOutput m =
+        client.openMapOutput(shuffle, 1, 2, OpenOptions.of(Codec.LZ4, ChecksumAlgorithm.CRC32));
+    m.writeOpaque("abc".getBytes(), new long[] {0, 2, 3});
+    m.markLast();
+    m.writeOpaque("def".getBytes(), new long[] {0, 1, 3});
+    m.forgetLastAndFailure();
+    ShuffledException e =
+        assertThrows(
+            ShuffledException.class, () -> m.writeOpaque("gh".getBytes(), new long[] {0, 1, 2}));
+    assertEquals(ErrorCode.FAILED_PRECONDITION, e.code(), e.getMessage());
+    assertTrue(e.daemonMessage().contains("after its last batch"), e.daemonMessage());
+    m.forgetLastAndFailure();
+    e = assertThrows(ShuffledException.class, m::commit);
+    assertEquals(ErrorCode.ABORTED, e.code(), "Commit after the refused batch: " + e.getMessage());
+    assertTrue(m.isFinished());
+    assertEquals(aborts0 + 1, Daemon.awaitStat(client, ShuffledClient.STAT_ABORTS_TOTAL, aborts0 + 1));
+    assertFalse(
+        Files.exists(daemon.outputDir(APP, EXEC).resolve(SparkFiles.base(shuffle, 1) + ".data")),
+        "nothing committed");
+    m.close();
   }
 }
