@@ -12,6 +12,9 @@ import java.nio.ByteBuffer;
  * <p>A failed write leaves the map output aborted on the daemon: later writes and commit throw
  * that first failure again; {@link #abort()} is always allowed. {@link #close()} aborts a map
  * output that was not committed.
+ *
+ * <p>A writer that knows which write is its last calls {@link #markLast()} before it: a speed
+ * hint that lets the daemon start merging the map output's runs before commit.
  */
 public final class MapOutput implements AutoCloseable {
   private enum State {
@@ -30,6 +33,8 @@ public final class MapOutput implements AutoCloseable {
   private final Object lock = new Object();
   private State state = State.OPEN; // guarded by lock
   private IOException firstError; // guarded by lock
+  private boolean lastMarked; // markLast was called; guarded by lock
+  private boolean lastWritten; // the marked write was sent; guarded by lock
 
   MapOutput(
       Connection conn, long handle, int shuffleId, long mapId, int numPartitions, DataPlane plane) {
@@ -67,6 +72,30 @@ public final class MapOutput implements AutoCloseable {
     return plane == DataPlane.INLINE ? conn.info().maxInline() : Integer.MAX_VALUE - 8;
   }
 
+  /**
+   * Says that the next write is this map output's last batch. When the daemon announced {@link
+   * ServerInfo#FEATURE_LAST_BATCH}, the client sets the protocol's {@code LAST} flag on that
+   * write's Batch frame (one write sends one frame), and the daemon starts merging a map output of
+   * several runs while it compresses that batch instead of at commit. When it did not, the client
+   * silently sends the write without the flag: it is only a hint. The output is the same either
+   * way.
+   *
+   * <p>After that write (whether it succeeded or failed), any further write on this map output
+   * throws {@link IllegalStateException} without sending anything; {@link #commit()} and {@link
+   * #abort()} work as before. A write refused before sending ({@link IllegalArgumentException})
+   * does not count: the mark stays for the next write. Calling it again before that write changes
+   * nothing.
+   *
+   * @throws IllegalStateException after commit or abort, or after the marked write
+   */
+  public void markLast() {
+    synchronized (lock) {
+      checkOpen();
+      checkNotLast();
+      lastMarked = true;
+    }
+  }
+
   /** {@link #writeOpaque(ByteBuffer, long[])} of the whole array. */
   public void writeOpaque(byte[] data, long[] partitionOffsets) throws IOException {
     writeOpaque(ByteBuffer.wrap(data), partitionOffsets);
@@ -84,7 +113,8 @@ public final class MapOutput implements AutoCloseable {
    *     before anything is sent
    * @throws ShuffledException the daemon refused the batch (the map output is aborted)
    * @throws ConnectionLostException the connection failed
-   * @throws IllegalStateException after commit or abort
+   * @throws IllegalStateException after commit or abort, or after the write {@link #markLast()}
+   *     marked as the last (nothing is sent)
    */
   public void writeOpaque(ByteBuffer data, long[] partitionOffsets) throws IOException {
     if (partitionOffsets.length != numPartitions + 1) {
@@ -103,24 +133,41 @@ public final class MapOutput implements AutoCloseable {
               ? "the daemon's max_inline " : "the limit ") + maxBatchBytes()
               + "; split it; nothing was sent");
     }
+    boolean last;
+    synchronized (lock) {
+      checkOpen();
+      checkNotLast();
+      last = lastMarked;
+    }
     checkWritable();
+    int flags = last && conn.info().has(ServerInfo.FEATURE_LAST_BATCH) ? Wire.BATCH_LAST : 0;
     long[] off = partitionOffsets.clone();
-    String what = "write batch of " + name;
+    String what = (last ? "write last batch of " : "write batch of ") + name;
     try {
       if (plane == DataPlane.INLINE) {
-        conn.call(new Wire.Batch(handle, Wire.PLANE_INLINE, off, null, 0, 0), data, -1, what);
+        conn.call(
+            new Wire.Batch(handle, Wire.PLANE_INLINE, flags, off, null, 0, 0), data, -1, what);
       } else {
         int fd = Platform.sealedMemfd(data);
         try {
-          conn.call(new Wire.Batch(handle, Wire.PLANE_MEMFD, off, null, 0, len), null, fd, what);
+          conn.call(
+              new Wire.Batch(handle, Wire.PLANE_MEMFD, flags, off, null, 0, len), null, fd, what);
         } finally {
           Platform.closeFd(fd);
+        }
+      }
+      if (last) {
+        synchronized (lock) {
+          lastWritten = true;
         }
       }
     } catch (IllegalArgumentException e) {
       throw e; // refused before sending: the map output is intact
     } catch (IOException e) {
       synchronized (lock) {
+        if (last) {
+          lastWritten = true;
+        }
         if (firstError == null) {
           firstError = e;
         }
@@ -131,9 +178,7 @@ public final class MapOutput implements AutoCloseable {
 
   private void checkWritable() throws IOException {
     synchronized (lock) {
-      if (state != State.OPEN) {
-        throw new IllegalStateException(name + " is already " + state.name().toLowerCase(java.util.Locale.ROOT));
-      }
+      checkOpen();
       if (firstError != null) {
         throw again(firstError);
       }
@@ -141,6 +186,35 @@ public final class MapOutput implements AutoCloseable {
     ConnectionLostException lost = conn.failure();
     if (lost != null) {
       throw new ConnectionLostException(name + ": " + lost.getMessage(), lost.getCause());
+    }
+  }
+
+  /** Throws IllegalStateException after commit or abort; the caller holds lock. */
+  private void checkOpen() {
+    if (state != State.OPEN) {
+      throw new IllegalStateException(name + " is already " + state.name().toLowerCase(java.util.Locale.ROOT));
+    }
+  }
+
+  /** Throws IllegalStateException after the write markLast marked; the caller holds lock. */
+  private void checkNotLast() {
+    if (lastWritten) {
+      throw new IllegalStateException(
+          name + ": its last batch (markLast) was already written; commit or abort it;"
+              + " nothing was sent");
+    }
+  }
+
+  /**
+   * Tests only: forgets the mark, that the last batch was written and any failed write, so that a
+   * test can send what the client refuses (a Batch after a LAST one, the Commit after it) and see
+   * the daemon's answer.
+   */
+  void forgetLastAndFailure() {
+    synchronized (lock) {
+      lastMarked = false;
+      lastWritten = false;
+      firstError = null;
     }
   }
 

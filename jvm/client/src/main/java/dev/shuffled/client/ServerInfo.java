@@ -20,6 +20,12 @@ public record ServerInfo(int version, long maxFrame, long maxInline, long featur
   public static final long FEATURE_LIFECYCLE = 1L << 3;
   /** Feature bit 4: OpenMapOutput may use format 1, kudo ({@link OpenOptions#withKudoSchema}). */
   public static final long FEATURE_KUDO = 1L << 4;
+  /**
+   * Feature bit 5: Batch may carry the LAST flag, which {@link MapOutput#markLast()} sets. A
+   * daemon without the bit refuses the flag, so the client sends it only when this bit is
+   * announced.
+   */
+  public static final long FEATURE_LAST_BATCH = 1L << 5;
 
   /** Whether the daemon announced every bit of {@code feature}. */
   public boolean has(long feature) {

@@ -42,6 +42,8 @@ final class Wire {
   static final int FORMAT_KUDO = 1;
   static final int PLANE_INLINE = 1;
   static final int PLANE_MEMFD = 2;
+  /** Batch.flags bit 0: the map output's last batch (feature bit 5, last-batch). */
+  static final int BATCH_LAST = 0x01;
 
   static final int MAX_NAME = 255;
   static final int MAX_PATH = 4095;
@@ -308,10 +310,17 @@ final class Wire {
 
   /**
    * An opaque Batch. Inline: {@code inline} holds the payload (encoded after the head); memfd:
-   * {@code regionOffset} and {@code regionLength} locate it in the passed descriptor.
+   * {@code regionOffset} and {@code regionLength} locate it in the passed descriptor. {@code
+   * flags}: 0 or {@link #BATCH_LAST}.
    */
   record Batch(
-      long handle, int plane, long[] offsets, byte[] inline, long regionOffset, long regionLength)
+      long handle,
+      int plane,
+      int flags,
+      long[] offsets,
+      byte[] inline,
+      long regionOffset,
+      long regionLength)
       implements Msg {
     public int type() {
       return BATCH;
@@ -319,7 +328,7 @@ final class Wire {
 
     /** Everything but the inline payload bytes. */
     void encodeHead(Enc e) {
-      e.u64(handle).u8(KIND_OPAQUE).u8(plane).u8(0).u8(0).u32(offsets.length);
+      e.u64(handle).u8(KIND_OPAQUE).u8(plane).u8(flags).u8(0).u32(offsets.length);
       for (long o : offsets) {
         e.i64(o);
       }
@@ -349,7 +358,10 @@ final class Wire {
       long handle = d.u64("Handle");
       int kind = d.u8("Kind");
       int plane = d.u8("Plane");
-      d.zero("reserved", 2);
+      int flags = d.u8("Flags");
+      d.check((flags & ~BATCH_LAST) == 0, "Flags",
+          String.format("0x%02x, want only bit 0 (LAST)", flags));
+      d.zero("reserved", 1);
       d.check(kind == KIND_OPAQUE, "Kind", kind + ", this decoder reads opaque (1) only");
       int n = d.count("PartitionOffsets", MAX_PARTITIONS + 1, 8);
       long[] off = new long[n];
@@ -359,9 +371,10 @@ final class Wire {
       Batch b;
       if (plane == PLANE_INLINE) {
         long len = d.u32("Inline");
-        b = new Batch(handle, plane, off, d.raw("Inline", len), 0, 0);
+        b = new Batch(handle, plane, flags, off, d.raw("Inline", len), 0, 0);
       } else if (plane == PLANE_MEMFD) {
-        b = new Batch(handle, plane, off, null, d.i64("Region.Offset"), d.i64("Region.Length"));
+        b = new Batch(
+            handle, plane, flags, off, null, d.i64("Region.Offset"), d.i64("Region.Length"));
       } else {
         throw d.invalid("Plane", plane + ", want 1 (inline) or 2 (memfd)");
       }
@@ -379,6 +392,7 @@ final class Wire {
       return o instanceof Batch b
           && handle == b.handle
           && plane == b.plane
+          && flags == b.flags
           && Arrays.equals(offsets, b.offsets)
           && Arrays.equals(inline, b.inline)
           && regionOffset == b.regionOffset
@@ -392,8 +406,8 @@ final class Wire {
 
     @Override
     public String toString() {
-      return "Batch[handle=" + handle + ", plane=" + plane + ", offsets=" + Arrays.toString(offsets)
-          + "]";
+      return "Batch[handle=" + handle + ", plane=" + plane + ", flags=" + flags + ", offsets="
+          + Arrays.toString(offsets) + "]";
     }
   }
 

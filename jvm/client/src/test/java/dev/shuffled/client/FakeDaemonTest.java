@@ -69,6 +69,59 @@ class FakeDaemonTest {
     return hd;
   }
 
+  private record Req(int id, Wire.Msg m) {}
+
+  /** Reads one whole frame and decodes its request. */
+  private static Req readReq(SocketChannel ch) throws IOException {
+    ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
+    readFully(ch, h);
+    h.flip();
+    Wire.Header hd = Wire.readHeader(h, 1 << 26);
+    ByteBuffer p = ByteBuffer.allocate(hd.length());
+    readFully(ch, p);
+    p.flip();
+    return new Req(hd.id(), Wire.decode(hd.type(), p));
+  }
+
+  private static void readFully(SocketChannel ch, ByteBuffer b) throws IOException {
+    while (b.hasRemaining()) {
+      if (ch.read(b) < 0) {
+        throw new IOException("eof");
+      }
+    }
+  }
+
+  /**
+   * A daemon that accepts every request of map outputs' lives, announcing {@code features}, and
+   * records each request it reads, in order.
+   */
+  private Path serveMapOutputs(long features, List<Wire.Msg> got) throws IOException {
+    return serve(
+        ch -> {
+          int parts = 0;
+          while (true) {
+            Req r = readReq(ch);
+            got.add(r.m());
+            Wire.Msg answer;
+            if (r.m() instanceof Wire.Hello) {
+              answer = new Wire.ServerHello(1, 1 << 20, 1 << 19, features, "fake");
+            } else if (r.m() instanceof Wire.Register) {
+              answer = new Wire.Registered(List.of("/var/lib/shuffled/app/exec"));
+            } else if (r.m() instanceof Wire.Open o) {
+              parts = o.numPartitions();
+              answer = new Wire.Opened(got.size());
+            } else if (r.m() instanceof Wire.Batch) {
+              answer = new Wire.BatchAccepted();
+            } else if (r.m() instanceof Wire.Commit) {
+              answer = new Wire.CommitRes(false, 1, new long[parts], new long[0]);
+            } else {
+              answer = new Wire.Empty(r.m().type() | Wire.RESPONSE);
+            }
+            send(ch, r.id(), answer);
+          }
+        });
+  }
+
   private static void send(SocketChannel ch, int id, Wire.Msg m) throws IOException {
     ByteBuffer b = ByteBuffer.wrap(Wire.frame(id, m, 0));
     while (b.hasRemaining()) {
@@ -164,5 +217,85 @@ class FakeDaemonTest {
       ConnectionLostException e = assertThrows(ConnectionLostException.class, c::ping);
       assertTrue(e.getMessage().contains("Opened in answer to Ping"), e.getMessage());
     }
+  }
+
+  /** The flags of the Batch frames in {@code got}, in order. */
+  private static List<Integer> batchFlags(List<Wire.Msg> got) {
+    return got.stream()
+        .filter(m -> m instanceof Wire.Batch)
+        .map(m -> ((Wire.Batch) m).flags())
+        .toList();
+  }
+
+  private static final long[] TWO = {0, 2, 3};
+
+  /** Three batches, the third marked last, then commit. */
+  private static void threeBatches(ShuffledClient c) throws IOException {
+    c.register("app", "exec");
+    try (MapOutput o = c.openMapOutput(0, 1, 2, OpenOptions.DEFAULTS)) {
+      o.writeOpaque("abc".getBytes(), TWO);
+      o.writeOpaque("def".getBytes(), TWO);
+      o.markLast();
+      o.writeOpaque("ghi".getBytes(), TWO);
+      o.commit();
+    }
+  }
+
+  @Test
+  void lastFlagOnlyOnTheMarkedBatchWhenAnnounced() throws Exception {
+    List<Wire.Msg> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Path sock = serveMapOutputs(ServerInfo.FEATURE_LIFECYCLE | ServerInfo.FEATURE_LAST_BATCH, got);
+    try (ShuffledClient c = ShuffledClient.connect(sock)) {
+      assertTrue(c.serverInfo().has(ServerInfo.FEATURE_LAST_BATCH));
+      threeBatches(c);
+    }
+    assertEquals(List.of(0, 0, Wire.BATCH_LAST), batchFlags(got), "Batch flags, in order");
+  }
+
+  @Test
+  void noLastFlagWithoutTheFeature() throws Exception {
+    List<Wire.Msg> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Path sock = serveMapOutputs(ServerInfo.FEATURE_LIFECYCLE, got);
+    try (ShuffledClient c = ShuffledClient.connect(sock)) {
+      assertFalse(c.serverInfo().has(ServerInfo.FEATURE_LAST_BATCH));
+      threeBatches(c);
+    }
+    assertEquals(List.of(0, 0, 0), batchFlags(got), "Batch flags, in order");
+    assertInstanceOf(Wire.Commit.class, got.get(got.size() - 1));
+  }
+
+  @Test
+  void writeAfterTheLastThrowsAndSendsNothing() throws Exception {
+    List<Wire.Msg> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Path sock = serveMapOutputs(ServerInfo.FEATURE_LAST_BATCH, got);
+    try (ShuffledClient c = ShuffledClient.connect(sock)) {
+      c.register("app", "exec");
+      MapOutput o = c.openMapOutput(3, 7, 2, OpenOptions.DEFAULTS);
+      o.markLast();
+      // Refused before sending: the mark stays for the next write.
+      assertThrows(IllegalArgumentException.class, () -> o.writeOpaque("ab".getBytes(), TWO));
+      o.markLast(); // again: no change
+      o.writeOpaque("abc".getBytes(), TWO);
+      IllegalStateException e =
+          assertThrows(IllegalStateException.class, () -> o.writeOpaque("def".getBytes(), TWO));
+      assertTrue(e.getMessage().contains("map output 3/7"), e.getMessage());
+      assertTrue(e.getMessage().contains("last batch"), e.getMessage());
+      assertThrows(IllegalStateException.class, o::markLast);
+      assertEquals(0, o.commit().totalLength());
+      assertThrows(IllegalStateException.class, () -> o.writeOpaque("def".getBytes(), TWO));
+
+      MapOutput aborted = c.openMapOutput(3, 8, 2, OpenOptions.DEFAULTS);
+      aborted.markLast();
+      aborted.writeOpaque("abc".getBytes(), TWO);
+      aborted.abort();
+      assertTrue(aborted.isFinished());
+    }
+    List<String> types = got.stream().map(m -> Wire.typeName(m.type())).toList();
+    assertEquals(
+        List.of("Hello", "RegisterExecutor", "OpenMapOutput", "Batch", "Commit", "OpenMapOutput",
+            "Batch", "Abort"),
+        types,
+        "the requests the daemon read");
+    assertEquals(List.of(Wire.BATCH_LAST, Wire.BATCH_LAST), batchFlags(got));
   }
 }

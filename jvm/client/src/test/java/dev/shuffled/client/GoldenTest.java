@@ -30,7 +30,7 @@ class GoldenTest {
               "batch-inline",
               3,
               0,
-              new Wire.Batch(1, Wire.PLANE_INLINE, new long[] {0, 2, 3}, bytes("abc"), 0, 0)),
+              new Wire.Batch(1, Wire.PLANE_INLINE, 0, new long[] {0, 2, 3}, bytes("abc"), 0, 0)),
           new Golden(
               "server-hello",
               1,
@@ -91,7 +91,13 @@ class GoldenTest {
               "batch-memfd",
               7,
               Wire.FLAG_FD,
-              new Wire.Batch(1, Wire.PLANE_MEMFD, new long[] {0, 5, 5, 9}, null, 0, 9)),
+              new Wire.Batch(1, Wire.PLANE_MEMFD, 0, new long[] {0, 5, 5, 9}, null, 0, 9)),
+          new Golden(
+              "batch-last",
+              20,
+              0,
+              new Wire.Batch(
+                  1, Wire.PLANE_INLINE, Wire.BATCH_LAST, new long[] {0, 1, 1}, bytes("d"), 0, 0)),
           new Golden("commit", 8, 0, new Wire.Commit(1)),
           new Golden(
               "commit-result",

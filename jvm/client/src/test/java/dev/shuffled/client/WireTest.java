@@ -76,4 +76,21 @@ class WireTest {
     assertNotNull(Check.localDir("/a\0b"));
     assertNotNull(Check.localDir("/" + "x".repeat(4095)));
   }
+
+  @Test
+  void batchFlagsOtherThanLastAreRefused() throws Exception {
+    byte[] f = GoldenTest.parse(GoldenTest.goldenFile()).get("batch-last");
+    byte[] p = java.util.Arrays.copyOfRange(f, Wire.HEADER_SIZE, f.length);
+    assertEquals(Wire.BATCH_LAST, p[10], "the golden frame's flags byte");
+    Wire.Batch b = (Wire.Batch) Wire.decode(Wire.BATCH, ByteBuffer.wrap(p));
+    assertEquals(Wire.BATCH_LAST, b.flags());
+    p[10] = 0x03;
+    ProtocolException e =
+        assertThrows(ProtocolException.class, () -> Wire.decode(Wire.BATCH, ByteBuffer.wrap(p)));
+    assertTrue(e.getMessage().contains("Batch.Flags: 0x03"), e.getMessage());
+    p[10] = 0x01;
+    p[11] = 0x01;
+    e = assertThrows(ProtocolException.class, () -> Wire.decode(Wire.BATCH, ByteBuffer.wrap(p)));
+    assertTrue(e.getMessage().contains("reserved"), e.getMessage());
+  }
 }

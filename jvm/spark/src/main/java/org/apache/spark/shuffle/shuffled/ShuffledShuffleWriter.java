@@ -40,6 +40,10 @@ import scala.reflect.ClassTag$;
  * (Java serialization writes a stream header) gets one stream per partition, opened at the
  * partition's first record and kept across batches, so that each partition's decompressed bytes
  * are one valid stream.
+ *
+ * <p>The flush after the record iterator is exhausted is the map output's last batch, and is
+ * marked so ({@link MapOutput#markLast()}): the daemon may start merging the output's runs before
+ * commit. A task with no records sends no batch.
  */
 final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private static final ClassTag<Object> OBJECT = ClassTag$.MODULE$.Object();
@@ -92,13 +96,45 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     Partitioner partitioner = dep.partitioner();
     int numPartitions = partitioner.numPartitions();
-    Serializer serializer = dep.serializer();
+    writeBatches(dep.shuffleId(), it, partitioner, dep.serializer());
+
+    long t0 = System.nanoTime();
+    CommitResult result = output.commit();
+    metrics.incWriteTime(System.nanoTime() - t0);
+    lengths = result.lengths();
+    if (lengths.length != numPartitions) {
+      throw new IOException(
+          "shuffled daemon committed map output (shuffle "
+              + dep.shuffleId()
+              + ", map "
+              + mapId
+              + ") with "
+              + lengths.length
+              + " partition lengths, want "
+              + numPartitions);
+    }
+    metrics.incBytesWritten(result.totalLength());
+    status = MapStatus$.MODULE$.apply(location, lengths, mapId);
+  }
+
+  /**
+   * Opens the map output, serializes the records into their partitions' buffers and sends the
+   * batches: one each time {@code spark.shuffled.batchBytes} are buffered, then the rest, marked
+   * as the last, once the records are exhausted. Package-private for the tests.
+   */
+  void writeBatches(
+      int shuffleId,
+      scala.collection.Iterator<? extends Product2<K, ?>> it,
+      Partitioner partitioner,
+      Serializer serializer)
+      throws IOException {
+    int numPartitions = partitioner.numPartitions();
     SerializerInstance ser = serializer.newInstance();
     PartitionBuffers bufs = new PartitionBuffers(numPartitions);
     long[] offsets = new long[numPartitions + 1];
 
     long t0 = System.nanoTime();
-    output = open(dep.shuffleId(), numPartitions);
+    output = open(shuffleId, numPartitions);
     metrics.incWriteTime(System.nanoTime() - t0);
     long limit = Math.min(batchBytes, output.maxBatchBytes());
 
@@ -115,7 +151,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         s.flush();
         pending++;
         if (bufs.size() >= limit) {
-          send(bufs, offsets);
+          send(bufs, offsets, false);
           metrics.incRecordsWritten(pending);
           pending = 0;
         }
@@ -141,7 +177,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
               open.flush();
             }
           }
-          send(bufs, offsets);
+          send(bufs, offsets, false);
           metrics.incRecordsWritten(pending);
           pending = 0;
         }
@@ -153,27 +189,9 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       }
     }
     if (bufs.size() > 0) {
-      send(bufs, offsets);
+      send(bufs, offsets, true);
     }
     metrics.incRecordsWritten(pending);
-
-    t0 = System.nanoTime();
-    CommitResult result = output.commit();
-    metrics.incWriteTime(System.nanoTime() - t0);
-    lengths = result.lengths();
-    if (lengths.length != numPartitions) {
-      throw new IOException(
-          "shuffled daemon committed map output (shuffle "
-              + dep.shuffleId()
-              + ", map "
-              + mapId
-              + ") with "
-              + lengths.length
-              + " partition lengths, want "
-              + numPartitions);
-    }
-    metrics.incBytesWritten(result.totalLength());
-    status = MapStatus$.MODULE$.apply(location, lengths, mapId);
   }
 
   /**
@@ -207,14 +225,20 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
   }
 
-  /** Hands the buffered partitions to the daemon, in pieces of at most maxBatchBytes. */
-  private void send(PartitionBuffers bufs, long[] offsets) throws IOException {
+  /**
+   * Hands the buffered partitions to the daemon, in pieces of at most maxBatchBytes; with {@code
+   * last}, the final piece is marked as the map output's last batch.
+   */
+  private void send(PartitionBuffers bufs, long[] offsets, boolean last) throws IOException {
     bufs.assemble(offsets);
     int n = offsets.length - 1;
     long total = offsets[n];
     long max = output.maxBatchBytes();
     long t0 = System.nanoTime();
     if (total <= max) {
+      if (last) {
+        output.markLast();
+      }
       output.writeOpaque(ByteBuffer.wrap(bufs.payload(), 0, (int) total), offsets);
     } else {
       // Cut the payload anywhere: a partition's bytes may be split over batches, the daemon
@@ -225,11 +249,19 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         for (int p = 0; p <= n; p++) {
           piece[p] = Math.min(Math.max(offsets[p], from), to) - from;
         }
+        if (last && to == total) {
+          output.markLast();
+        }
         output.writeOpaque(
             ByteBuffer.wrap(bufs.payload(), (int) from, (int) (to - from)), piece);
       }
     }
     metrics.incWriteTime(System.nanoTime() - t0);
+  }
+
+  /** The map output writeBatches opened; for the tests. */
+  MapOutput output() {
+    return output;
   }
 
   @Override

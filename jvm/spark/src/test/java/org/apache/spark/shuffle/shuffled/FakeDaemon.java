@@ -1,0 +1,134 @@
+package org.apache.spark.shuffle.shuffled;
+
+import java.io.IOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+
+/**
+ * A scripted daemon for the writer's tests, written from docs/protocol.md: it serves one
+ * connection, accepts every request of map outputs' lives (inline batches only: it does not
+ * announce memfd) and records the requests' types and the batches it reads, in order.
+ */
+final class FakeDaemon implements AutoCloseable {
+  /** One Batch frame as read: its flags byte, partition offsets and inline payload. */
+  record Batch(int flags, long[] offsets, byte[] payload) {}
+
+  static final int HELLO = 1;
+  static final int REGISTER = 2;
+  static final int OPEN = 3;
+  static final int BATCH = 4;
+  static final int COMMIT = 5;
+  static final int ABORT = 6;
+  static final int RESPONSE = 0x8000;
+  static final long FEATURE_LAST_BATCH = 1L << 5;
+  static final int LAST = 0x01;
+
+  final Path socket;
+  final List<Integer> types = new CopyOnWriteArrayList<>();
+  final List<Batch> batches = new CopyOnWriteArrayList<>();
+  private final ServerSocketChannel server;
+  private final long features;
+  private final long maxInline;
+  private final int numPartitions;
+
+  /** Serves on {@code dir}/fake.sock, announcing {@code features} and {@code maxInline}. */
+  FakeDaemon(Path dir, long features, long maxInline, int numPartitions) throws IOException {
+    this.socket = dir.resolve("fake.sock");
+    this.features = features;
+    this.maxInline = maxInline;
+    this.numPartitions = numPartitions;
+    Files.deleteIfExists(socket);
+    server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
+    server.bind(UnixDomainSocketAddress.of(socket));
+    Thread t = new Thread(this::serve, "fake-daemon");
+    t.setDaemon(true);
+    t.start();
+  }
+
+  private void serve() {
+    try (SocketChannel ch = server.accept()) {
+      while (true) {
+        ByteBuffer h = read(ch, 16);
+        int type = Short.toUnsignedInt(h.getShort(2));
+        int id = h.getInt(8);
+        ByteBuffer p = read(ch, h.getInt(12));
+        types.add(type);
+        ByteBuffer answer =
+            ByteBuffer.allocate(64 + 8 * numPartitions).order(ByteOrder.LITTLE_ENDIAN);
+        switch (type) {
+          case HELLO -> {
+            byte[] name = "fake".getBytes(StandardCharsets.UTF_8);
+            answer.putShort((short) 1).putShort((short) 0).putInt(1 << 20).putInt((int) maxInline)
+                .putLong(features).putShort((short) name.length).put(name);
+          }
+          case REGISTER -> {
+            byte[] dir = "/var/lib/shuffled/app/exec".getBytes(StandardCharsets.UTF_8);
+            answer.putInt(1).putShort((short) dir.length).put(dir);
+          }
+          case OPEN -> answer.putLong(types.size());
+          case BATCH -> batches.add(batch(p));
+          case COMMIT -> {
+            answer.put((byte) 0).put(new byte[3]).putInt(1).putInt(numPartitions);
+            for (int i = 0; i < numPartitions; i++) {
+              answer.putLong(0);
+            }
+            answer.putInt(0);
+          }
+          default -> {} // Abort and the rest: an empty answer
+        }
+        answer.flip();
+        ByteBuffer f = ByteBuffer.allocate(16 + answer.remaining()).order(ByteOrder.LITTLE_ENDIAN);
+        f.put((byte) 'S').put((byte) 'H').putShort((short) (type | RESPONSE)).putShort((short) 0)
+            .putShort((short) 0).putInt(id).putInt(answer.remaining()).put(answer).flip();
+        while (f.hasRemaining()) {
+          ch.write(f);
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      // the client hung up, close(), or a frame this fake does not read: the session is over
+    }
+  }
+
+  /** An inline opaque Batch: handle, kind, plane, flags, reserved, offsets, payload. */
+  private static Batch batch(ByteBuffer p) {
+    p.position(8);
+    int kind = Byte.toUnsignedInt(p.get());
+    int plane = Byte.toUnsignedInt(p.get());
+    if (kind != 1 || plane != 1) {
+      throw new IllegalStateException("Batch kind " + kind + " plane " + plane + ", want 1 and 1");
+    }
+    int flags = Byte.toUnsignedInt(p.get());
+    p.get(); // reserved
+    long[] off = new long[p.getInt()];
+    for (int i = 0; i < off.length; i++) {
+      off[i] = p.getLong();
+    }
+    byte[] payload = new byte[p.getInt()];
+    p.get(payload);
+    return new Batch(flags, off, payload);
+  }
+
+  private static ByteBuffer read(SocketChannel ch, int n) throws IOException {
+    ByteBuffer b = ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN);
+    while (b.hasRemaining()) {
+      if (ch.read(b) < 0) {
+        throw new IOException("eof");
+      }
+    }
+    return b.flip();
+  }
+
+  @Override
+  public void close() throws IOException {
+    server.close();
+  }
+}
