@@ -1093,11 +1093,13 @@ class Suite:
         where = self.flat(c)
         n = 40
         full = [(0, n, [1, 40, 900, 6000])] * 4  # every batch spans all partitions: 4 runs
-        zstd = "zstd" if zstandard else "lz4"
+        # zstd (C decoder): ~7 MB of runs, then a LAST batch of one 2 MiB slice (3 records),
+        # so that merging may start while the last batch is still being compressed.
+        zstd, big = ("zstd", [1, 900, 30000, 150000]) if zstandard else ("lz4", [1, 40, 900, 6000])
         cases = [  # codec, checksum, block_size, plane, pipeline, plan; memfd: batches 0, 2, 4 through memfds
-            ("lz4", "ADLER32", 4096, PLANE_INLINE, False, full),                    # LAST inline
-            (zstd, "CRC32C", 0, PLANE_MEMFD, True, full + [(0, n // 2, [300])]),    # 5 runs, LAST memfd
-            ("snappy", "CRC32", 0, PLANE_INLINE, True, full + [(0, 0, [1])]),       # LAST with no non-empty slice
+            ("lz4", "CRC32C", 4096, PLANE_INLINE, False, full),                     # LAST inline
+            (zstd, "CRC32", 0, PLANE_MEMFD, True, [(0, n, big)] * 4 + [(n // 2, n // 2 + 1, [2 * RECORD + 5])]),
+            ("snappy", "ADLER32", 0, PLANE_INLINE, True, full + [(0, 0, [1])]),     # LAST with no non-empty slice
             ("lz4", "CRC32", 0, PLANE_MEMFD, False, full[:1]),                      # 1 run, LAST memfd
             ("none", "none", 0, PLANE_INLINE, False, [(0, 0, [1])]),                # only an empty LAST batch
         ]
