@@ -17,6 +17,9 @@ var (
 	// ErrFinished is returned by calls on a map output after its Commit
 	// or Abort.
 	ErrFinished = errors.New("client: map output already committed or aborted")
+	// ErrAfterLast is returned by a write after the one MarkLast
+	// announced as the map output's last.
+	ErrAfterLast = errors.New("client: the map output's last batch was already written")
 )
 
 // OutputOption configures one map output.
@@ -47,7 +50,22 @@ type MapOutput struct {
 		err      error // the first write error
 		finished bool  // committed or aborted
 		aborted  bool
+		marked   bool // MarkLast: the next write is the last
+		lastDone bool // the last write went out: no other may follow
 	}
+}
+
+// MarkLast says that the next write is the map output's last batch. The
+// client sends it with the LAST flag (docs/protocol.md, Batch) when the
+// daemon announced feature last-batch, so that a map output of several
+// runs starts merging them while that batch is compressed instead of at
+// Commit; it changes no byte of the output. Once that write has gone out,
+// further writes return ErrAfterLast without sending anything; Commit and
+// Abort work as before.
+func (m *MapOutput) MarkLast() {
+	m.mu.Lock()
+	m.mu.marked = true
+	m.mu.Unlock()
 }
 
 // Open starts a map output. If ctx ends after the request went out, the
@@ -184,7 +202,18 @@ func (m *MapOutput) check(b *protocol.Batch) error {
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("client: %v: %w", m, err)
 	}
-	return m.state()
+	if err := m.state(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.lastDone {
+		return fmt.Errorf("%w: %v", ErrAfterLast, m)
+	}
+	if m.mu.marked && m.c.hello.Features&protocol.FeatureLastBatch != 0 {
+		b.Flags |= protocol.BatchLast
+	}
+	return nil
 }
 
 func (m *MapOutput) state() error {
@@ -202,6 +231,11 @@ func (m *MapOutput) state() error {
 // send sends a batch that check passed.
 func (m *MapOutput) send(ctx context.Context, b *protocol.Batch, fd int) error {
 	_, err := m.c.roundTrip(ctx, b, fd, protocol.TypeBatchAccepted, nil)
+	if !errors.Is(err, errNotSent) {
+		m.mu.Lock()
+		m.mu.lastDone = m.mu.marked
+		m.mu.Unlock()
+	}
 	if err != nil {
 		if errors.Is(err, errNotSent) {
 			return fmt.Errorf("client: %v: %w", m, err)

@@ -78,6 +78,10 @@ type Config struct {
 	// BatchesPerTask is the number of batches each task writes; more than
 	// one makes the daemon write several runs and merge them.
 	BatchesPerTask int
+	// NoLastBatch sends every batch unmarked: by default a task's final
+	// batch is marked as its last (client.MapOutput.MarkLast), as a
+	// client that knows it does.
+	NoLastBatch bool
 	// Schema is one of synth.Schemas.
 	Schema string
 	// Skew is the key column's Zipf exponent; 0 is the schema's uniform
@@ -193,6 +197,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "reducer partitions per map output")
 	fs.IntVar(&c.Rows, "rows", c.Rows, "rows per batch")
 	fs.IntVar(&c.BatchesPerTask, "batches-per-task", c.BatchesPerTask, "batches per map task (more than 1: runs and a merge)")
+	fs.BoolVar(&c.NoLastBatch, "no-last-batch", false, "send a task's final batch unmarked; by default it is marked as the last (LAST), so the daemon merges the task's runs while that batch is compressed, not at commit")
 	fs.StringVar(&c.Schema, "schema", c.Schema, "batch schema: "+strings.Join(synth.Schemas, ", "))
 	skew := fs.String("skew", "uniform", "key skew: uniform or zipf:S (1 < S <= 10)")
 	fs.Float64Var(&c.Nulls, "nulls", 0, "fraction of null values in every column but the key, in [0, 1); 0: no validity bitmaps")

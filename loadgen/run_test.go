@@ -50,17 +50,20 @@ func TestEngineRunVerifies(t *testing.T) {
 	tests := []struct {
 		payload, codec, checksum, skew string
 		batches                        int
+		noLast                         bool // --no-last-batch
 	}{
-		{PayloadColumnar, "lz4", "ADLER32", "uniform", 1},
-		{PayloadColumnar, "snappy", "CRC32C", "zipf:1.3", 3},
-		{PayloadOpaque, "zstd", "CRC32", "uniform", 3},
-		{PayloadOpaque, "none", "none", "zipf:2", 1},
+		{PayloadColumnar, "lz4", "ADLER32", "uniform", 1, false},
+		{PayloadColumnar, "snappy", "CRC32C", "zipf:1.3", 3, false},
+		{PayloadOpaque, "zstd", "CRC32", "uniform", 3, false},
+		{PayloadOpaque, "zstd", "CRC32", "uniform", 3, true},
+		{PayloadOpaque, "none", "none", "zipf:2", 1, false},
 	}
 	for _, tt := range tests {
-		name := fmt.Sprintf("%s/%s/%s/%s/batches=%d", tt.payload, tt.codec, tt.checksum, tt.skew, tt.batches)
+		name := fmt.Sprintf("%s/%s/%s/%s/batches=%d/no-last=%v", tt.payload, tt.codec, tt.checksum, tt.skew, tt.batches, tt.noLast)
 		t.Run(name, func(t *testing.T) {
 			cfg := smallConfig()
 			cfg.Payload, cfg.Codec, cfg.Checksum, cfg.BatchesPerTask = tt.payload, tt.codec, tt.checksum, tt.batches
+			cfg.NoLastBatch = tt.noLast
 			var err error
 			if cfg.Skew, err = ParseSkew(tt.skew); err != nil {
 				t.Fatal(err)

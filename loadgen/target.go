@@ -29,6 +29,8 @@ type target interface {
 
 // An output is one open map output.
 type output interface {
+	// markLast says that the next write is the map output's last batch.
+	markLast()
 	write(ctx context.Context, pb *poolBatch) error
 	commit(ctx context.Context) (committed, error)
 	abort()
@@ -183,6 +185,8 @@ type daemonOutput struct {
 	dir  string
 }
 
+func (o *daemonOutput) markLast() { o.m.MarkLast() }
+
 func (o *daemonOutput) write(ctx context.Context, pb *poolBatch) error {
 	switch {
 	case pb.dev != nil:
@@ -240,6 +244,8 @@ type engineOutput struct {
 	w   *writer.MapWriter
 	dir string
 }
+
+func (o *engineOutput) markLast() { o.w.MarkLast() }
 
 func (o *engineOutput) write(ctx context.Context, pb *poolBatch) error {
 	if pb.batch != nil {

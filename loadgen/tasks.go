@@ -102,6 +102,9 @@ func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, p
 		return r, fmt.Errorf("task %d: open map output %d/%d: %w", i, shuffleID, i, err)
 	}
 	for b := range cfg.BatchesPerTask {
+		if b == cfg.BatchesPerTask-1 && !cfg.NoLastBatch {
+			o.markLast()
+		}
 		pb := p.at(i, b)
 		mine := b == 0 && first.claimed.CompareAndSwap(false, true)
 		w0 := time.Now()

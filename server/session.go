@@ -94,6 +94,7 @@ type output struct {
 	res    *disks.Reservation // nil outside the daemon's root
 	state  int64              // partition-state bytes charged (PartitionStateBytes each)
 	failed error              // a batch failed: the map output is aborted
+	last   bool               // a Batch with LAST came: no other may follow
 	ended  sync.Once          // counts the output as ended, once
 	schema []partition.Field  // kudo: the columns declared at Open; nil otherwise
 }
@@ -250,7 +251,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(maxInline(sess.s.cfg.MaxFrame)),
-			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | deviceFeatures,
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | protocol.FeatureLastBatch | deviceFeatures,
 			Server:    "shuffled " + Version,
 		})
 		return true
@@ -468,6 +469,9 @@ func (sess *session) batch(id uint32, m *protocol.Batch, h *held) error {
 // applyBatch hands the batch to the writer. What it takes of h (the
 // descriptor, the inline frame) it owns; the caller releases the rest.
 func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
+	if o.last {
+		return fmt.Errorf("%w: Batch on map output %d/%d after its last batch (Batch.flags LAST)", errPrecondition, o.id.Shuffle, o.id.Map)
+	}
 	if m.Kind != o.kind {
 		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errPrecondition, m.Kind, o.kind)
 	}
@@ -478,6 +482,10 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	if parts != o.w.NumPartitions() {
 		return fmt.Errorf("%w: Batch.%s has %d entries (%d partitions), but the map output was opened with num_partitions %d, want %d entries",
 			errPrecondition, field, parts+1, parts, o.w.NumPartitions(), o.w.NumPartitions()+1)
+	}
+	if m.Flags&protocol.BatchLast != 0 {
+		o.last = true
+		o.w.MarkLast() // a merge of several runs may start in this batch
 	}
 	var payload []byte
 	release := func() {}

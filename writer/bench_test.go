@@ -22,19 +22,22 @@ type benchMode struct {
 	name  string
 	sink  func(writer.SinkSpec) (writer.Sink, error)
 	setup func(b *testing.B)
+	last  bool // MarkLast before the last batch, as the clients do
 }
 
 // modes are the writer's own runs and the baselines it is measured
 // against (package internal/baseline); a clib build adds ceiling-c
 // (clib_test.go).
 var modes = []benchMode{
-	{"stream", nil, nil},
-	{"legacy", baseline.Legacy, nil},
-	{"ceiling", baseline.Ceiling, nil},
+	{"stream", nil, nil, false},
+	{"stream-last", nil, nil, true},
+	{"legacy", baseline.Legacy, nil, false},
+	{"ceiling", baseline.Ceiling, nil, false},
 }
 
 // BenchmarkWrite writes one map task of runs batches per iteration, through
-// the streaming writer, the legacy writer (a file per partition, then a
+// the streaming writer (stream-last: with the last batch marked, so that
+// a merge of several runs starts there), the legacy writer (a file per partition, then a
 // sequential concatenation) and the compression ceiling (the same records
 // encoded on the same pool into nowhere). Throughput is of the uncompressed
 // serialized input. Besides CPU time per map task it reports where a
@@ -51,7 +54,7 @@ func BenchmarkWrite(b *testing.B) {
 						if mode.setup != nil {
 							mode.setup(b)
 						}
-						benchWrite(b, mode.sink, k, runs, n)
+						benchWrite(b, mode, k, runs, n)
 					})
 				}
 			}
@@ -59,7 +62,8 @@ func BenchmarkWrite(b *testing.B) {
 	}
 }
 
-func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k codec.Kind, runs, n int) {
+func benchWrite(b *testing.B, mode benchMode, k codec.Kind, runs, n int) {
+	sink := mode.sink
 	batch := writer.LineitemBatch(b, n)
 	e, err := writer.New()
 	if err != nil {
@@ -70,7 +74,7 @@ func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k
 	ctx := context.Background()
 	b.SetBytes(int64(runs) * writer.SerializedSize(batch))
 	b.ReportAllocs()
-	var memoryRuns, allRuns int
+	var memoryRuns, allRuns, early int
 	var produce, wait, mergeTail, files time.Duration
 	cpu0 := cpuTime()
 	for i := 0; b.Loop(); i++ {
@@ -81,7 +85,10 @@ func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k
 		if err != nil {
 			b.Fatal(err)
 		}
-		for range runs {
+		for r := range runs {
+			if mode.last && r == runs-1 {
+				w.MarkLast()
+			}
 			if err := w.WriteBatch(ctx, batch, nil); err != nil {
 				b.Fatal(err)
 			}
@@ -96,6 +103,9 @@ func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k
 		files += res.Files
 		memoryRuns += res.MemoryRuns
 		allRuns += res.Runs
+		if res.EarlyMerge {
+			early++
+		}
 		b.StopTimer()
 		for _, name := range []string{shufflefile.DataName(spec.ID), shufflefile.IndexName(spec.ID), shufflefile.ChecksumName(spec.ID, spec.Checksum)} {
 			if err := os.Remove(shufflefile.Path(spec.Layout, name)); err != nil && !os.IsNotExist(err) {
@@ -117,6 +127,9 @@ func benchWrite(b *testing.B, sink func(writer.SinkSpec) (writer.Sink, error), k
 	}
 	if runs > 1 && sink == nil {
 		b.ReportMetric(float64(memoryRuns)/float64(allRuns), "memory-runs/run")
+		if mode.last {
+			b.ReportMetric(float64(early)/float64(b.N), "early-merges/op")
+		}
 	}
 }
 

@@ -51,6 +51,23 @@ type MapWriter struct {
 	held    []*record    // admitted, not yet queued on their stream nor submitted (see enqueue)
 	credit  int64        // limiter quota taken ahead for the next records (see takeCredit)
 	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
+
+	lastMarked bool        // MarkLast was called
+	lastRun    bool        // a record came after MarkLast: no run starts any more
+	early      *earlyMerge // the merge started in the last batch, if any
+}
+
+// earlyMerge is a streaming merge started before Commit, in the map
+// output's last batch (see MarkLast). Its fields are set before done is
+// closed.
+type earlyMerge struct {
+	done  chan struct{}
+	res   Result // MergeBytes and MemoryRuns
+	path  string // the data temp file, once done without error; Commit or Abort owns it then
+	seg   segments
+	ok    bool // false: a run was not in memory at the start, nothing was done
+	err   error
+	ended time.Time // when the data file was complete
 }
 
 // Result is what a committed map output holds.
@@ -67,6 +84,9 @@ type Result struct {
 	BytesIn    int64 // uncompressed bytes written
 	BytesOut   int64 // bytes on disk: the data file's length
 	MergeBytes int64 // bytes the merge of several runs wrote
+	// EarlyMerge: the merge of several runs began before Commit, while
+	// the batch MarkLast announced was written.
+	EarlyMerge bool
 	// MemoryRuns is how many runs the merge took from memory rather than
 	// from run files.
 	MemoryRuns int
@@ -76,7 +96,8 @@ type Result struct {
 	// file flushed (0 if that was before the call). MergeTail: from then
 	// until the data file was complete, the part of a merge of several
 	// runs (or of a Spec.Sink's Assemble) that did not overlap the
-	// encoding; 0 for one run without a Spec.Sink. Files: writing the
+	// encoding (0 also when an early merge was done by then); 0 for one
+	// run without a Spec.Sink. Files: writing the
 	// index and checksum files and committing all three (0 for a
 	// Spec.Sink that writes no file).
 	EncodeWait, MergeTail, Files time.Duration
@@ -186,12 +207,65 @@ func (w *MapWriter) checkPartition(p int) error {
 		return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
 	}
 	if w.cur == nil || (p < w.last && w.spec.Sink == nil) {
+		if w.lastRun {
+			err := fmt.Errorf("%w: map output %s: partition %d after partition %d in the batch MarkLast announced as the last: no run may start after it", ErrInvalid, w.name(), p, w.last)
+			w.fail(err)
+			return err
+		}
 		if err := w.startRun(); err != nil {
 			return err
 		}
 	}
 	w.last = p
+	if w.lastMarked && !w.lastRun {
+		w.lastRun = true
+		w.startEarlyMerge()
+	}
 	return nil
+}
+
+// MarkLast says that the map output's writes from now on until Commit
+// are its last batch: their records come in non-decreasing partition
+// order. They may start one more run, at their first record, but none
+// after it. When the map output then has several runs, the writer starts
+// merging them at that first record, following the last run's encoding,
+// instead of at Commit, so that Commit finds most of the data file
+// written. A later record that would start a run is an ErrInvalid error
+// and fails the map output. MarkLast changes no byte of the output, and
+// nothing at all with a Spec.Sink or when no write follows it.
+func (w *MapWriter) MarkLast() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastMarked = true
+}
+
+// startEarlyMerge starts the streaming merge of the map output's runs,
+// now that no run follows, if there are several. The caller holds w.mu.
+func (w *MapWriter) startEarlyMerge() {
+	if w.spec.Sink != nil || len(w.streams) < 2 {
+		return
+	}
+	m := &earlyMerge{done: make(chan struct{})}
+	w.early = m
+	streams := append([]*stream(nil), w.streams...)
+	go func() {
+		defer close(m.done)
+		m.path, m.seg, m.ok, m.err = w.streamMerge(w.ctx, streams, &m.res)
+		m.ended = time.Now()
+	}()
+}
+
+// dropEarlyMerge waits for the early merge, if one was started, and
+// removes the data temp file it made, unless Commit took it. The caller
+// holds w.mu and has cancelled w.ctx.
+func (w *MapWriter) dropEarlyMerge() {
+	if m := w.early; m != nil {
+		<-m.done
+		if m.path != "" {
+			_ = w.fs.Remove(m.path)
+			m.path = ""
+		}
+	}
 }
 
 // startRun closes the current run's queue, if any, and starts a new stream.
@@ -549,12 +623,32 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 	if w.spec.Sink == nil && len(w.streams) >= 2 {
 		// Several runs: the merge may follow them as they are written.
 		w.closeRun()
-		dataTemp, seg, ok, err := w.streamMerge(ctx, &res)
+		var dataTemp string
+		var seg segments
+		var ok bool
+		var err error
+		assembled := time.Now()
+		if m := w.early; m != nil { // started in the last batch
+			if err := ctx.Err(); err != nil {
+				return Result{}, w.wrapCtx(err)
+			}
+			select {
+			case <-m.done:
+			case <-ctx.Done():
+				return Result{}, w.wrapCtx(ctx.Err())
+			}
+			dataTemp, seg, ok, err, assembled = m.path, m.seg, m.ok, m.err, m.ended
+			m.path = "" // commitData owns it
+			res.MergeBytes, res.MemoryRuns, res.EarlyMerge = m.res.MergeBytes, m.res.MemoryRuns, ok
+		} else {
+			dataTemp, seg, ok, err = w.streamMerge(ctx, w.streams, &res)
+			assembled = time.Now()
+		}
 		if err != nil {
 			return Result{}, w.wrapErr(err)
 		}
 		if ok {
-			res.setPhases(start, w.lastEnded(), time.Now(), true)
+			res.setPhases(start, w.lastEnded(), assembled, true)
 			return w.commitData(res, dataTemp, seg)
 		}
 	}
@@ -744,6 +838,7 @@ func (w *MapWriter) abortLocked() {
 	w.aborted.Store(true)
 	w.cancel()
 	_ = w.wait(context.Background())
+	w.dropEarlyMerge() // before the runs' memory goes: it may read it
 	for _, s := range w.streams {
 		s.sink.remove()
 	}

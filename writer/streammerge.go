@@ -23,10 +23,10 @@ const flushBytes = 1 << 20
 // start (the caller then waits for the runs and merges them). A run that
 // spills while it is merged is finished from its run file once its stream
 // has ended.
-func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, seg segments, ok bool, err error) {
-	k := len(w.streams)
+func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Result) (path string, seg segments, ok bool, err error) {
+	k := len(streams)
 	runs := make([]*run, k)
-	for i, s := range w.streams {
+	for i, s := range streams {
 		runs[i] = s.sink.(*run)
 	}
 	for i, ru := range runs {
@@ -113,7 +113,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, res *Result) (path string, 
 	}
 	// ended waits for run i's stream and returns its error.
 	ended := func(i int) error {
-		s := w.streams[i]
+		s := streams[i]
 		select {
 		case <-s.done:
 		case <-ctx.Done():

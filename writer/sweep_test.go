@@ -47,15 +47,18 @@ func TestErrorSweep(t *testing.T) {
 		limit int64
 		runs  int
 		short bool
+		last  bool // MarkLast before the last run: the merge starts there
 	}{
 		// An 8 KiB limit keeps every run in a file; 1 MiB lets later runs
 		// stay in memory until the merge.
-		{"files/runs=1", 8 << 10, 1, false},
-		{"files/runs=3", 8 << 10, 3, false},
-		{"files/runs=3/short", 8 << 10, 3, true},
-		{"memory/runs=1", 1 << 20, 1, false},
-		{"memory/runs=3", 1 << 20, 3, false},
-		{"memory/runs=3/short", 1 << 20, 3, true},
+		{"files/runs=1", 8 << 10, 1, false, false},
+		{"files/runs=3", 8 << 10, 3, false, false},
+		{"files/runs=3/short", 8 << 10, 3, true, false},
+		{"memory/runs=1", 1 << 20, 1, false, false},
+		{"memory/runs=3", 1 << 20, 3, false, false},
+		{"memory/runs=3/short", 1 << 20, 3, true, false},
+		{"files/runs=3/last", 8 << 10, 3, false, true},
+		{"memory/runs=3/last", 1 << 20, 3, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(11, uint64(tc.runs)))
@@ -72,7 +75,11 @@ func TestErrorSweep(t *testing.T) {
 				e := newEngine(t, WithFS(fsys), WithLimit(tc.limit), WithRecordSize(2<<10), WithWorkers(2), WithSync(true))
 				spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: i}, NumPartitions: 12, Codec: codec.LZ4, Checksum: checksum.CRC32C,
 					Layout: shufflefile.Flat(dir)}
-				_, err := writeAll(t, e, spec, ops)
+				write := writeAll
+				if tc.last {
+					write = writeAllMarked
+				}
+				_, err := write(t, e, spec, ops)
 				checkQuiet(t, e)
 				if cerr := e.Close(); cerr != nil {
 					t.Fatalf("op %d: Close: %v", i, cerr)
