@@ -7,7 +7,9 @@ format), commits them, and reads the committed files back as docs/format.md sect
 describes them: the index file, the checksum file (Adler-32, CRC32, CRC32C), the data file and
 every partition's codec streams (lz4-java's LZ4Block framing with its xxhash32 checksums,
 zstd frames, snappy-java's stream framing, none). Each decoded partition must equal the bytes
-sent for it, in send order. It also checks error answers the protocol promises.
+sent for it, in send order. It also checks error answers the protocol promises, and Batch's
+LAST flag (feature bit 5): the same bytes as without it, a Batch after it refused and its map
+output aborted, unknown flag bits refused.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd).
@@ -47,7 +49,7 @@ REMOVE_SHUFFLE, REMOVE_APP, LIST_SHUFFLES = 0x9, 0xA, 0xB
 RESPONSE = 0x8000
 ERROR = 0xFFFF
 
-FEAT_MEMFD, FEAT_CUDA, FEAT_COLUMNAR, FEAT_LIFECYCLE, FEAT_KUDO = (1 << i for i in range(5))
+FEAT_MEMFD, FEAT_CUDA, FEAT_COLUMNAR, FEAT_LIFECYCLE, FEAT_KUDO, FEAT_LAST = (1 << i for i in range(6))
 
 CODES = {
     0: "OK", 1: "InvalidArgument", 2: "Unsupported", 3: "NotFound", 4: "AlreadyExists",
@@ -58,6 +60,7 @@ CODE = {v: k for k, v in CODES.items()}
 
 KIND_OPAQUE, KIND_COLUMNAR = 1, 2
 PLANE_INLINE, PLANE_MEMFD = 1, 2
+BATCH_LAST = 0x01  # Batch.flags bit 0: the map output's last batch (feature bit 5)
 
 
 class DaemonError(Exception):
@@ -232,17 +235,16 @@ class Conn:
         check(h != 0, "Opened handle 0")
         return h
 
-    def batch_opaque(self, handle, offsets, payload, plane=PLANE_INLINE, memfd=None):
-        head = u64(handle) + u8(KIND_OPAQUE) + u8(plane) + b"\0\0" + lst(offsets, i64)
-        return self._batch(head, payload, plane, memfd)
+    def batch_opaque(self, handle, offsets, payload, plane=PLANE_INLINE, memfd=None, flags=0, reserved=0):
+        self.result(BATCH, self.send_batch(handle, offsets, payload, plane, memfd, flags, reserved)).done()
 
-    def _batch(self, head, payload, plane, memfd):
+    def send_batch(self, handle, offsets, payload, plane=PLANE_INLINE, memfd=None, flags=0, reserved=0):
+        """Sends an opaque Batch without waiting for its answer; returns its request id."""
+        head = u64(handle) + u8(KIND_OPAQUE) + u8(plane) + u8(flags) + u8(reserved) + lst(offsets, i64)
         if plane == PLANE_INLINE:
-            r = self.call(BATCH, head + u32(len(payload)) + payload)
-        else:
-            fd, off = memfd
-            r = self.call(BATCH, head + i64(off) + i64(len(payload)), fd=fd)
-        r.done()
+            return self.send(BATCH, head + u32(len(payload)) + payload)
+        fd, off = memfd
+        return self.send(BATCH, head + i64(off) + i64(len(payload)), fd=fd)
 
     def commit(self, handle):
         return self.commit_result(self.call(COMMIT, u64(handle)))
@@ -702,28 +704,31 @@ class Suite:
     # --- one map output, written and read back -----------------------------
 
     def map_output(self, c, where, shuffle, mapid, nparts, codec, algo, plan, block_size=0,
-                   level=0, plane=PLANE_INLINE, pipeline=False):
+                   level=0, plane=PLANE_INLINE, pipeline=False, last=False, made=None):
         """plan: list of (lo, hi, sizes) per batch. Writes, commits, reads back, compares.
-        pipeline: every Batch and the Commit are sent before any response is read."""
+        pipeline: every Batch and the Commit are sent before any response is read (memfd
+        batches too, their descriptors closed right after sending); plane memfd: every other
+        batch through a memfd. last: the final Batch carries LAST. made: the batches
+        (make_batch's results) to send instead of making them from plan."""
         h = c.open(shuffle, mapid, nparts, codec=codec, checksum=algo, block_size=block_size, level=level)
-        sent = [[] for _ in range(nparts)]
+        if made is None:
+            made = [make_batch(self.rng, nparts, lo, hi, sizes) for lo, hi, sizes in plan]
         batches = []
         rids = []
-        for k, (lo, hi, sizes) in enumerate(plan):
-            offs, payload, slices = make_batch(self.rng, nparts, lo, hi, sizes)
+        for k, (offs, payload, slices) in enumerate(made):
+            flags = BATCH_LAST if last and k == len(made) - 1 else 0
             if plane == PLANE_MEMFD and k % 2 == 0:
                 pad = (0, 4096, 100)[(k // 2) % 3]  # offsets need no alignment
                 fd = sealed_memfd(payload, pad=pad)
-                c.batch_opaque(h, offs, payload, plane=PLANE_MEMFD, memfd=(fd, pad))
-                os.close(fd)  # BatchAccepted: the client may close its descriptor
+                if pipeline:
+                    rids.append(c.send_batch(h, offs, payload, PLANE_MEMFD, (fd, pad), flags))
+                else:
+                    c.batch_opaque(h, offs, payload, plane=PLANE_MEMFD, memfd=(fd, pad), flags=flags)
+                os.close(fd)  # sent (or accepted): the client may close its descriptor
             elif pipeline:
-                head = u64(h) + u8(KIND_OPAQUE) + u8(PLANE_INLINE) + b"\0\0" + lst(offs, i64)
-                rids.append(c.send(BATCH, head + u32(len(payload)) + payload))
+                rids.append(c.send_batch(h, offs, payload, flags=flags))
             else:
-                c.batch_opaque(h, offs, payload)
-            for p, s in enumerate(slices):
-                if s:
-                    sent[p].append(s)
+                c.batch_opaque(h, offs, payload, flags=flags)
             batches.append(slices)
         if pipeline:
             crid = c.send(COMMIT, u64(h))
@@ -732,6 +737,13 @@ class Suite:
             res = c.commit_result(c.result(COMMIT, crid))
         else:
             res = c.commit(h)
+        self.verify_output(where, shuffle, mapid, nparts, codec, algo, block_size, batches, res)
+        return h, res
+
+    def verify_output(self, where, shuffle, mapid, nparts, codec, algo, block_size, batches, res):
+        """Checks a CommitResult and the committed files against the batches' slices, in send
+        order: runs, lengths, checksums, the decoded partitions and their codec streams."""
+        sent = [[s for s in (slices[p] for slices in batches) if s] for p in range(nparts)]
         check(res["existing"] == 0, "existing = 1 for a new map output")
         check(len(res["lengths"]) == nparts, "lengths count")
         check(len(res["checksums"]) == (0 if algo == "none" else nparts), "checksums count")
@@ -749,7 +761,6 @@ class Suite:
                 want_streams = sum((len(s) + RECORD - 1) // RECORD for s in sent[p])
                 check(streams[p] == want_streams,
                       "partition %d: %d codec streams, want %d (slices %s)" % (p, streams[p], want_streams, [len(s) for s in sent[p]]))
-        return h, res
 
     def flat(self, c):
         d = c.dirs
@@ -764,6 +775,9 @@ class Suite:
         self.memfd()
         self.local_dirs()
         self.errors()
+        self.last_outputs()
+        self.after_last()
+        self.batch_flags()
         self.register_errors()
         self.lifecycle()
         self.small_frames()
@@ -785,6 +799,8 @@ class Suite:
         expect_error("FailedPrecondition", c.open, 1, 1, 4)
         c.close()
         self.ok("handshake: ServerHello fields, pipelined Ping/Stats, Stats names, Open before Register")
+        check(h["features"] & FEAT_LAST, "ServerHello features %#x lack bit 5 (last-batch)" % h["features"])
+        self.ok("handshake: ServerHello announces feature bit 5 (last-batch)")
 
         # Section 9's bytes exactly (Hello, then an Open before registering).
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1066,6 +1082,155 @@ class Suite:
                 "(Aborted, then Abort answers, then NotFound), unknown type/plane/handle, response "
                 "type, trailing bytes; an open map output and the connection survive all of them; "
                 "a closed connection aborts its map outputs only")
+
+    # --- Batch.flags: LAST (protocol.md, Batch, the paragraph on LAST) -------------
+
+    def last_outputs(self):
+        """LAST "is a hint for speed and changes no byte of the output": each plan is sent to two
+        map outputs, without and with LAST on its final batch; their files and CommitResults must
+        be the same bytes, and decode to the batches' slices."""
+        c = self.conn("app-last", "exec-1")
+        where = self.flat(c)
+        n = 40
+        full = [(0, n, [1, 40, 900, 6000])] * 4  # every batch spans all partitions: 4 runs
+        # zstd (C decoder): ~7 MB of runs, then a LAST batch of one 2 MiB slice (3 records),
+        # so that merging may start while the last batch is still being compressed.
+        zstd, big = ("zstd", [1, 900, 30000, 150000]) if zstandard else ("lz4", [1, 40, 900, 6000])
+        cases = [  # codec, checksum, block_size, plane, pipeline, plan; memfd: batches 0, 2, 4 through memfds
+            ("lz4", "CRC32C", 4096, PLANE_INLINE, False, full),                     # LAST inline
+            (zstd, "CRC32", 0, PLANE_MEMFD, True, [(0, n, big)] * 4 + [(n // 2, n // 2 + 1, [2 * RECORD + 5])]),
+            ("snappy", "ADLER32", 0, PLANE_INLINE, True, full + [(0, 0, [1])]),     # LAST with no non-empty slice
+            ("lz4", "CRC32", 0, PLANE_MEMFD, False, full[:1]),                      # 1 run, LAST memfd
+            ("none", "none", 0, PLANE_INLINE, False, [(0, 0, [1])]),                # only an empty LAST batch
+        ]
+        if not self.features & FEAT_MEMFD:
+            cases = [x[:3] + (PLANE_INLINE,) + x[4:] for x in cases]
+        what = []
+        for m, (codec, algo, bs, plane, pipeline, plan) in enumerate(cases):
+            made = [make_batch(self.rng, n, lo, hi, sizes) for lo, hi, sizes in plan]
+            res = []
+            for mapid, last in ((2 * m, False), (2 * m + 1, True)):
+                _, r = self.map_output(c, where, 11, mapid, n, codec, algo, None, block_size=bs, plane=plane,
+                                       pipeline=pipeline, last=last, made=made)
+                res.append(r)
+            check(res[0] == res[1], "%s/%s: CommitResult with LAST %r differs from without %r" % (codec, algo, res[1], res[0]))
+            exts = [".data", ".index"] + ([".checksum." + algo] if algo != "none" else [])
+            for ext in exts:
+                a, b = (open(where("shuffle_11_%d_0%s" % (mapid, ext)), "rb").read() for mapid in (2 * m, 2 * m + 1))
+                check(a == b, "%s/%s: %s file with LAST (%d bytes) differs from without (%d bytes)" % (codec, algo, ext, len(b), len(a)))
+            what.append("%s/%s %s%s %d run%s" % (codec, algo, "memfd" if plane == PLANE_MEMFD else "inline",
+                                                   " pipelined" if pipeline else "", res[0]["runs"], "" if res[0]["runs"] == 1 else "s"))
+        c.close()
+        self.ok("LAST on the final batch changes no byte: data, index, checksum files and CommitResult equal "
+                "to the same batches without LAST, read back (%s; an empty LAST batch twice)" % ", ".join(what))
+
+    def after_last(self):
+        """A Batch on the handle after one with LAST is FailedPrecondition and aborts the map
+        output, as any failed batch does: later Batches get Aborted, Commit gets Aborted and takes
+        the handle, nothing of it is committed; other map outputs and the connection go on."""
+        c = self.conn("app-last", "exec-2")
+        where = self.flat(c)
+        n, abc = 6, [0, 1, 2, 3, 4]
+        keep = c.open(13, 0, n, codec="lz4", checksum="CRC32")
+        kept = []
+
+        def keep_batch(lo, hi, flags=0):
+            offs, payload, slices = make_batch(self.rng, n, lo, hi, [5, 700])
+            c.batch_opaque(keep, offs, payload, flags=flags)
+            kept.append(slices)
+
+        keep_batch(0, n)
+        aborts = c.stats()["aborts_total"]
+        # LAST, then a Batch: FailedPrecondition; then Aborted as often as sent; Commit Aborted, then NotFound.
+        h = c.open(12, 0, 4)
+        c.batch_opaque(h, abc, b"abcd", flags=BATCH_LAST)
+        expect_error("FailedPrecondition", c.batch_opaque, h, abc, b"efgh")
+        c.ping()
+        keep_batch(2, n)
+        expect_error("Aborted", c.batch_opaque, h, abc, b"ijkl")
+        expect_error("Aborted", c.batch_opaque, h, [0] * 5, b"", flags=BATCH_LAST)
+        expect_error("Aborted", c.commit, h)  # the Commit takes the handle
+        expect_error("NotFound", c.commit, h)
+        expect_error("NotFound", c.batch_opaque, h, abc, b"mnop")
+        # A LAST batch with no non-empty slice, then a Batch (memfd when served, LAST itself):
+        # FailedPrecondition; Abort answers Aborted (the response) and takes the handle.
+        h = c.open(12, 1, 4)
+        c.batch_opaque(h, [0] * 5, b"", flags=BATCH_LAST)
+        if self.features & FEAT_MEMFD:
+            fd = sealed_memfd(b"abcd")
+            expect_error("FailedPrecondition", c.batch_opaque, h, abc, b"abcd", plane=PLANE_MEMFD, memfd=(fd, 0),
+                         flags=BATCH_LAST)
+            os.close(fd)
+        else:
+            expect_error("FailedPrecondition", c.batch_opaque, h, abc, b"abcd", flags=BATCH_LAST)
+        c.abort(h)
+        expect_error("NotFound", c.abort, h)
+        # Pipelined: LAST batch, Batch, Commit before any answer; applied in the order sent.
+        h = c.open(12, 2, 4)
+        rids = [c.send_batch(h, abc, b"abcd", flags=BATCH_LAST), c.send_batch(h, abc, b"efgh"), c.send(COMMIT, u64(h))]
+        expect_error("Aborted", c.result, COMMIT, rids[2])
+        expect_error("FailedPrecondition", c.result, BATCH, rids[1])
+        c.result(BATCH, rids[0]).done()
+        keep_batch(0, 3, flags=BATCH_LAST)
+        res = c.commit(keep)
+        self.verify_output(where, 13, 0, n, "lz4", "CRC32", 0, kept, res)
+        self.assert_gone(c, where, "app-last", 12, aborts + 3)
+        c.close()
+        self.ok("a Batch after a LAST one (inline, memfd, pipelined): FailedPrecondition, then Aborted; Commit "
+                "Aborted or Abort answered, then NotFound; no file left (ShuffleList), aborts_total counts them; "
+                "the connection and its other map output go on")
+
+    def assert_gone(self, c, where, app, shuffle, aborts):
+        """Every map output of shuffle was aborted: nothing of it is committed and no file of it
+        stays (ShuffleList counts temp files of outputs in flight too); aborts_total has reached
+        aborts. Polled: the docs do not say that files go before the answer."""
+        d = os.path.dirname(where("x"))
+        deadline = time.time() + 10
+        while True:
+            left = [f for f in os.listdir(d) if f.startswith("shuffle_%d_" % shuffle)]
+            r = c.call(LIST_SHUFFLES, string(app))
+            got = {s: (m, b) for s, m, b in r.lst(lambda: (r.i32(), r.i64(), r.i64()))}
+            r.done()
+            st = c.stats()["aborts_total"]
+            if not left and got.get(shuffle, (0, 0)) == (0, 0) and st >= aborts:
+                return
+            check(time.time() < deadline, "10 s after aborting shuffle %d's map outputs: files %s, ShuffleList %r, "
+                  "aborts_total %d, want >= %d" % (shuffle, left, got.get(shuffle), st, aborts))
+            time.sleep(0.05)
+
+    def batch_flags(self):
+        """Batch.flags bits other than LAST, and Batch's reserved byte, must be 0: a malformed
+        Batch is a message error (InvalidArgument, the connection stays) that aborts the open map
+        output its first 8 bytes name."""
+        c = self.conn("app-last", "exec-3")
+        where = self.flat(c)
+        keep = c.open(14, 0, 3)
+        c.batch_opaque(keep, [0, 1, 2, 3], b"xyz")
+        aborts = c.stats()["aborts_total"]
+        cases = [(0x02, 0, PLANE_INLINE), (0x03, 0, PLANE_INLINE), (0x80, 0, PLANE_INLINE), (0, 1, PLANE_INLINE)]
+        if self.features & FEAT_MEMFD:
+            cases.append((0x02, 0, PLANE_MEMFD))
+        for m, (flags, reserved, plane) in enumerate(cases):
+            h = c.open(15, m, 3)
+            if m % 2:
+                c.batch_opaque(h, [0, 1, 2, 3], b"abc")
+            fd = sealed_memfd(b"abc") if plane == PLANE_MEMFD else None
+            expect_error("InvalidArgument", c.batch_opaque, h, [0, 1, 2, 3], b"abc", plane=plane, memfd=(fd, 0),
+                         flags=flags, reserved=reserved, field="flags" if flags else "reserved")
+            if fd is not None:
+                os.close(fd)
+            c.ping()
+            expect_error("Aborted", c.batch_opaque, h, [0, 1, 2, 3], b"abc")
+            expect_error("Aborted", c.commit, h)
+            expect_error("NotFound", c.commit, h)
+        c.batch_opaque(keep, [0, 1, 2, 3], b"XYZ", flags=BATCH_LAST)
+        parts, _ = read_output(where, 14, 0, 3, "lz4", "ADLER32", 32 << 10, c.commit(keep))
+        check(parts == [b"xX", b"yY", b"zZ"], "map output open across the malformed Batches: %r" % parts)
+        self.assert_gone(c, where, "app-last", 15, aborts + len(cases))
+        c.close()
+        self.ok("Batch flags 0x02, 0x03, 0x80 (inline%s) and reserved 1: InvalidArgument naming the field, the map "
+                "output aborted (Aborted, then NotFound), the connection and another map output go on"
+                % (", memfd" if self.features & FEAT_MEMFD else ""))
 
     def register_errors(self):
         c = self.conn()
