@@ -176,47 +176,48 @@ func TestMarkLastMergesEarly(t *testing.T) {
 	}
 }
 
-// TestMarkLastRefusesRun: after MarkLast, a record that would start a run
-// fails the map output with ErrInvalid; Commit then reports it and leaves
-// nothing behind.
-func TestMarkLastRefusesRun(t *testing.T) {
+// TestMarkLastThenRun: a record that starts a run after MarkLast (the
+// mark was wrong) drops the early merge; the map output commits all of
+// its runs, merged at Commit, and reads back whole.
+func TestMarkLastThenRun(t *testing.T) {
 	for _, runsBefore := range []int{1, 2} {
 		e := newEngine(t, WithLimit(16<<20), WithRecordSize(8<<10), WithWorkers(2))
 		dir := t.TempDir()
 		rng := rand.New(rand.NewPCG(43, uint64(runsBefore)))
 		spec := Spec{ID: shufflefile.ID{Shuffle: 4, Map: int64(runsBefore)}, NumPartitions: 6, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
+		var ops []op
+		for range runsBefore {
+			for p := range 6 {
+				ops = append(ops, op{p, payload(rng, 5000)})
+			}
+		}
+		mark := len(ops)
+		// The last batch starts one run (partition 1 after 5), then
+		// another one (partition 2 after 4).
+		for _, p := range []int{1, 4, 2, 5} {
+			ops = append(ops, op{p, payload(rng, 5000)})
+		}
 		ctx := context.Background()
 		w, err := e.Open(ctx, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range runsBefore {
-			for p := range 6 {
-				if err := w.Write(ctx, p, payload(rng, 5000)); err != nil {
-					t.Fatal(err)
-				}
+		for i, o := range ops {
+			if i == mark {
+				w.MarkLast()
+			}
+			if err := w.Write(ctx, o.p, o.data); err != nil {
+				t.Fatalf("runs before %d: write %d (partition %d): %v", runsBefore, i, o.p, err)
 			}
 		}
-		w.MarkLast()
-		// The last batch may start one run (partition 1 after 5)...
-		for _, p := range []int{1, 4} {
-			if err := w.Write(ctx, p, payload(rng, 5000)); err != nil {
-				t.Fatalf("runs before %d: write of partition %d after MarkLast: %v", runsBefore, p, err)
-			}
+		res, err := w.Commit(ctx)
+		if err != nil {
+			t.Fatalf("runs before %d: Commit: %v", runsBefore, err)
 		}
-		// ...but no second one.
-		err = w.Write(ctx, 2, payload(rng, 5000))
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "partition 2 after partition 4") {
-			t.Fatalf("runs before %d: write going backwards after MarkLast: %v, want ErrInvalid naming partitions 2 and 4", runsBefore, err)
+		if res.Runs != runsBefore+2 || res.EarlyMerge {
+			t.Errorf("runs before %d: %d runs, early merge %v; want %d runs merged at Commit", runsBefore, res.Runs, res.EarlyMerge, runsBefore+2)
 		}
-		if _, err := w.Commit(ctx); !errors.Is(err, ErrInvalid) {
-			t.Errorf("runs before %d: Commit after the refused write: %v, want the ErrInvalid failure", runsBefore, err)
-		}
-		noTemps(t, dir)
-		checkQuiet(t, e)
-		if _, err := os.Stat(filepath.Join(dir, shufflefile.IndexName(spec.ID))); !os.IsNotExist(err) {
-			t.Errorf("runs before %d: an index was committed (%v)", runsBefore, err)
-		}
+		checkMerged(t, e, spec, dir, ops)
 	}
 }
 

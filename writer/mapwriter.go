@@ -53,7 +53,7 @@ type MapWriter struct {
 	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
 
 	lastMarked bool        // MarkLast was called
-	lastRun    bool        // a record came after MarkLast: no run starts any more
+	lastRun    bool        // a record came after MarkLast: no run should start any more
 	early      *earlyMerge // the merge started in the last batch, if any
 }
 
@@ -61,13 +61,14 @@ type MapWriter struct {
 // output's last batch (see MarkLast). Its fields are set before done is
 // closed.
 type earlyMerge struct {
-	done  chan struct{}
-	res   Result // MergeBytes and MemoryRuns
-	path  string // the data temp file, once done without error; Commit or Abort owns it then
-	seg   segments
-	ok    bool // false: a run was not in memory at the start, nothing was done
-	err   error
-	ended time.Time // when the data file was complete
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    Result // MergeBytes and MemoryRuns
+	path   string // the data temp file, once done without error; Commit or Abort owns it then
+	seg    segments
+	ok     bool // false: a run was not in memory at the start, nothing was done
+	err    error
+	ended  time.Time // when the data file was complete
 }
 
 // Result is what a committed map output holds.
@@ -207,10 +208,9 @@ func (w *MapWriter) checkPartition(p int) error {
 		return fmt.Errorf("%w: map output %s: partition %d out of range [0,%d)", ErrInvalid, w.name(), p, w.spec.NumPartitions)
 	}
 	if w.cur == nil || (p < w.last && w.spec.Sink == nil) {
-		if w.lastRun {
-			err := fmt.Errorf("%w: map output %s: partition %d after partition %d in the batch MarkLast announced as the last: no run may start after it", ErrInvalid, w.name(), p, w.last)
-			w.fail(err)
-			return err
+		if w.early != nil { // MarkLast was wrong: merge at Commit after all
+			w.dropEarlyMerge()
+			w.early = nil
 		}
 		if err := w.startRun(); err != nil {
 			return err
@@ -230,9 +230,10 @@ func (w *MapWriter) checkPartition(p int) error {
 // after it. When the map output then has several runs, the writer starts
 // merging them at that first record, following the last run's encoding,
 // instead of at Commit, so that Commit finds most of the data file
-// written. A later record that would start a run is an ErrInvalid error
-// and fails the map output. MarkLast changes no byte of the output, and
-// nothing at all with a Spec.Sink or when no write follows it.
+// written. MarkLast changes no byte of the output, and nothing at all
+// with a Spec.Sink or when no write follows it. If a later record starts
+// a run all the same, the writer drops what it merged and merges at
+// Commit, as without MarkLast.
 func (w *MapWriter) MarkLast() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -245,21 +246,23 @@ func (w *MapWriter) startEarlyMerge() {
 	if w.spec.Sink != nil || len(w.streams) < 2 {
 		return
 	}
-	m := &earlyMerge{done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(w.ctx)
+	m := &earlyMerge{cancel: cancel, done: make(chan struct{})}
 	w.early = m
 	streams := append([]*stream(nil), w.streams...)
 	go func() {
 		defer close(m.done)
-		m.path, m.seg, m.ok, m.err = w.streamMerge(w.ctx, streams, &m.res)
+		m.path, m.seg, m.ok, m.err = w.streamMerge(ctx, streams, &m.res)
 		m.ended = time.Now()
 	}()
 }
 
-// dropEarlyMerge waits for the early merge, if one was started, and
-// removes the data temp file it made, unless Commit took it. The caller
-// holds w.mu and has cancelled w.ctx.
+// dropEarlyMerge stops the early merge, if one was started, waits for it
+// and removes the data temp file it made, unless Commit took it. The
+// caller holds w.mu.
 func (w *MapWriter) dropEarlyMerge() {
 	if m := w.early; m != nil {
+		m.cancel()
 		<-m.done
 		if m.path != "" {
 			_ = w.fs.Remove(m.path)
@@ -637,6 +640,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 			case <-ctx.Done():
 				return Result{}, w.wrapCtx(ctx.Err())
 			}
+			m.cancel()
 			dataTemp, seg, ok, err, assembled = m.path, m.seg, m.ok, m.err, m.ended
 			m.path = "" // commitData owns it
 			res.MergeBytes, res.MemoryRuns, res.EarlyMerge = m.res.MergeBytes, m.res.MemoryRuns, ok
