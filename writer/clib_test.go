@@ -21,7 +21,7 @@ import (
 // beside ceiling, the pure-Go one, in the same program. zstd is libzstd in
 // both in this build.
 func init() {
-	modes = append(modes, benchMode{"ceiling-c", baseline.Ceiling, func(b *testing.B) {
+	modes = append(modes, benchMode{name: "ceiling-c", sink: baseline.Ceiling, setup: func(b *testing.B) {
 		codec.UseCLZ4(true)
 		b.Cleanup(func() { codec.UseCLZ4(false) })
 	}})
