@@ -24,8 +24,14 @@
 // its own, after the prefix). At Commit, runs in memory are merged into the
 // data file partition by partition while they are still written: each
 // partition as soon as every run has passed it, the first run's prefix read
-// back from its file. Runs in files are merged after they end (package
-// merge, by copying compressed segments). The index and checksum files are
+// back from its file. A client that marks its last batch (MarkLast) lets
+// that merge start at the batch's first record instead, since no run can
+// follow. Runs in files are merged after they end (package merge, by
+// reading them a window at a time, large segments copied in the kernel).
+//
+// Producers hand records to the workers through the job queue's inbox,
+// under a lock of their own; workers take the inbox into the map outputs'
+// queues when they pop. The index and checksum files are
 // then committed atomically (package shufflefile).
 //
 // A Spec.Sink replaces the runs for measurements (the baselines in
