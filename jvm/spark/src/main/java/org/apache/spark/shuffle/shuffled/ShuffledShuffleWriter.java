@@ -119,8 +119,9 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
 
   /**
    * Opens the map output, serializes the records into their partitions' buffers and sends the
-   * batches: one each time {@code spark.shuffled.batchBytes} are buffered, then the rest, marked
-   * as the last, once the records are exhausted. Package-private for the tests.
+   * batches: one each time {@code spark.shuffled.batchBytes} are buffered and more records follow,
+   * then the rest, marked as the last, once the records are exhausted (so the batch holding the
+   * last record is always the marked one). Package-private for the tests.
    */
   void writeBatches(
       int shuffleId,
@@ -150,7 +151,8 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         s.writeValue(r._2(), OBJECT);
         s.flush();
         pending++;
-        if (bufs.size() >= limit) {
+        // The batch holding the last record goes after the loop, marked as the last.
+        if (bufs.size() >= limit && it.hasNext()) {
           send(bufs, offsets, false);
           metrics.incRecordsWritten(pending);
           pending = 0;
@@ -171,7 +173,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
         s.writeKey(key, OBJECT);
         s.writeValue(r._2(), OBJECT);
         pending++;
-        if (bufs.size() >= limit) {
+        if (bufs.size() >= limit && it.hasNext()) {
           for (SerializationStream open : streams) {
             if (open != null) {
               open.flush();

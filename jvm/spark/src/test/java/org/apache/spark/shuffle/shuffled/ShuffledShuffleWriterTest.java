@@ -138,6 +138,20 @@ class ShuffledShuffleWriterTest {
   }
 
   @Test
+  void batchFilledByTheLastRecordIsMarkedLast() throws IOException {
+    // batchBytes 1: every record fills a batch, the last one too; that batch must carry LAST
+    // rather than go out unmarked inside the loop, leaving nothing for the final flush.
+    List<Product2<Integer, String>> recs = records(7);
+    for (boolean relocatable : new boolean[] {true, false}) {
+      String what = relocatable ? "one stream" : "a stream per partition";
+      FakeDaemon d = run(FakeDaemon.FEATURE_LAST_BATCH, 1 << 19, 1, new Lines(relocatable, 1), recs);
+      assertTrue(d.batches.size() >= 2, what + ": " + d.batches.size() + " batches");
+      assertOnlyLastMarked(d, FakeDaemon.LAST, what);
+      assertArrayEquals(expected(recs), partitions(d), what + ": partitions' bytes");
+    }
+  }
+
+  @Test
   void finalFlushInPiecesMarksOnlyTheLastPiece() throws IOException {
     // Streams that buffer everything until close: the final flush is the task's only one, over
     // max_inline, so it goes as several batches.
