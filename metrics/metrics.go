@@ -67,6 +67,8 @@ type Metrics struct {
 	OpenMapOutputs   prometheus.Gauge
 	RunsPerMapOutput prometheus.Histogram // observed at commit
 	MergeBytes       prometheus.Counter   // bytes copied by merges of runs
+	MarkedCommits    prometheus.Counter   // commits of map outputs whose last batch was marked LAST
+	EarlyMerges      prometheus.Counter   // commits whose merge started in the marked last batch
 	CommitSeconds    prometheus.Histogram // commit latency
 	// CommitPhaseSeconds splits commit latency by phase, label "phase"
 	// (Phase*).
@@ -113,7 +115,9 @@ func New() *Metrics {
 			Namespace: Namespace, Name: "map_output_runs", Help: "Runs per committed map output.",
 			Buckets: RunBuckets,
 		}),
-		MergeBytes: counter("merge_bytes_total", "Bytes copied by merging the runs of map outputs."),
+		MergeBytes:    counter("merge_bytes_total", "Bytes copied by merging the runs of map outputs."),
+		MarkedCommits: counter("marked_commits_total", "Map outputs committed whose last batch was marked LAST."),
+		EarlyMerges:   counter("early_merges_total", "Map outputs committed whose runs were merged from their LAST batch on rather than from commit."),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "commit_duration_seconds", Help: "Latency of map output commits.",
 			Buckets: CommitBuckets,
@@ -148,7 +152,7 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		m.BytesIn, m.BytesOut, m.Records, m.Commits, m.Aborts, m.Errors,
 		m.LimiterWaitSeconds, m.LimiterWaits, m.LimiterLimitBytes, inFlight, peak,
-		m.OpenMapOutputs, m.RunsPerMapOutput, m.MergeBytes, m.CommitSeconds, m.CommitPhaseSeconds, m.Sessions,
+		m.OpenMapOutputs, m.RunsPerMapOutput, m.MergeBytes, m.MarkedCommits, m.EarlyMerges, m.CommitSeconds, m.CommitPhaseSeconds, m.Sessions,
 		m.DiskBytes, m.Applications, m.Shuffles, m.Removals, m.DiskFullRefusals, m.DisksOutOfRotation,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

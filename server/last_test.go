@@ -19,7 +19,9 @@ import (
 // is malformed and aborts the map output its handle names.
 func TestBatchLast(t *testing.T) {
 	leakcheck.Check(t)
-	d := startDaemon(t, nil)
+	// A limit of 16 record sizes or more: later runs are held in memory,
+	// which the early merge streams from.
+	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20 })
 	conn := dialRaw(t, d)
 	if sh := conn.handshake("app"); sh.Features&protocol.FeatureLastBatch == 0 {
 		t.Fatalf("ServerHello features %#x lack last-batch (bit 5)", uint64(sh.Features))
@@ -113,4 +115,26 @@ func TestBatchLast(t *testing.T) {
 	if r, ok := call(&protocol.Commit{Handle: other}).(*protocol.CommitResult); !ok || r.Runs != 2 {
 		t.Errorf("other map output's Commit answered %v, want 2 runs", r)
 	}
+
+	// Two marked map outputs committed, both merged from their last batch
+	// on (their runs are in memory); the unmarked one counts in neither.
+	body := scrape(t, d.s)
+	for _, want := range []string{"shuffled_marked_commits_total 2\n", "shuffled_early_merges_total 2\n", "shuffled_commits_total 3\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", strings.TrimSpace(want), grepLines(body, "shuffled_early|shuffled_marked|shuffled_commits_total"))
+		}
+	}
+}
+
+func grepLines(body, sub string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		for _, s := range strings.Split(sub, "|") {
+			if strings.Contains(l, s) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

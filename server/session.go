@@ -590,6 +590,12 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 			s.metrics.Commits.Inc()
 			s.commits.Add(1)
 			s.metrics.CommitSeconds.Observe(elapsed.Seconds())
+			if o.last {
+				s.metrics.MarkedCommits.Inc()
+			}
+			if res.EarlyMerge {
+				s.metrics.EarlyMerges.Inc()
+			}
 			if !res.Existing {
 				for _, ph := range []struct {
 					name string

@@ -260,16 +260,22 @@ public final class SparkSuite {
   private long compared(SparkSession spark, Tasks l, Jobs.Named j) throws Exception {
     long c0 = daemon.stat(ShuffledClient.STAT_COMMITS_TOTAL);
     long p0 = daemon.metric("shuffled_commits_total");
+    long m0 = daemon.metric("shuffled_marked_commits_total");
     l.reset(spark);
     String got = j.job().run(spark);
     l.drain(spark);
     long commits = daemon.stat(ShuffledClient.STAT_COMMITS_TOTAL) - c0;
     long prom = daemon.metric("shuffled_commits_total") - p0;
+    long marked = daemon.metric("shuffled_marked_commits_total") - m0;
     check(got.equals(expected.get(j.name())),
         j.name() + ": result " + got + " equals the sort shuffle's " + expected.get(j.name()));
     check(l.mapTasks.get() > 0 && commits == l.mapTasks.get() && prom == commits,
         j.name() + ": the daemon committed " + commits + " map outputs (Stats commits_total; "
             + prom + " by its metrics) for " + l.mapTasks.get() + " successful map tasks");
+    check(marked == l.mapTasksWithRecords.get(),
+        j.name() + ": " + marked + " of them had their last batch marked LAST"
+            + " (shuffled_marked_commits_total), one per map task that wrote records ("
+            + l.mapTasksWithRecords.get() + ")");
     return commits;
   }
 
@@ -586,12 +592,14 @@ public final class SparkSuite {
   /** Counts map tasks by outcome and executor. */
   static final class Tasks extends SparkListener {
     final AtomicLong mapTasks = new AtomicLong();
+    final AtomicLong mapTasksWithRecords = new AtomicLong(); // successful, records written > 0
     final AtomicLong failedMapTasks = new AtomicLong();
     final Map<String, Integer> mapTasksByExecutor = new ConcurrentHashMap<>();
 
     void reset(SparkSession spark) throws Exception {
       drain(spark);
       mapTasks.set(0);
+      mapTasksWithRecords.set(0);
       failedMapTasks.set(0);
       mapTasksByExecutor.clear();
     }
@@ -607,6 +615,9 @@ public final class SparkSuite {
       }
       if (e.reason() == Success$.MODULE$) {
         mapTasks.incrementAndGet();
+        if (e.taskMetrics() != null && e.taskMetrics().shuffleWriteMetrics().recordsWritten() > 0) {
+          mapTasksWithRecords.incrementAndGet();
+        }
         mapTasksByExecutor.merge(e.taskInfo().executorId(), 1, Integer::sum);
       } else {
         failedMapTasks.incrementAndGet();
