@@ -32,26 +32,36 @@ func lastRunStart(ops []op) int {
 	return start
 }
 
-// writeAllMarked is writeAll with MarkLast called before the last run's
-// first write.
-func writeAllMarked(t testing.TB, e *Engine, spec Spec, ops []op) (Result, error) {
-	t.Helper()
+// writeMarked opens spec's map output and writes ops, calling MarkLast
+// before ops[mark]; it returns the map output uncommitted, or aborts it on
+// the first error.
+func writeMarked(e *Engine, spec Spec, ops []op, mark int) (*MapWriter, error) {
 	ctx := context.Background()
 	w, err := e.Open(ctx, spec)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	mark := lastRunStart(ops)
 	for i, o := range ops {
 		if i == mark {
 			w.MarkLast()
 		}
 		if err := w.Write(ctx, o.p, o.data); err != nil {
 			_ = w.Abort()
-			return Result{}, err
+			return nil, err
 		}
 	}
-	return w.Commit(ctx)
+	return w, nil
+}
+
+// writeAllMarked is writeAll with MarkLast called before the last run's
+// first write.
+func writeAllMarked(t testing.TB, e *Engine, spec Spec, ops []op) (Result, error) {
+	t.Helper()
+	w, err := writeMarked(e, spec, ops, lastRunStart(ops))
+	if err != nil {
+		return Result{}, err
+	}
+	return w.Commit(context.Background())
 }
 
 // dataTemps returns the sizes of the temp files of spec's data file in
@@ -112,18 +122,9 @@ func TestMarkLastMergesEarly(t *testing.T) {
 
 			marked := plain
 			marked.ID.Map = 1
-			w, err := e.Open(ctx, marked)
+			w, err := writeMarked(e, marked, ops, lastRunStart(ops))
 			if err != nil {
 				t.Fatal(err)
-			}
-			mark := lastRunStart(ops)
-			for i, o := range ops {
-				if i == mark {
-					w.MarkLast()
-				}
-				if err := w.Write(ctx, o.p, o.data); err != nil {
-					t.Fatal(err)
-				}
 			}
 			inMemory := c.limit > 1<<20
 			if inMemory {
@@ -197,20 +198,11 @@ func TestMarkLastThenRun(t *testing.T) {
 		for _, p := range []int{1, 4, 2, 5} {
 			ops = append(ops, op{p, payload(rng, 5000)})
 		}
-		ctx := context.Background()
-		w, err := e.Open(ctx, spec)
+		w, err := writeMarked(e, spec, ops, mark)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("runs before %d: %v", runsBefore, err)
 		}
-		for i, o := range ops {
-			if i == mark {
-				w.MarkLast()
-			}
-			if err := w.Write(ctx, o.p, o.data); err != nil {
-				t.Fatalf("runs before %d: write %d (partition %d): %v", runsBefore, i, o.p, err)
-			}
-		}
-		res, err := w.Commit(ctx)
+		res, err := w.Commit(context.Background())
 		if err != nil {
 			t.Fatalf("runs before %d: Commit: %v", runsBefore, err)
 		}
@@ -239,18 +231,9 @@ func TestMarkLastAbort(t *testing.T) {
 				}
 			}
 			ctx := context.Background()
-			w, err := e.Open(ctx, spec)
+			w, err := writeMarked(e, spec, ops, lastRunStart(ops))
 			if err != nil {
 				t.Fatal(err)
-			}
-			mark := lastRunStart(ops)
-			for i, o := range ops {
-				if i == mark {
-					w.MarkLast()
-				}
-				if err := w.Write(ctx, o.p, o.data); err != nil {
-					t.Fatal(err)
-				}
 			}
 			switch how {
 			case "abort-during":
