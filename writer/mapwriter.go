@@ -98,9 +98,8 @@ type Result struct {
 	// until the data file was complete, the part of a merge of several
 	// runs (or of a Spec.Sink's Assemble) that did not overlap the
 	// encoding (0 also when an early merge was done by then); 0 for one
-	// run without a Spec.Sink. Files: writing the
-	// index and checksum files and committing all three (0 for a
-	// Spec.Sink that writes no file).
+	// run without a Spec.Sink. Files: writing the index and checksum files
+	// and committing all three (0 for a Spec.Sink that writes no file).
 	EncodeWait, MergeTail, Files time.Duration
 }
 
@@ -630,7 +629,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 		var seg segments
 		var ok bool
 		var err error
-		assembled := time.Now()
+		var assembled time.Time // when the data file was complete
 		if m := w.early; m != nil { // started in the last batch
 			if err := ctx.Err(); err != nil {
 				return Result{}, w.wrapCtx(err)
