@@ -629,7 +629,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 		var seg segments
 		var ok bool
 		var err error
-		var assembled time.Time // when the data file was complete
+		var assembled time.Time     // when the data file was complete
 		if m := w.early; m != nil { // started in the last batch
 			if err := ctx.Err(); err != nil {
 				return Result{}, w.wrapCtx(err)
