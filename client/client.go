@@ -9,6 +9,10 @@
 // whole; a caller that cancels only stops waiting for its response, and
 // losing the connection fails every waiting call.
 //
+// A caller that knows which write is a map output's last calls
+// MapOutput.MarkLast before it: the daemon then merges a map output of
+// several runs while that batch is compressed, not after Commit.
+//
 // The package imports only protocol: executors link a small client, not
 // the daemon.
 package client
