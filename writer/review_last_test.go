@@ -1,0 +1,139 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+)
+
+// TestMarkLastConcurrentFates runs many marked map outputs at once on an
+// engine whose budget makes runs spill while their early merge reads them,
+// each with a fate: committed; aborted from another goroutine at a random
+// point (the early merge waiting for a run, or reading it); committed with
+// a context cancelled at a random point; or a wrong mark (a run after it:
+// the merge is dropped). Whatever wins, a committed output reads back
+// whole, an aborted one leaves no file, and the engine ends holding no
+// quota, no memory, no temp file and no goroutine.
+func TestMarkLastConcurrentFates(t *testing.T) {
+	for _, limit := range []int64{2 << 20, 24 << 20} {
+		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) { markLastFates(t, limit) })
+	}
+}
+
+func markLastFates(t *testing.T, limit int64) {
+	before := runtime.NumGoroutine()
+	e, err := New(WithLimit(limit), WithRecordSize(4<<10), WithWorkers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	const outputs, parts = 16, 23
+	var wg sync.WaitGroup
+	var statsMu sync.Mutex
+	var early, committed, spilled int
+	for m := range outputs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(m), 99))
+			fate := m % 4
+			spec := Spec{ID: shufflefile.ID{Shuffle: 9, Map: int64(m)}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32C, Layout: shufflefile.Flat(dir)}
+			ops := workload(rng, parts, 2+rng.IntN(3), 30000)
+			mark := lastRunStart(ops)
+			if fate == 3 { // a wrong mark: runs after it
+				ops = append(ops, workload(rng, parts, 2, 20000)...)
+			}
+			ctx := context.Background()
+			w, err := e.Open(ctx, spec)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var aborted chan error
+			if fate == 1 {
+				aborted = make(chan error, 1)
+				delay := time.Duration(rng.IntN(30000)) * time.Microsecond
+				go func() { time.Sleep(delay); aborted <- w.Abort() }()
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			for i, o := range ops {
+				if i == mark {
+					w.MarkLast()
+				}
+				if err := w.Write(ctx, o.p, o.data); err != nil {
+					if fate != 1 || !errors.Is(err, ErrAborted) {
+						t.Errorf("map %d (fate %d): write %d: %v", m, fate, i, err)
+					}
+					break
+				}
+			}
+			if fate == 2 {
+				d := time.Duration(rng.IntN(20000)) * time.Microsecond
+				time.AfterFunc(d, cancel)
+			}
+			res, err := w.Commit(cctx)
+			if fate == 1 {
+				if aerr := <-aborted; err == nil && !errors.Is(aerr, ErrCommitted) {
+					t.Errorf("map %d: Commit succeeded and Abort said %v", m, aerr)
+				}
+			}
+			data := filepath.Join(dir, shufflefile.DataName(spec.ID))
+			switch {
+			case err == nil:
+				statsMu.Lock()
+				committed++
+				if res.EarlyMerge {
+					early++
+				}
+				if res.Runs > 1 && res.MemoryRuns < res.Runs {
+					spilled++
+				}
+				statsMu.Unlock()
+				got := readBack(t, vfs.Default, spec)
+				want := expect(ops, parts)
+				for p := range parts {
+					if string(got[p]) != string(want[p]) {
+						t.Errorf("map %d (fate %d, early %v, runs %d): partition %d: %d bytes, want %d", m, fate, res.EarlyMerge, res.Runs, p, len(got[p]), len(want[p]))
+					}
+				}
+			case fate == 1 && errors.Is(err, ErrAborted), fate == 2 && errors.Is(err, context.Canceled):
+				if _, serr := os.Stat(data); serr == nil {
+					t.Errorf("map %d: data file after a failed Commit", m)
+				}
+			default:
+				t.Errorf("map %d (fate %d): Commit: %v", m, fate, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d of %d committed, %d merged early, %d with a run from its file", committed, outputs, early, spilled)
+	noTemps(t, dir)
+	checkQuiet(t, e)
+	if used := e.memory.used.Load(); used != 0 {
+		t.Errorf("memory budget holds %d bytes after every map output ended", used)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
