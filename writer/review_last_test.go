@@ -137,3 +137,62 @@ func markLastFates(t *testing.T, limit int64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestMarkLastNoLastWrite: MarkLast followed by no write, by empty writes
+// only, or by empty writes then a record that starts a run: the output of
+// several runs commits whole, merged at Commit or early by the one run the
+// mark allows, and holds nothing afterwards.
+func TestMarkLastNoLastWrite(t *testing.T) {
+	for _, after := range []string{"none", "empty", "empty-then-run", "empty-then-two-runs"} {
+		t.Run(after, func(t *testing.T) {
+			e := newEngine(t, WithLimit(16<<20), WithRecordSize(8<<10), WithWorkers(2))
+			dir := t.TempDir()
+			rng := rand.New(rand.NewPCG(5, 5))
+			const parts = 5
+			spec := Spec{ID: shufflefile.ID{Shuffle: 1, Map: 1}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
+			ctx := context.Background()
+			w, err := e.Open(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ops []op
+			for range 2 {
+				for p := range parts {
+					ops = append(ops, op{p, payload(rng, 3000)})
+				}
+			}
+			write := func(o op) {
+				if err := w.Write(ctx, o.p, o.data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, o := range ops {
+				write(o)
+			}
+			w.MarkLast()
+			if after != "none" {
+				write(op{0, nil})
+				if err := w.WriteOpaque(ctx, nil, make([]int64, parts+1), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch after {
+			case "empty-then-run":
+				ops = append(ops, op{1, payload(rng, 3000)}, op{3, payload(rng, 3000)})
+			case "empty-then-two-runs":
+				ops = append(ops, op{1, payload(rng, 3000)}, op{3, payload(rng, 3000)}, op{2, payload(rng, 3000)})
+			}
+			for _, o := range ops[2*parts:] {
+				write(o)
+			}
+			res, err := w.Commit(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantEarly := after == "empty-then-run"; res.EarlyMerge != wantEarly {
+				t.Errorf("EarlyMerge %v, want %v (%d runs)", res.EarlyMerge, wantEarly, res.Runs)
+			}
+			checkMerged(t, e, spec, dir, ops)
+		})
+	}
+}
