@@ -196,3 +196,55 @@ func TestMarkLastNoLastWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkLastEarlyMergeFailureStopsWrites: the early merge fails (its
+// Space refuses the data file's bytes) while the last batch is written.
+// Without MarkLast the same refusal fails the map output at Commit; with
+// it, the map output is already doomed, yet its writes keep being
+// admitted, encoded and kept until Commit reports the error.
+func TestMarkLastEarlyMergeFailureStopsWrites(t *testing.T) {
+	e := newEngine(t, WithLimit(16<<20), WithRecordSize(8<<10), WithWorkers(2))
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(8, 8))
+	const parts = 8
+	space := &quota{left: 1 << 40}
+	spec := Spec{ID: shufflefile.ID{Shuffle: 2, Map: 0}, NumPartitions: parts, Codec: codec.None, Layout: shufflefile.Flat(dir), Space: space}
+	ctx := context.Background()
+	w, err := e.Open(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		for p := range parts {
+			if err := w.Write(ctx, p, payload(rng, 4000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	space.mu.Lock()
+	space.left = 0 // the disk fills up
+	space.mu.Unlock()
+	w.MarkLast()
+	if err := w.Write(ctx, 0, payload(rng, 4000)); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	m := w.early
+	w.mu.Unlock()
+	if m == nil {
+		t.Fatal("no early merge")
+	}
+	<-m.done
+	if !errors.Is(m.err, errNoSpace) {
+		t.Fatalf("early merge: %v, want the Space's refusal", m.err)
+	}
+	err = w.Write(ctx, 5, payload(rng, 4000))
+	if err == nil {
+		t.Errorf("a Write after the early merge failed for good is admitted (the map output fails only at Commit)")
+	}
+	if _, err := w.Commit(ctx); !errors.Is(err, errNoSpace) {
+		t.Errorf("Commit: %v, want the Space's refusal", err)
+	}
+	noTemps(t, dir)
+	checkQuiet(t, e)
+}
