@@ -254,6 +254,11 @@ func (w *MapWriter) startEarlyMerge() {
 		defer close(m.done)
 		m.path, m.seg, m.ok, m.err = w.streamMerge(ctx, streams, &m.res)
 		m.ended = time.Now()
+		if m.err != nil && ctx.Err() == nil {
+			// Not dropped nor stopped: the output cannot commit (a disk
+			// refused the data file): stop the writes of the last batch.
+			w.fail(m.err)
+		}
 	}()
 }
 
