@@ -248,3 +248,67 @@ func TestMarkLastEarlyMergeFailureStopsWrites(t *testing.T) {
 	noTemps(t, dir)
 	checkQuiet(t, e)
 }
+
+// TestMarkLastDroppedMergeSpace: a wrong mark drops an early merge that
+// had written part of the data file; the Space admitted those bytes, and
+// nothing gives them back, so the map output is charged for its merged
+// bytes more than once (a disk near its watermark refuses it sooner).
+func TestMarkLastDroppedMergeSpace(t *testing.T) {
+	e := newEngine(t, WithLimit(16<<20), WithRecordSize(8<<10), WithWorkers(2))
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(9, 9))
+	const parts = 6
+	var ops []op
+	for range 2 {
+		for p := range parts {
+			ops = append(ops, op{p, payload(rng, 6000)})
+		}
+	}
+	last := []op{{1, payload(rng, 6000)}, {4, payload(rng, 6000)}, {2, payload(rng, 6000)}}
+	grown := func(marked bool, m int64) {
+		space := &quota{left: 1 << 40}
+		spec := Spec{ID: shufflefile.ID{Shuffle: 6, Map: m}, NumPartitions: parts, Codec: codec.None, Layout: shufflefile.Flat(dir), Space: space}
+		ctx := context.Background()
+		w, err := e.Open(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range ops {
+			if err := w.Write(ctx, o.p, o.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		used := func() int64 {
+			space.mu.Lock()
+			defer space.mu.Unlock()
+			return 1<<40 - space.left
+		}
+		runFiles := used() // run 0's file, no longer written once run 1 began
+		if marked {
+			w.MarkLast()
+		}
+		for i, o := range last {
+			if marked && i == 2 { // wait for the early merge to write part of the data file
+				deadline := time.Now().Add(10 * time.Second)
+				for used() == runFiles {
+					if time.Now().After(deadline) {
+						t.Fatalf("the early merge wrote nothing: temps %v", dataTemps(t, dir, spec))
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if err := w.Write(ctx, o.p, o.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := w.Commit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if merged := used() - runFiles; merged != res.BytesOut {
+			t.Errorf("marked %v: Space grown by %d bytes after run 0's file, for a data file of %d", marked, merged, res.BytesOut)
+		}
+	}
+	grown(false, 0)
+	grown(true, 1)
+}
