@@ -22,6 +22,7 @@ package merge
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/vfs"
@@ -240,7 +241,8 @@ func (w *Window) Fill(off int64) error {
 	}
 	w.buf = w.buf[:min(int64(w.Size), w.End-off)]
 	w.start = off
-	if _, err := w.File.ReadAt(w.buf, off); err != nil {
+	// A full read may report io.EOF at the end of the file (io.ReaderAt).
+	if n, err := w.File.ReadAt(w.buf, off); err != nil && (err != io.EOF || n < len(w.buf)) {
 		w.buf = nil
 		return fmt.Errorf("read %s: %w", w.File.Name(), err)
 	}

@@ -52,6 +52,11 @@ type MapWriter struct {
 	credit  int64        // limiter quota taken ahead for the next records (see takeCredit)
 	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
 
+	// spaceCredit: bytes the Space admitted for a data file removed
+	// before it was done (a dropped early merge); the next merge takes
+	// them before it asks the Space for more.
+	spaceCredit int64
+
 	lastMarked bool        // MarkLast was called
 	lastRun    bool        // a record came after MarkLast: no run should start any more
 	early      *earlyMerge // the merge started in the last batch, if any
@@ -253,6 +258,11 @@ func (w *MapWriter) startEarlyMerge() {
 		defer close(m.done)
 		m.path, m.seg, m.ok, m.err = w.streamMerge(ctx, streams, &m.res)
 		m.ended = time.Now()
+		if m.err != nil && ctx.Err() == nil {
+			// Not dropped nor stopped: the output cannot commit (a disk
+			// refused the data file): stop the writes of the last batch.
+			w.fail(m.err)
+		}
 	}()
 }
 
@@ -263,6 +273,9 @@ func (w *MapWriter) dropEarlyMerge() {
 	if m := w.early; m != nil {
 		m.cancel()
 		<-m.done
+		if m.err != nil { // its bytes were admitted, and are removed
+			w.spaceCredit += m.res.MergeBytes
+		}
 		if m.path != "" {
 			_ = w.fs.Remove(m.path)
 			m.path = ""
@@ -803,6 +816,13 @@ func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, se
 // grow admits n more bytes on disk with the map output's Space, if any.
 func (w *MapWriter) grow(n int64) error {
 	if w.spec.Space == nil {
+		return nil
+	}
+	if c := min(n, w.spaceCredit); c > 0 {
+		w.spaceCredit -= c
+		n -= c
+	}
+	if n == 0 {
 		return nil
 	}
 	return w.spec.Space.Grow(n)

@@ -88,15 +88,17 @@ func (q *jobQueue) pop(rs []*record) []*record {
 		if q.closed {
 			return rs
 		}
-		q.mu.Unlock()
+		// Register as idle still holding q.mu: no other worker can take
+		// into the heaps, between this check and the registration, records
+		// pushed before it (whose push saw no idle worker to wake).
 		q.in.Lock()
 		if len(q.in.recs) > 0 { // pushed since: no token comes for them
 			q.in.Unlock()
-			q.mu.Lock()
 			continue
 		}
 		q.in.idle++
 		q.in.Unlock()
+		q.mu.Unlock()
 		select {
 		case <-q.wake:
 		case <-q.done:

@@ -95,6 +95,11 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 	offsets := make([]int64, k) // bytes of each run merged so far
 	var pending [][]byte
 	var pendingBytes, total int64
+	defer func() {
+		if err != nil { // what the Space admitted for the removed file
+			res.MergeBytes = total
+		}
+	}()
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
