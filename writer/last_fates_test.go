@@ -269,14 +269,9 @@ func TestMarkLastDroppedMergeSpace(t *testing.T) {
 		space := &quota{left: 1 << 40}
 		spec := Spec{ID: shufflefile.ID{Shuffle: 6, Map: m}, NumPartitions: parts, Codec: codec.None, Layout: shufflefile.Flat(dir), Space: space}
 		ctx := context.Background()
-		w, err := e.Open(ctx, spec)
+		w, err := writeMarked(e, spec, ops, -1)
 		if err != nil {
 			t.Fatal(err)
-		}
-		for _, o := range ops {
-			if err := w.Write(ctx, o.p, o.data); err != nil {
-				t.Fatal(err)
-			}
 		}
 		used := func() int64 {
 			space.mu.Lock()

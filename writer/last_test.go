@@ -33,8 +33,8 @@ func lastRunStart(ops []op) int {
 }
 
 // writeMarked opens spec's map output and writes ops, calling MarkLast
-// before ops[mark]; it returns the map output uncommitted, or aborts it on
-// the first error.
+// before ops[mark] (never for a mark out of range); it returns the map
+// output uncommitted, or aborts it on the first error.
 func writeMarked(e *Engine, spec Spec, ops []op, mark int) (*MapWriter, error) {
 	ctx := context.Background()
 	w, err := e.Open(ctx, spec)

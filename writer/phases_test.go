@@ -67,14 +67,9 @@ func TestCommitPhases(t *testing.T) {
 				Layout: shufflefile.Flat(dir)}
 			ops := workload(rng, spec.NumPartitions, tc.runs, 1500)
 			ctx := context.Background()
-			w, err := e.Open(ctx, spec)
+			w, err := writeMarked(e, spec, ops, -1)
 			if err != nil {
 				t.Fatal(err)
-			}
-			for _, o := range ops {
-				if err := w.Write(ctx, o.p, o.data); err != nil {
-					t.Fatal(err)
-				}
 			}
 			start := time.Now()
 			res, err := w.Commit(ctx)
