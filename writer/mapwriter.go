@@ -237,7 +237,8 @@ func (w *MapWriter) checkPartition(p int) error {
 // written. MarkLast changes no byte of the output, and nothing at all
 // with a Spec.Sink or when no write follows it. If a later record starts
 // a run all the same, the writer drops what it merged and merges at
-// Commit, as without MarkLast.
+// Commit, as without MarkLast. An early merge that fails (a disk refusing
+// the data file) fails the map output at once, as a failed run does.
 func (w *MapWriter) MarkLast() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
