@@ -105,6 +105,14 @@ type Report struct {
 
 	RunsPerMapOutput float64 `json:"runs_per_map_output"`
 	MaxRuns          int     `json:"max_runs_per_map_output"`
+	// MultiRunOutputs: map outputs of several runs. MarkedCommits: map
+	// outputs committed with their last batch marked LAST; EarlyMerges:
+	// those of several runs whose merge started in that batch (the
+	// daemon's Stats before and after the tasks; -1 if it reports
+	// neither).
+	MultiRunOutputs int   `json:"multi_run_map_outputs"`
+	MarkedCommits   int64 `json:"marked_commits"`
+	EarlyMerges     int64 `json:"early_merges"`
 	// ExistingOutputs counts commits that found the map output already
 	// committed (Spark's first-commit-wins); 0 in a clean run.
 	ExistingOutputs int `json:"existing_outputs"`
@@ -134,6 +142,8 @@ type daemonStats struct {
 	peakRSS              int64
 	rssSource            string
 	hasLimiter, hasWaits bool
+	marked, early        int64 // commits marked LAST, early merges, during the tasks
+	hasMarks             bool
 }
 
 func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
@@ -151,6 +161,9 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 		rep.OutputBytes += t.out
 		rep.RunsPerMapOutput += float64(t.runs)
 		rep.MaxRuns = max(rep.MaxRuns, t.runs)
+		if t.runs >= 2 {
+			rep.MultiRunOutputs++
+		}
 		if t.existing {
 			rep.ExistingOutputs++
 		}
@@ -196,6 +209,10 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	rep.LimiterWaitMs, rep.LimiterWaits, rep.LimiterAcquires = -1, -1, -1
 	if ds.hasLimiter {
 		rep.PeakBytesInFlight, rep.BytesInFlightLimit = ds.peak, ds.limit
+	}
+	rep.MarkedCommits, rep.EarlyMerges = -1, -1
+	if ds.hasMarks {
+		rep.MarkedCommits, rep.EarlyMerges = ds.marked, ds.early
 	}
 	if ds.hasWaits {
 		rep.LimiterWaitMs, rep.LimiterWaits, rep.LimiterAcquires = ms(ds.wait), ds.waits, ds.acquires
@@ -280,6 +297,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("limiter wait", "%.1f ms in all, %d of %d admissions waited", r.LimiterWaitMs, r.LimiterWaits, r.LimiterAcquires)
 	}
 	row("runs per map output", "%.2f  max %d", r.RunsPerMapOutput, r.MaxRuns)
+	if r.MarkedCommits >= 0 {
+		row("last batch marked", "%d of %d map outputs; %d of the %d of several runs merged from it", r.MarkedCommits, r.Tasks, r.EarlyMerges, r.MultiRunOutputs)
+	}
 	switch r.PeakRSSSource {
 	case "":
 		row("peak RSS", "not reported by the daemon")

@@ -95,6 +95,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	}
 	debug.FreeOSMemory() // generation garbage is not the daemon's
 
+	marked0, early0, hasMarks, err := markCounts(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	prog := startProgress(progress, "run", cfg.Tasks, cfg.Duration)
 	res, err := runTasks(ctx, &cfg, p, t, prog)
 	prog.finish()
@@ -107,6 +111,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		ds = embeddedStats(d)
 	} else if ds, err = externalStats(ctx, t); err != nil {
 		return nil, err
+	}
+	if hasMarks {
+		marked, early, _, err := markCounts(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		ds.marked, ds.early, ds.hasMarks = marked-marked0, early-early0, true
 	}
 	if d == nil {
 		res.cpu = 0 // the load generator's alone: not the daemon's cost
@@ -188,6 +199,27 @@ func externalStats(ctx context.Context, t *daemonTarget) (daemonStats, error) {
 		ds.peakRSS, ds.rssSource = rss, rssDaemon
 	}
 	return ds, nil
+}
+
+// markCounts reads the daemon's Stats figures marked_commits_total and
+// early_merges_total; ok is false if it reports neither. For a daemon
+// that others use at the same time, they count those clients' commits
+// too.
+func markCounts(ctx context.Context, t *daemonTarget) (marked, early int64, ok bool, err error) {
+	stats, err := t.slots[0].c.Stats(ctx)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("loadgen: daemon stats: %w", err)
+	}
+	var okMarked, okEarly bool
+	for _, s := range stats {
+		switch s.Name {
+		case "marked_commits_total":
+			marked, okMarked = s.Value, true
+		case "early_merges_total":
+			early, okEarly = s.Value, true
+		}
+	}
+	return marked, early, okMarked && okEarly, nil
 }
 
 // removeExternal removes the run's application from an external daemon,

@@ -146,13 +146,15 @@ func TestMainEmbedded(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	tests := []struct {
-		args []string
-		runs float64
+		args   []string
+		runs   float64
+		marked bool // each task's last batch marked LAST (the default)
 	}{
-		{[]string{"--batches-per-task", "1"}, 1},
-		{[]string{"--batches-per-task", "3", "--payload", "opaque", "--codec", "zstd"}, 3},
-		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--skew", "zipf:1.2", "--schema", "strings"}, 2},
-		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--payload", "opaque", "--checksum", "none"}, 2},
+		{[]string{"--batches-per-task", "1"}, 1, true},
+		{[]string{"--batches-per-task", "3", "--payload", "opaque", "--codec", "zstd"}, 3, true},
+		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--skew", "zipf:1.2", "--schema", "strings"}, 2, true},
+		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--payload", "opaque", "--checksum", "none"}, 2, true},
+		{[]string{"--batches-per-task", "2", "--no-last-batch"}, 2, false},
 	}
 	for _, tt := range tests {
 		args := append(append(append([]string{}, small...), "--verify", "--json"), tt.args...)
@@ -180,6 +182,16 @@ func TestMainEmbedded(t *testing.T) {
 			"tasks": 6.0, "partitions": 16.0, "rows": 6 * 2000 * tt.runs, "daemon": "embedded",
 			"verified": true, "verified_map_outputs": 6.0, "verified_partitions": 96.0,
 			"runs_per_map_output": tt.runs, "peak_rss_source": rssSelf, "existing_outputs": 0.0,
+			"multi_run_map_outputs": 0.0, "marked_commits": 0.0, "early_merges": 0.0,
+		}
+		if tt.runs > 1 {
+			want["multi_run_map_outputs"] = 6.0
+		}
+		if tt.marked {
+			// Every task's runs are in memory: each merge of several
+			// starts in the marked batch.
+			want["marked_commits"] = 6.0
+			want["early_merges"] = want["multi_run_map_outputs"]
 		}
 		for k, v := range want {
 			if rep[k] != v {

@@ -118,6 +118,14 @@ func TestBatchLast(t *testing.T) {
 
 	// Two marked map outputs committed, both merged from their last batch
 	// on (their runs are in memory); the unmarked one counts in neither.
+	stats := map[string]int64{}
+	for _, st := range call(&protocol.Stats{}).(*protocol.StatsResult).Stats {
+		stats[st.Name] = st.Value
+	}
+	if stats["marked_commits_total"] != 2 || stats["early_merges_total"] != 2 || stats["commits_total"] != 3 {
+		t.Errorf("Stats marked_commits_total %d, early_merges_total %d, commits_total %d; want 2, 2, 3",
+			stats["marked_commits_total"], stats["early_merges_total"], stats["commits_total"])
+	}
 	body := scrape(t, d.s)
 	for _, want := range []string{"shuffled_marked_commits_total 2\n", "shuffled_early_merges_total 2\n", "shuffled_commits_total 3\n"} {
 		if !strings.Contains(body, want) {

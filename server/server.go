@@ -45,6 +45,10 @@ type Server struct {
 	// commits and aborts count map outputs committed and aborted since
 	// start (StatsResult commits_total, aborts_total).
 	commits, aborts atomic.Int64
+	// Commits whose last batch was marked LAST, and those of them merged
+	// from that batch on (StatsResult marked_commits_total,
+	// early_merges_total).
+	markedCommits, earlyMerges atomic.Int64
 
 	apps    *registry    // applications, owners, local dir claims; its own lock
 	persist *persistence // the registry's file

@@ -592,9 +592,11 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 			s.metrics.CommitSeconds.Observe(elapsed.Seconds())
 			if o.last {
 				s.metrics.MarkedCommits.Inc()
+				s.markedCommits.Add(1)
 			}
 			if res.EarlyMerge {
 				s.metrics.EarlyMerges.Inc()
+				s.earlyMerges.Add(1)
 			}
 			if !res.Existing {
 				for _, ph := range []struct {
@@ -804,5 +806,11 @@ func (s *Server) stats() *protocol.StatsResult {
 		{Name: "peak_rss_bytes", Value: peakRSS()},
 		{Name: "commits_total", Value: s.commits.Load()},
 		{Name: "aborts_total", Value: s.aborts.Load()},
+		{Name: "marked_commits_total", Value: s.markedCommits.Load()},
+		{Name: "early_merges_total", Value: s.earlyMerges.Load()},
 	}}
 }
+
+// Stats returns the figures a StatsResult reports (docs/protocol.md,
+// Stats), for a process that embeds the server.
+func (s *Server) Stats() []protocol.Stat { return s.stats().Stats }
