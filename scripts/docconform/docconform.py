@@ -9,7 +9,10 @@ every partition's codec streams (lz4-java's LZ4Block framing with its xxhash32 c
 zstd frames, snappy-java's stream framing, none). Each decoded partition must equal the bytes
 sent for it, in send order. It also checks error answers the protocol promises, and Batch's
 LAST flag (feature bit 5): the same bytes as without it, a Batch after it refused and its map
-output aborted, unknown flag bits refused.
+output aborted, unknown flag bits refused. It checks the bounds of OpenMapOutput: 4096 map
+outputs open on one connection, and (on a daemon started with small ones) `--max-open-outputs`
+and `--partition-state-limit` with their Stats figures, each charge given back by Commit, Abort and
+the connection's end; and 32 connections writing map outputs of several runs at once.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd).
@@ -29,6 +32,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 
@@ -780,7 +784,10 @@ class Suite:
         self.batch_flags()
         self.register_errors()
         self.lifecycle()
+        self.many_connections()
+        self.connection_bound()
         self.small_frames()
+        self.open_bounds()
 
     def handshake(self):
         c = Conn(self.sock)
@@ -1307,6 +1314,181 @@ class Suite:
         self.ok("--max-frame 65536: max_inline 32768, num_partitions 4096 refused, inline over max_inline "
                 "ResourceExhausted, a frame over max_frame closes the connection; SIGTERM: Open Unavailable, "
                 "the open map output commits, exit 0")
+
+    def many_connections(self):
+        """32 connections at once, each writing 3 small map outputs of several runs concurrently
+        (interleaved batches, two codecs), all open together; Stats counts the connections."""
+        n, per, nparts = 32, 3, 8
+        codecs = [("lz4", "ADLER32"), ("none", "CRC32"), ("snappy", "CRC32C")]
+        plan = [(0, nparts, [1, 30, 200]), (2, nparts, [50]), (0, 5, [1, 90]), (0, nparts, [7])]
+        # Batches made up front: the suite's generator stays in one thread and one order.
+        work = [[make_batch(self.rng, nparts, lo, hi, sizes) for lo, hi, sizes in plan]
+                for _ in range(n * per)]
+        opened = threading.Barrier(n + 1, timeout=30)
+        done = threading.Barrier(n + 1, timeout=30)
+        errors = []
+
+        def one(i):
+            try:
+                c = self.conn("app-many", "exec-%d" % i)
+                where = self.flat(c)
+                outs = []
+                for k in range(per):
+                    codec, algo = codecs[(i + k) % len(codecs)]
+                    outs.append((c.open(3, i * per + k, nparts, codec=codec, checksum=algo), codec, algo))
+                for b in range(len(plan)):  # one batch of each output in turn
+                    for k, (h, _, _) in enumerate(outs):
+                        offs, payload, _ = work[i * per + k][b]
+                        c.batch_opaque(h, offs, payload)
+                opened.wait()
+                done.wait()
+                for k, (h, codec, algo) in enumerate(outs):
+                    self.verify_output(where, 3, i * per + k, nparts, codec, algo, 0,
+                                       [sl for _, _, sl in work[i * per + k]], c.commit(h))
+                c.close()
+            except Exception as e:  # reported by the main thread
+                errors.append("connection %d: %r" % (i, e))
+                opened.abort()
+                done.abort()
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        watch = self.conn()
+        try:
+            opened.wait()
+            st = watch.stats()
+            done.wait()
+        except threading.BrokenBarrierError:
+            st = None
+        for t in threads:
+            t.join(60)
+        check(not errors, "; ".join(errors[:3]))
+        check(st["connections"] >= n + 1, "Stats connections %d with %d connections open" % (st["connections"], n + 1))
+        check(st["open_map_outputs"] >= n * per, "Stats open_map_outputs %d with %d open" % (st["open_map_outputs"], n * per))
+        # Once the 32 are closed, connections falls by 32 (closing is the daemon's to notice).
+        deadline = time.time() + 5
+        while watch.stats()["connections"] > st["connections"] - n:
+            check(time.time() < deadline, "Stats connections still over %d 5 s after 32 closed" % (st["connections"] - n))
+            time.sleep(0.02)
+        watch.close()
+        self.ok("%d connections at once, %d map outputs of %d runs each written concurrently, committed and "
+                "read back; Stats connections %d and open_map_outputs %d while open, connections down by %d after"
+                % (n, n * per, count_runs([sl for _, _, sl in work[0]]), st["connections"], st["open_map_outputs"], n))
+
+    def connection_bound(self):
+        """At most 4096 map outputs open on one connection: the next Open is ResourceExhausted,
+        naming the bound, the connection and its open map outputs stay; an Abort gives a slot back."""
+        c = self.conn("app-bound", "exec-1")
+        where = self.flat(c)
+        handles = []
+        for lo in range(0, 4096, 256):  # pipelined, a window at a time
+            rids = [c.send(OPEN, i32(4) + i64(m) + i32(1) + u8(KIND_OPAQUE) + u8(0) + b"\0\0" +
+                           string("") + string("") + u32(0) + i32(0)) for m in range(lo, lo + 256)]
+            for rid in rids:
+                r = c.result(OPEN, rid)
+                handles.append(r.u64())
+                r.done()
+        check(len(set(handles)) == 4096 and 0 not in handles, "4096 distinct handles")
+        other = self.conn("app-bound", "exec-2")  # the bound is per connection
+        other.abort(other.open(4, 9999, 1))
+        other.close()
+        e = expect_error("ResourceExhausted", c.open, 4, 4096, 1)
+        check("4096" in e.message, "error message %r does not name the bound 4096" % e.message)
+        c.ping()
+        c.batch_opaque(handles[0], [0, 3], b"abc")
+        parts, _ = read_output(where, 4, 0, 1, "lz4", "ADLER32", 32 << 10, c.commit(handles[0]))
+        check(parts == [b"abc"], "map output committed after the refusal: %r" % parts)
+        c.abort(handles[1])
+        c.abort(c.open(4, 4096, 1))
+        c.abort(c.open(4, 4097, 1))
+        c.close()
+        self.ok("4096 map outputs open on one connection: the next Open ResourceExhausted naming the bound, "
+                "another connection unaffected, the connection and its map outputs stay, Commit and Abort each "
+                "give a slot back")
+
+    def open_bounds(self):
+        """A daemon with --max-open-outputs 3 --partition-state-limit 48KiB: Opens past either
+        bound are ResourceExhausted naming it, and Commit and Abort give the charge back."""
+        if not self.args.daemon:
+            self.skipped.append("--max-open-outputs, --partition-state-limit (needs --daemon)")
+            return
+        limit = 48 << 10  # 1024 partitions of 48 bytes
+        sock, proc = start_daemon(self.args.daemon, self.args.tmp, "bounds",
+                                  ["--max-open-outputs", "3", "--partition-state-limit", "48KiB", "--drain-timeout", "2s"])
+        norm = lambda s: s.replace("_", "").replace("-", "").lower()
+        try:
+            c = Conn(sock)
+            c.do_hello()
+            c.dirs = c.register("app-bounds", "e1")
+            where = self.flat(c)
+
+            def figures(want_open, want_bytes, when):
+                st = c.stats()
+                got = (st["open_map_outputs"], st["partition_state_bytes"], st["partition_state_limit"])
+                check(got == (want_open, want_bytes, limit), "Stats open_map_outputs, partition_state_bytes, "
+                      "partition_state_limit %r %s, want %r" % (got, when, (want_open, want_bytes, limit)))
+
+            figures(0, 0, "before any Open")
+            h1 = c.open(1, 1, 1000)
+            figures(1, 48000, "with 1000 partitions open")
+            # 1000 + 25 partitions are over 1024; 1000 + 24 are exactly the limit ("at most").
+            e1 = expect_error("ResourceExhausted", c.open, 1, 2, 25)
+            check("partitionstatelimit" in norm(e1.message), "error message %r does not name "
+                  "--partition-state-limit" % e1.message)
+            figures(1, 48000, "after a refused Open")
+            h2 = c.open(1, 2, 24)
+            figures(2, limit, "at the limit")
+            expect_error("ResourceExhausted", c.open, 1, 3, 1)
+            c.ping()
+            c.abort(h2)
+            figures(1, 48000, "after an Abort")
+            h2 = c.open(1, 2, 24)
+            c.batch_opaque(h1, [0] + [1] * 1000, b"x")
+            parts, _ = read_output(where, 1, 1, 1000, "lz4", "ADLER32", 32 << 10, c.commit(h1))
+            check(parts[0] == b"x" and not any(parts[1:]), "the map output open across the refusals")
+            figures(1, 24 * 48, "after a Commit")
+            # Now the count: 3 open at most, daemon-wide.
+            h3, h4 = c.open(1, 3, 2), c.open(1, 4, 2)
+            figures(3, 28 * 48, "with 3 open")
+            e2 = expect_error("ResourceExhausted", c.open, 1, 5, 1)
+            check("maxopenoutputs" in norm(e2.message), "error message %r does not name --max-open-outputs" % e2.message)
+            d = Conn(sock)
+            d.do_hello()
+            d.dirs = d.register("app-bounds", "e2")
+            e = expect_error("ResourceExhausted", d.open, 2, 0, 1)
+            check("maxopenoutputs" in norm(e.message), "error message %r does not name --max-open-outputs" % e.message)
+            d.ping()
+            c.batch_opaque(h3, [0, 2, 2], b"ab")
+            parts, _ = read_output(where, 1, 3, 2, "lz4", "ADLER32", 32 << 10, c.commit(h3))
+            check(parts == [b"ab", b""], "map output 3: %r" % parts)
+            figures(2, 26 * 48, "after a Commit at the count")
+            hd = d.open(2, 0, 1)
+            expect_error("ResourceExhausted", c.open, 1, 5, 1)
+            c.abort(h4)
+            c.abort(c.open(1, 5, 1))
+            d.batch_opaque(hd, [0, 1], b"d")
+            parts, _ = read_output(self.flat(d), 2, 0, 1, "lz4", "ADLER32", 32 << 10, d.commit(hd))
+            check(parts == [b"d"], "the second connection's map output: %r" % parts)
+            c.abort(h2)
+            figures(0, 0, "after all committed or aborted")
+            # A connection's end gives its charge back too.
+            for m in range(3):
+                d.open(3, m, 100)
+            d.close()
+            deadline = time.time() + 5
+            while c.stats()["open_map_outputs"]:
+                check(time.time() < deadline, "map outputs of a closed connection still open after 5 s")
+                time.sleep(0.02)
+            figures(0, 0, "after a connection with 3 open map outputs closed")
+            c.close()
+        finally:
+            rc = stop_daemon(proc)
+        check(rc == 0, "daemon exit status %d on SIGTERM" % rc)
+        self.ok("--max-open-outputs 3 --partition-state-limit 48KiB: Opens past either bound (48 bytes a "
+                "partition, at most the limit; 3 daemon-wide, from two connections) ResourceExhausted naming it, "
+                "connections and open map outputs kept, Commit, Abort and a connection's end give the charge "
+                "back; Stats open_map_outputs, partition_state_bytes, partition_state_limit follow each step")
 
     def lifecycle(self):
         c = self.conn("app-life", "exec-1")
