@@ -17,11 +17,11 @@ import (
 // Producers do not take the lock the workers share: they put records in
 // an inbox under a lock of its own, held only to append or to take the
 // inbox whole, and a worker moves them into the map outputs' heaps when it
-// pops. A producer that slept on the workers' lock was woken behind a
-// worker (or, once the lock starved, yielded its P to one) and waited for
-// a P until that worker's record was encoded: at 16 cores, 4.6 ms of the
-// 10.8 ms a map task of 4 batches × 2000 partitions took to hand its
-// batches over (an execution trace).
+// pops. A producer that slept on the workers' lock, once a worker let it
+// go, waited to run again behind that worker: at 16 cores, a map task of
+// 4 batches × 2000 partitions slept on it 88 times, 0.8 ms in all, and
+// then waited 1.9 ms to run (an execution trace); its hand-over of the
+// batches went from 12.6 to 7.4 ms with the inbox.
 type jobQueue struct {
 	mu     sync.Mutex   // the workers': turns, queued, closed and every jobHeap
 	turns  []*MapWriter // map outputs with queued records, in turn
