@@ -155,12 +155,7 @@ func TestMarkLastNoLastWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ops []op
-			for range 2 {
-				for p := range parts {
-					ops = append(ops, op{p, payload(rng, 3000)})
-				}
-			}
+			ops := fullRuns(rng, 2, parts, fixed(3000))
 			write := func(o op) {
 				if err := w.Write(ctx, o.p, o.data); err != nil {
 					t.Fatal(err)
@@ -258,12 +253,7 @@ func TestMarkLastDroppedMergeSpace(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(9, 9))
 	const parts = 6
-	var ops []op
-	for range 2 {
-		for p := range parts {
-			ops = append(ops, op{p, payload(rng, 6000)})
-		}
-	}
+	ops := fullRuns(rng, 2, parts, fixed(6000))
 	last := []op{{1, payload(rng, 6000)}, {4, payload(rng, 6000)}, {2, payload(rng, 6000)}}
 	grown := func(marked bool, m int64) {
 		space := &quota{left: 1 << 40}

@@ -104,12 +104,7 @@ func TestMarkLastMergesEarly(t *testing.T) {
 			dir := t.TempDir()
 			rng := rand.New(rand.NewPCG(41, 7))
 			const parts, runs = 9, 4
-			var ops []op
-			for range runs {
-				for p := range parts {
-					ops = append(ops, op{p, payload(rng, 1000+rng.IntN(30000))})
-				}
-			}
+			ops := fullRuns(rng, runs, parts, func() int { return 1000 + rng.IntN(30000) })
 			ctx := context.Background()
 			plain := Spec{ID: shufflefile.ID{Shuffle: 3, Map: 0}, NumPartitions: parts, Codec: c.codec, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
 			resPlain, err := writeAll(t, e, plain, ops)
@@ -186,12 +181,7 @@ func TestMarkLastThenRun(t *testing.T) {
 		dir := t.TempDir()
 		rng := rand.New(rand.NewPCG(43, uint64(runsBefore)))
 		spec := Spec{ID: shufflefile.ID{Shuffle: 4, Map: int64(runsBefore)}, NumPartitions: 6, Codec: codec.LZ4, Checksum: checksum.Adler32, Layout: shufflefile.Flat(dir)}
-		var ops []op
-		for range runsBefore {
-			for p := range 6 {
-				ops = append(ops, op{p, payload(rng, 5000)})
-			}
-		}
+		ops := fullRuns(rng, runsBefore, 6, fixed(5000))
 		mark := len(ops)
 		// The last batch starts one run (partition 1 after 5), then
 		// another one (partition 2 after 4).
@@ -224,12 +214,7 @@ func TestMarkLastAbort(t *testing.T) {
 			rng := rand.New(rand.NewPCG(47, 1))
 			const parts = 7
 			spec := Spec{ID: shufflefile.ID{Shuffle: 5, Map: 0}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32C, Layout: shufflefile.Flat(dir)}
-			var ops []op
-			for range 3 {
-				for p := range parts {
-					ops = append(ops, op{p, payload(rng, 20000)})
-				}
-			}
+			ops := fullRuns(rng, 3, parts, fixed(20000))
 			ctx := context.Background()
 			w, err := writeMarked(e, spec, ops, lastRunStart(ops))
 			if err != nil {

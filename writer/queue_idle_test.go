@@ -22,24 +22,13 @@ func TestJobQueueNoIdleWithWork(t *testing.T) {
 	var relMu sync.Mutex
 	release := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var rs []*record
-			for {
-				rs = q.pop(rs[:0])
-				if len(rs) == 0 {
-					return
-				}
-				relMu.Lock()
-				rel := release // before popped moves: the round's channel
-				relMu.Unlock()
-				popped.Add(int64(len(rs)))
-				<-rel
-			}
-		}()
-	}
+	startPoppers(q, 2, &wg, func(rs []*record) {
+		relMu.Lock()
+		rel := release // before popped moves: the round's channel
+		relMu.Unlock()
+		popped.Add(int64(len(rs)))
+		<-rel
+	})
 	a, b := &MapWriter{}, &MapWriter{}
 	batch := func(seq int64) []*record {
 		return []*record{{w: a, seq: seq, quota: popBytes}, {w: b, seq: seq, quota: popBytes}}

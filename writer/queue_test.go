@@ -21,24 +21,13 @@ func TestJobQueueHandsOutEveryRecord(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[*record]int{}
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var rs []*record
-			for {
-				rs = q.pop(rs[:0])
-				if len(rs) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, r := range rs {
-					seen[r]++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	startPoppers(q, workers, &wg, func(rs []*record) {
+		mu.Lock()
+		for _, r := range rs {
+			seen[r]++
+		}
+		mu.Unlock()
+	})
 	var all []*record
 	var pwg sync.WaitGroup
 	var amu sync.Mutex
@@ -81,5 +70,24 @@ func TestJobQueueHandsOutEveryRecord(t *testing.T) {
 		if seen[r] != 1 {
 			t.Fatalf("record %d of a map output popped %d times, want once", r.seq, seen[r])
 		}
+	}
+}
+
+// startPoppers starts n workers that pop records from q, hand each pop to
+// got, and return (wg.Done) once q is closed and empty.
+func startPoppers(q *jobQueue, n int, wg *sync.WaitGroup, got func(rs []*record)) {
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rs []*record
+			for {
+				rs = q.pop(rs[:0])
+				if len(rs) == 0 {
+					return
+				}
+				got(rs)
+			}
+		}()
 	}
 }

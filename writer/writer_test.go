@@ -163,6 +163,21 @@ func checkQuiet(t testing.TB, e *Engine) {
 	}
 }
 
+// fullRuns builds runs runs of one write per partition, each of size()
+// bytes.
+func fullRuns(rng *rand.Rand, runs, parts int, size func() int) []op {
+	var ops []op
+	for range runs {
+		for p := range parts {
+			ops = append(ops, op{p, payload(rng, size())})
+		}
+	}
+	return ops
+}
+
+// fixed returns a size function of n bytes.
+func fixed(n int) func() int { return func() int { return n } }
+
 // workload builds writes over numPartitions: some partitions empty, some
 // repeated, in runs ascending partition sequences.
 func workload(rng *rand.Rand, numPartitions, runs, maxLen int) []op {
@@ -600,12 +615,7 @@ func TestLastRunSpills(t *testing.T) {
 		dir := t.TempDir()
 		rng := rand.New(rand.NewPCG(31, uint64(i)))
 		const parts = 40
-		var ops []op
-		for range 3 {
-			for p := range parts {
-				ops = append(ops, op{p, payload(rng, 100)})
-			}
-		}
+		ops := fullRuns(rng, 3, parts, fixed(100))
 		for p := range parts {
 			ops = append(ops, op{p, payload(rng, 40<<10)})
 		}
@@ -704,11 +714,7 @@ func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, s
 		}
 		ops = append(ops, op{p, payload(rng, n)})
 	}
-	for range 2 {
-		for p := range parts {
-			ops = append(ops, op{p, payload(rng, 1+rng.IntN(2000))})
-		}
-	}
+	ops = append(ops, fullRuns(rng, 2, parts, func() int { return 1 + rng.IntN(2000) })...)
 	spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: int64(seed)}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
 	ctx := context.Background()
 	w, err := e.Open(ctx, spec)

@@ -373,6 +373,22 @@ def xxh32(data, seed):
 # ---------------------------------------------------------------------------
 # Codec streams (format.md section 9)
 
+def lz4_length(src, i, nibble, what):
+    """A sequence's literal or match length: the token's nibble, and while
+    it is 15, bytes added until one is not 255. Returns it and the index
+    after its bytes."""
+    n = nibble
+    if n == 15:
+        while True:
+            check(i < len(src), "lz4: %s length runs off the block" % what)
+            b = src[i]
+            i += 1
+            n += b
+            if b != 255:
+                break
+    return n, i
+
+
 def lz4_block_decompress(src, out_len):
     """Decodes one raw LZ4 block (the LZ4 block format) of out_len bytes."""
     dst = bytearray()
@@ -381,15 +397,7 @@ def lz4_block_decompress(src, out_len):
         check(i < n, "lz4: block ends inside a sequence")
         token = src[i]
         i += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                check(i < n, "lz4: literal length runs off the block")
-                b = src[i]
-                i += 1
-                lit += b
-                if b != 255:
-                    break
+        lit, i = lz4_length(src, i, token >> 4, "literal")
         check(i + lit <= n, "lz4: literals run off the block")
         dst += src[i:i + lit]
         i += lit
@@ -399,15 +407,7 @@ def lz4_block_decompress(src, out_len):
         off = src[i] | (src[i + 1] << 8)
         i += 2
         check(0 < off <= len(dst), "lz4: offset %d outside the %d bytes decoded" % (off, len(dst)))
-        ml = token & 15
-        if ml == 15:
-            while True:
-                check(i < n, "lz4: match length runs off the block")
-                b = src[i]
-                i += 1
-                ml += b
-                if b != 255:
-                    break
+        ml, i = lz4_length(src, i, token & 15, "match")
         ml += 4
         start = len(dst) - off
         if off >= ml:
