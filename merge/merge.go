@@ -138,66 +138,60 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 		err := WriteBuffers(dst, pending)
 		clear(pending)
 		pending = pending[:0]
-		return err
+		if err != nil {
+			return fmt.Errorf("write %s: %w", dst.Name(), err)
+		}
+		return nil
 	}
 	// fromFile adds m bytes at off of run r's file.
-	fromFile := func(r, p int, off, m int64) error {
+	fromFile := func(r int, off, m int64) error {
 		w := &windows[r]
 		if !w.Fits(m) {
 			if err := flush(); err != nil {
-				return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+				return err
 			}
-			if _, err := vfs.CopyRange(dst, runs[r].File, off, m); err != nil {
-				return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
-			}
-			return nil
+			_, err := vfs.CopyRange(dst, runs[r].File, off, m)
+			return err
 		}
-		b, err := w.Read(off, m, func() error {
-			if err := flush(); err != nil { // pending may hold slices of the window
-				return fmt.Errorf("write %s: %w", dst.Name(), err)
-			}
-			return nil
-		})
+		b, err := w.Read(off, m, flush) // pending may hold slices of the window
 		if err != nil {
-			return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
+			return err
 		}
 		pending = append(pending, b)
 		return nil
 	}
-	for p := 0; p < numPartitions; p++ {
-		for r := range runs {
-			n := runs[r].Lengths[p]
-			if n == 0 {
-				continue
+	// segment adds run r's segment of partition p, n bytes: from its file
+	// (the whole segment, or the part of it in the file's prefix), the
+	// rest from memory.
+	segment := func(r int, n int64) error {
+		if runs[r].File != nil && offsets[r] < windows[r].End {
+			m := min(n, windows[r].End-offsets[r])
+			if err := fromFile(r, offsets[r], m); err != nil {
+				return err
 			}
-			if runs[r].File != nil && offsets[r] < windows[r].End {
-				// From the file: the whole segment, or the part of it in
-				// the file prefix, the rest then from memory.
-				m := min(n, windows[r].End-offsets[r])
-				if err := fromFile(r, p, offsets[r], m); err != nil {
-					return err
-				}
-				offsets[r] += m
-				if n -= m; n == 0 {
-					if len(pending) >= maxPending {
-						if err := flush(); err != nil {
-							return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
-						}
-					}
-					continue
-				}
-			}
+			offsets[r] += m
+			n -= m
+		}
+		if n > 0 {
 			pending = cursors[r].Take(pending, n)
 			offsets[r] += n
-			if len(pending) >= maxPending {
-				if err := flush(); err != nil {
-					return fmt.Errorf("merge: run %d partition %d: write %s: %w", r, p, dst.Name(), err)
+		}
+		if len(pending) >= maxPending {
+			return flush()
+		}
+		return nil
+	}
+	for p := 0; p < numPartitions; p++ {
+		for r := range runs {
+			if n := runs[r].Lengths[p]; n > 0 {
+				if err := segment(r, n); err != nil {
+					return fmt.Errorf("merge: run %d partition %d: %w", r, p, err)
 				}
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return fmt.Errorf("merge: write %s: %w", dst.Name(), err)
+		return fmt.Errorf("merge: %w", err)
 	}
 	return nil
 }
