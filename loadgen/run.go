@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	}
 	debug.FreeOSMemory() // generation garbage is not the daemon's
 
-	marked0, early0, hasMarks, err := markCounts(ctx, t)
+	before, err := daemonFigures(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -106,19 +106,17 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		return nil, err
 	}
 
+	after, err := daemonFigures(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	var ds daemonStats
 	if d != nil {
 		ds = embeddedStats(d)
-	} else if ds, err = externalStats(ctx, t); err != nil {
-		return nil, err
+	} else {
+		ds = externalStats(after)
 	}
-	if hasMarks {
-		marked, early, _, err := markCounts(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		ds.marked, ds.early, ds.hasMarks = marked-marked0, early-early0, true
-	}
+	ds.marks(before, after)
 	if d == nil {
 		res.cpu = 0 // the load generator's alone: not the daemon's cost
 	}
@@ -170,17 +168,22 @@ func embeddedStats(d *embedded) daemonStats {
 	return ds
 }
 
-// externalStats reads the daemon's Stats figures that it reports.
-func externalStats(ctx context.Context, t *daemonTarget) (daemonStats, error) {
+// daemonFigures reads the daemon's Stats figures, by name.
+func daemonFigures(ctx context.Context, t *daemonTarget) (map[string]int64, error) {
 	stats, err := t.slots[0].c.Stats(ctx)
 	if err != nil {
-		return daemonStats{}, fmt.Errorf("loadgen: daemon stats: %w", err)
+		return nil, fmt.Errorf("loadgen: daemon stats: %w", err)
 	}
-	var ds daemonStats
-	seen := map[string]int64{}
+	seen := make(map[string]int64, len(stats))
 	for _, s := range stats {
 		seen[s.Name] = s.Value
 	}
+	return seen, nil
+}
+
+// externalStats takes the figures an external daemon reports.
+func externalStats(seen map[string]int64) daemonStats {
+	var ds daemonStats
 	peak, okPeak := seen["peak_bytes_in_flight"]
 	limit, okLimit := seen["bytes_in_flight_limit"]
 	if okPeak && okLimit {
@@ -198,28 +201,18 @@ func externalStats(ctx context.Context, t *daemonTarget) (daemonStats, error) {
 	if rss, ok := seen["peak_rss_bytes"]; ok && rss > 0 {
 		ds.peakRSS, ds.rssSource = rss, rssDaemon
 	}
-	return ds, nil
+	return ds
 }
 
-// markCounts reads the daemon's Stats figures marked_commits_total and
-// early_merges_total; ok is false if it reports neither. For a daemon
-// that others use at the same time, they count those clients' commits
-// too.
-func markCounts(ctx context.Context, t *daemonTarget) (marked, early int64, ok bool, err error) {
-	stats, err := t.slots[0].c.Stats(ctx)
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("loadgen: daemon stats: %w", err)
+// marks sets the commits marked LAST and the early merges between two
+// readings of the daemon's figures, if it reports them (a daemon others
+// use at the same time counts their commits too).
+func (ds *daemonStats) marks(before, after map[string]int64) {
+	m1, ok1 := after["marked_commits_total"]
+	e1, ok2 := after["early_merges_total"]
+	if ok1 && ok2 {
+		ds.marked, ds.early, ds.hasMarks = m1-before["marked_commits_total"], e1-before["early_merges_total"], true
 	}
-	var okMarked, okEarly bool
-	for _, s := range stats {
-		switch s.Name {
-		case "marked_commits_total":
-			marked, okMarked = s.Value, true
-		case "early_merges_total":
-			early, okEarly = s.Value, true
-		}
-	}
-	return marked, early, okMarked && okEarly, nil
 }
 
 // removeExternal removes the run's application from an external daemon,
