@@ -142,6 +142,14 @@ type Config struct {
 	// DumpInput, if set, is a directory where the run writes its opaque
 	// input before it starts (see dump.go), for another writer to replay.
 	DumpInput string
+
+	// CPUProfile, if set, is a file where the run writes a Go CPU profile
+	// (runtime/pprof) of this process while its tasks run: the load
+	// generator's client and, when embedded, the daemon.
+	CPUProfile string
+	// Trace, if set, is a file where the run writes an execution trace
+	// (runtime/trace, go tool trace) of this process while its tasks run.
+	Trace string
 }
 
 // DefaultConfig returns the default workload.
@@ -217,6 +225,8 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.Compare, "compare", false, "run in process through the stream, legacy and ceiling writers and compare")
 	fs.StringVar(&c.DumpInput, "dump-input", "", "write the run's opaque input batches and their task order into this new or empty directory (needs --payload opaque)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of this process over the tasks into this file; with the embedded daemon it covers the daemon too")
+	fs.StringVar(&c.Trace, "trace", "", "write an execution trace (go tool trace) of this process over the tasks into this file")
 	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions of each mode with --compare (medians are reported)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -336,6 +346,10 @@ func (c *Config) Validate() error {
 		return usagef("--dump-input writes opaque batches; add --payload opaque or drop --dump-input %s", c.DumpInput)
 	case c.DumpInput != "" && c.Compare:
 		return usagef("--dump-input dumps a daemon run's input; drop it or --compare")
+	case c.CPUProfile != "" && c.Compare:
+		return usagef("--cpuprofile profiles a daemon run's tasks; drop it or --compare")
+	case c.Trace != "" && c.Compare:
+		return usagef("--trace traces a daemon run's tasks; drop it or --compare")
 	case c.DumpInput != "" && c.Tasks == 0:
 		return usagef("--dump-input needs --tasks N (a --duration run has no fixed task order)")
 	}

@@ -47,7 +47,7 @@ type firstWrite struct {
 // runTasks runs cfg's tasks against t, cfg.Concurrency at a time, until
 // cfg.Tasks are done or cfg.Duration has passed. The first failure cancels
 // the rest: tasks in flight are aborted, and the error names the task.
-func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progress) (runResult, error) {
+func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progress) (_ runResult, err error) {
 	var (
 		next     atomic.Int64
 		mu       sync.Mutex
@@ -55,6 +55,23 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 		deadline time.Time
 		first    firstWrite
 	)
+	for _, o := range []struct {
+		path  string
+		start func(string) (func() error, error)
+	}{{cfg.CPUProfile, startCPUProfile}, {cfg.Trace, startTrace}} {
+		if o.path == "" {
+			continue
+		}
+		stop, serr := o.start(o.path)
+		if serr != nil {
+			return runResult{}, serr
+		}
+		defer func() {
+			if serr := stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
+	}
 	start, cpu0 := time.Now(), selfCPU()
 	if cfg.Duration > 0 {
 		deadline = start.Add(cfg.Duration)
@@ -85,7 +102,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 			}
 		})
 	}
-	err := g.Wait()
+	err = g.Wait()
 	elapsed, cpu := time.Since(start), selfCPU()-cpu0
 	sortByTask(results)
 	return runResult{tasks: results, elapsed: elapsed, cpu: cpu, firstBatch: first.d}, err
