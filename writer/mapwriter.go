@@ -470,7 +470,7 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 		w.submitHeld()
 		if err := w.e.lim.Acquire(ctx, r.quota); err != nil {
 			r.quota = 0
-			r.finish()
+			r.finish(nil)
 			return w.wrapCtx(err)
 		}
 	}
@@ -480,7 +480,7 @@ func (w *MapWriter) enqueue(ctx context.Context, r *record) error {
 		if err := w.cur.slot(ctx); err != nil {
 			w.e.lim.Release(r.quota)
 			r.quota = 0
-			r.finish()
+			r.finish(nil)
 			return w.wrapCtx(err)
 		}
 	}

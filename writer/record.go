@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/partition"
 )
 
@@ -40,11 +39,15 @@ type record struct {
 	out    []byte
 	sum    uint32
 	err    error
+	// woke: putting the record readied a goroutine (a merge waiting for
+	// its run); the worker that put it yields after its record.
+	woke bool
 }
 
 // encode runs on a worker: serialize + compress into one codec stream and
-// checksum the encoded bytes, with an encoder from the worker's encs.
-func (r *record) encode(encs *codec.Cache) {
+// checksum the encoded bytes, with an encoder from the worker's own.
+func (r *record) encode(wk *worker) {
+	encs := &wk.encs
 	w := r.w
 	if w.aborted.Load() {
 		r.err = ErrAborted
@@ -68,19 +71,22 @@ func (r *record) encode(encs *codec.Cache) {
 			r.sum = alg.Update(alg.Empty(), r.out)
 		}
 	}
-	r.finish()
+	r.finish(wk)
 }
 
 // finish drops the payload and publishes the result to the record's
-// stream, if it is queued on one.
-func (r *record) finish() {
+// stream, if it is queued on one. wk is the worker that finishes it, nil
+// for a record that failed before it was queued.
+func (r *record) finish(wk *worker) {
 	r.data, r.cols = nil, nil
 	if r.batch != nil {
-		r.batch.release()
+		if r.batch.release() && wk != nil {
+			wk.woke = true
+		}
 		r.batch = nil
 	}
 	if r.stream != nil {
-		r.stream.finished(r)
+		r.stream.finished(r, wk)
 	}
 }
 
@@ -99,10 +105,14 @@ func newBatchRef(done func()) *batchRef {
 
 func (b *batchRef) add() { b.pending.Add(1) }
 
-func (b *batchRef) release() {
+// release lets go of the batch for one record; it reports whether that
+// was the last reference and done was called.
+func (b *batchRef) release() bool {
 	if b.pending.Add(-1) == 0 && b.done != nil {
 		b.done()
+		return true
 	}
+	return false
 }
 
 // Encoded-record buffers come from size-classed pools (powers of four from

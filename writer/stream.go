@@ -92,14 +92,14 @@ func (s *stream) queue(rs []*record) {
 // finished is called by the worker that encoded r (or failed to): if r is
 // at the head of the queue and no worker puts records, this one puts r and
 // the finished records after it.
-func (s *stream) finished(r *record) {
+func (s *stream) finished(r *record, wk *worker) {
 	s.mu.Lock()
 	r.ready = true
 	if s.draining || s.head == len(s.recs) || s.recs[s.head] != r {
 		s.mu.Unlock()
 		return
 	}
-	s.drain()
+	s.drain(wk)
 }
 
 // close marks the end of the queue: no record follows.
@@ -110,13 +110,14 @@ func (s *stream) close() {
 		s.mu.Unlock()
 		return
 	}
-	s.drain()
+	s.drain(nil)
 }
 
 // drain puts the finished records at the head of the queue, in order, and
 // ends the stream after its last record. s.mu is held on entry and
-// released on return.
-func (s *stream) drain() {
+// released on return. wk is the worker that drains, nil for a call that
+// is not on a worker.
+func (s *stream) drain(wk *worker) {
 	s.draining = true
 	for s.head < len(s.recs) && s.recs[s.head].ready {
 		r := s.recs[s.head]
@@ -124,6 +125,10 @@ func (s *stream) drain() {
 		s.head++
 		s.mu.Unlock()
 		s.write(r)
+		if r.woke && wk != nil {
+			wk.woke = true
+		}
+		r.woke = false
 		<-s.slots
 		s.mu.Lock()
 	}
@@ -143,6 +148,9 @@ func (s *stream) drain() {
 	}
 	s.endedAt = time.Now()
 	close(s.done)
+	if wk != nil { // a commit or a merge may wait for it
+		wk.woke = true
+	}
 }
 
 // write hands one finished record to the sink (unless the stream already
@@ -249,8 +257,9 @@ type run struct {
 	// mu guards what a commit that merges the run while it is still
 	// written reads: chunks, mem, held, segments, progress, finished; and
 	// the file, which put writes holding it.
-	mu   sync.Mutex
-	cond sync.Cond // on mu: progress or finished changed
+	mu      sync.Mutex
+	cond    sync.Cond // on mu: progress or finished changed
+	waiters int       // merges waiting on cond
 	segments
 	file *runFile // nil while a later run is in memory only
 	// mem: the run's bytes after its prefix are held in chunks; prefix: how
@@ -324,7 +333,10 @@ func (ru *run) put(r *record) (int64, error) {
 	ru.add(r.partition, len(b), r.sum)
 	if r.partition > ru.progress {
 		ru.progress = r.partition
-		ru.cond.Broadcast()
+		if ru.waiters > 0 {
+			ru.cond.Broadcast()
+			r.woke = true
+		}
 	}
 	return kept, nil
 }

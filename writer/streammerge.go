@@ -182,7 +182,9 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 					ru.mu.Lock()
 					continue
 				}
+				ru.waiters++
 				ru.cond.Wait()
+				ru.waiters--
 			}
 			if ru.finished && ru.failed || ctx.Err() != nil || w.stopped() != nil {
 				ru.mu.Unlock()
