@@ -215,7 +215,7 @@ func (e *Engine) work() {
 	var rs []*record
 	for {
 		t := time.Now()
-		rs = e.jobs.pop(rs[:0])
+		rs = e.jobs.pop(rs[:0], wk)
 		if len(rs) == 0 {
 			return
 		}

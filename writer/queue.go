@@ -30,7 +30,7 @@ type jobQueue struct {
 	spare  []*record // the inbox's other buffer
 
 	in struct {
-		sync.Mutex
+		handoffMutex
 		recs []*record // pushed, not yet in their map output's heap
 		idle int       // workers waiting for a token on wake
 	}
@@ -55,12 +55,13 @@ func (q *jobQueue) push(rs []*record) {
 }
 
 // takeInbox moves the inbox's records into their map outputs' heaps. The
-// caller holds q.mu.
-func (q *jobQueue) takeInbox() {
+// caller holds q.mu. It reports whether a producer slept waiting for the
+// inbox meanwhile.
+func (q *jobQueue) takeInbox() (woke bool) {
 	q.in.Lock()
 	recs := q.in.recs
 	q.in.recs = q.spare[:0]
-	q.in.Unlock()
+	woke = q.in.unlockWoke()
 	for _, r := range recs {
 		w := r.w
 		heap.Push(&w.jobs, r)
@@ -71,17 +72,20 @@ func (q *jobQueue) takeInbox() {
 	q.queued += len(recs)
 	clear(recs)
 	q.spare = recs
+	return woke
 }
 
 // pop appends to rs the next records of the map output whose turn it is:
 // records of up to popBytes of input together (at least one), so that a
 // worker takes the queue's lock once per that much work rather than once
 // per small record. It returns rs empty once the queue is closed and empty.
-func (q *jobQueue) pop(rs []*record) []*record {
+// A producer that slept on the inbox's lock meanwhile marks wk (when not
+// nil) as having woken it.
+func (q *jobQueue) pop(rs []*record, wk *worker) []*record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for {
-		q.takeInbox()
+		wk.wake(q.takeInbox())
 		if q.queued > 0 {
 			break
 		}
@@ -93,11 +97,11 @@ func (q *jobQueue) pop(rs []*record) []*record {
 		// pushed before it (whose push saw no idle worker to wake).
 		q.in.Lock()
 		if len(q.in.recs) > 0 { // pushed since: no token comes for them
-			q.in.Unlock()
+			wk.wake(q.in.unlockWoke())
 			continue
 		}
 		q.in.idle++
-		q.in.Unlock()
+		wk.wake(q.in.unlockWoke())
 		q.mu.Unlock()
 		select {
 		case <-q.wake:

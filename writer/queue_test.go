@@ -82,7 +82,7 @@ func startPoppers(q *jobQueue, n int, wg *sync.WaitGroup, got func(rs []*record)
 			defer wg.Done()
 			var rs []*record
 			for {
-				rs = q.pop(rs[:0])
+				rs = q.pop(rs[:0], nil)
 				if len(rs) == 0 {
 					return
 				}

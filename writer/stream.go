@@ -28,7 +28,7 @@ type stream struct {
 	// bounds their bytes; this bounds their number.
 	slots chan struct{}
 
-	mu       sync.Mutex
+	mu       handoffMutex
 	recs     []*record // queued records; recs[head:] are not yet put
 	head     int
 	draining bool // a worker is putting records
@@ -96,7 +96,7 @@ func (s *stream) finished(r *record, wk *worker) {
 	s.mu.Lock()
 	r.ready = true
 	if s.draining || s.head == len(s.recs) || s.recs[s.head] != r {
-		s.mu.Unlock()
+		wk.wake(s.mu.unlockWoke())
 		return
 	}
 	s.drain(wk)
@@ -123,11 +123,9 @@ func (s *stream) drain(wk *worker) {
 		r := s.recs[s.head]
 		s.recs[s.head] = nil
 		s.head++
-		s.mu.Unlock()
+		wk.wake(s.mu.unlockWoke())
 		s.write(r)
-		if r.woke && wk != nil {
-			wk.woke = true
-		}
+		wk.wake(r.woke)
 		r.woke = false
 		<-s.slots
 		s.mu.Lock()
@@ -137,20 +135,18 @@ func (s *stream) drain(wk *worker) {
 	}
 	s.draining = false
 	if !s.closed || s.head < len(s.recs) || s.ended {
-		s.mu.Unlock()
+		wk.wake(s.mu.unlockWoke())
 		return
 	}
 	s.ended = true
-	s.mu.Unlock()
+	wk.wake(s.mu.unlockWoke())
 	if err := s.sink.close(s.err != nil); err != nil && s.err == nil {
 		s.err = err
 		s.w.fail(err)
 	}
 	s.endedAt = time.Now()
 	close(s.done)
-	if wk != nil { // a commit or a merge may wait for it
-		wk.woke = true
-	}
+	wk.wake(true) // a commit or a merge may wait for it
 }
 
 // write hands one finished record to the sink (unless the stream already
@@ -257,7 +253,7 @@ type run struct {
 	// mu guards what a commit that merges the run while it is still
 	// written reads: chunks, mem, held, segments, progress, finished; and
 	// the file, which put writes holding it.
-	mu      sync.Mutex
+	mu      handoffMutex
 	cond    sync.Cond // on mu: progress or finished changed
 	waiters int       // merges waiting on cond
 	segments
@@ -315,7 +311,11 @@ func (ru *run) follow() error {
 func (ru *run) put(r *record) (int64, error) {
 	b := r.out
 	ru.mu.Lock()
-	defer ru.mu.Unlock()
+	defer func() {
+		if ru.mu.unlockWoke() { // a merge slept on the lock while put wrote
+			r.woke = true
+		}
+	}()
 	var kept int64
 	if ru.mem {
 		k, ok := ru.keep(b, r.quota)

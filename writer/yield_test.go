@@ -112,3 +112,30 @@ func TestWorkerWokeMarks(t *testing.T) {
 		t.Errorf("the worker that ended the stream: woke = %v, %d records put; want true, 2", last.woke, sink.n)
 	}
 }
+
+// TestHandoffMutex: unlockWoke reports a goroutine that waited in Lock,
+// and only that.
+func TestHandoffMutex(t *testing.T) {
+	var m handoffMutex
+	m.Lock()
+	if m.unlockWoke() {
+		t.Errorf("unlockWoke with nobody waiting = true")
+	}
+	m.Lock()
+	got := make(chan struct{})
+	go func() {
+		m.Lock()
+		m.Unlock()
+		close(got)
+	}()
+	for m.sleepers.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if !m.unlockWoke() {
+		t.Errorf("unlockWoke with a goroutine in Lock = false")
+	}
+	<-got
+	if m.sleepers.Load() != 0 {
+		t.Errorf("%d sleepers after the waiter got the lock", m.sleepers.Load())
+	}
+}
