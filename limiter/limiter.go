@@ -193,9 +193,13 @@ func (l *Limiter) TryAcquire(n int64) bool {
 // Release gives back n bytes obtained from Acquire or TryAcquire and admits
 // the queued requests that now fit, in order. It panics if n is negative or
 // more than is held: that is a bug in the caller's accounting.
-func (l *Limiter) Release(n int64) {
+func (l *Limiter) Release(n int64) { l.ReleaseWoke(n) }
+
+// ReleaseWoke is Release that reports whether it admitted a queued request:
+// whether an Acquire that waited returns because of it.
+func (l *Limiter) ReleaseWoke(n int64) bool {
 	if n == 0 {
-		return
+		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -203,7 +207,7 @@ func (l *Limiter) Release(n int64) {
 		panic(fmt.Sprintf("limiter: Release: n = %d, but %d bytes are in flight", n, l.mu.inFlight))
 	}
 	l.mu.inFlight -= n
-	l.notifyLocked()
+	return l.notifyLocked()
 }
 
 // Stats returns a snapshot of the limiter's state and counters.
@@ -242,7 +246,8 @@ func (l *Limiter) admitLocked(n int64) {
 
 // notifyLocked admits waiters from the head of the queue for as long as the
 // head fits. It stops at the first one that does not: nobody overtakes it.
-func (l *Limiter) notifyLocked() {
+// It reports whether it admitted any.
+func (l *Limiter) notifyLocked() (admitted bool) {
 	var now time.Time
 	for w := l.mu.head; w != nil && l.fitsLocked(w.n); w = l.mu.head {
 		if now.IsZero() {
@@ -254,7 +259,9 @@ func (l *Limiter) notifyLocked() {
 		l.mu.stats.WaitTime += now.Sub(w.start)
 		w.admitted = true
 		close(w.ready)
+		admitted = true
 	}
+	return admitted
 }
 
 // pushLocked appends w to the queue.

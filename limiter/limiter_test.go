@@ -585,3 +585,31 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.ReportMetric(float64(s.Waits)/float64(max(s.Acquires, 1)), "waits/op")
 	})
 }
+
+// TestReleaseWoke: ReleaseWoke reports whether the bytes it gave back
+// admitted a queued request, and only then.
+func TestReleaseWoke(t *testing.T) {
+	ctx := context.Background()
+	l := New(100)
+	if !l.TryAcquire(80) {
+		t.Fatal("setup TryAcquire(80) = false")
+	}
+	if l.ReleaseWoke(10) {
+		t.Errorf("ReleaseWoke(10) with nobody queued = true")
+	}
+	a := goAcquire(t, ctx, l, 50, 1) // 70 held: 50 does not fit
+	if l.ReleaseWoke(10) {
+		t.Errorf("ReleaseWoke(10) leaving the queued 50 short = true")
+	}
+	if a.admitted(t) {
+		t.Fatal("Acquire(50) returned with 60 held of 100")
+	}
+	if !l.ReleaseWoke(10) {
+		t.Errorf("ReleaseWoke(10) that let the queued 50 in = false")
+	}
+	a.mustAdmitted(t)
+	checkStats(t, l, 100, 0)
+	if l.ReleaseWoke(0) {
+		t.Errorf("ReleaseWoke(0) = true")
+	}
+}

@@ -167,7 +167,9 @@ func (s *stream) write(r *record) {
 			w.fail(s.err)
 		}
 	}
-	w.e.lim.Release(r.quota - kept)
+	if w.e.lim.ReleaseWoke(r.quota - kept) { // a producer waited for quota
+		r.woke = true
+	}
 	if r.out != nil {
 		putBuffer(r.out)
 		r.out = nil
