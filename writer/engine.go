@@ -234,10 +234,12 @@ func (e *Engine) work() {
 type worker struct {
 	encs codec.Cache // its own encoders
 	// woke: since its last yield, the worker readied a goroutine that
-	// waits on it: a commit's merge waiting for the run it put into, the
-	// caller waiting for a batch's bytes or for a stream's end.
+	// waits on it: a merge waiting for the run it put into or for the lock
+	// of that run, a producer waiting for limiter quota or for a lock the
+	// worker held (handoffMutex), the caller waiting for a batch's bytes or
+	// for a stream's end.
 	woke bool
-	last time.Time // its last yield
+	last time.Time // its last yield, or the end of its last wait for work
 }
 
 // yieldEvery bounds how long a worker encodes records without yielding.
@@ -245,20 +247,16 @@ type worker struct {
 // A goroutine that a worker readies goes next on the worker's P, and with
 // every P encoding it would wait there until the worker is preempted
 // (10 ms); so would one that waits for a P to come free (a connection's
-// reader, a producer that slept on a lock a worker held). A worker
-// therefore yields after a record that woke a merge or ended a stream,
-// and otherwise once it has encoded for yieldEvery. It used to yield after
-// every record: a trace of the default load generator workload at 16
-// cores counted 120,000 yields in 2.2 s, and four in five times the worker
-// resumed on another P, after a median 24 µs, while its own P ran another
-// worker. Measured side by side in one lease (16 cores, medians of 3;
-// docs/benchmarks.md "Node scale"), against yielding after every record:
-// the JVM model's workload of 16 tasks at once × 2000 partitions × 4
-// batches does 1.22× the MB per CPU second and 1.19× the MB/s, the
-// default workload 1.05× and 1.06×, and the writer alone (BenchmarkWrite,
-// 4 runs × 2000 partitions) takes 15% less CPU per map task; never
-// yielding left a single map task's producer waiting behind the workers
-// (stream 0.53 of the ceiling at 4 runs × 200 partitions, against 0.74).
+// reader). So a worker yields after a record that readied a goroutine
+// waiting on it (worker.woke), and otherwise once it has encoded for
+// yieldEvery. It used to yield after every record: a trace of the default
+// load generator workload at 16 cores counted 120,000 yields in 2.2 s, and
+// four in five times the worker resumed on another P, after a median
+// 24 µs, while its own P ran another worker. Yielding only every
+// yieldEvery, without woke, left a single map task's producer and merge
+// waiting on the workers' Ps (4 runs × 2000 partitions at 16 cores: the
+// stream 14% slower). The figures, side by side: docs/benchmarks.md,
+// "Node scale", "Workers' yields".
 const yieldEvery = 250 * time.Microsecond
 
 // due reports whether the worker should yield now, and if so starts its
