@@ -80,7 +80,7 @@ func (q *jobQueue) takeInbox() (woke bool) {
 // worker takes the queue's lock once per that much work rather than once
 // per small record. It returns rs empty once the queue is closed and empty.
 // A producer that slept on the inbox's lock meanwhile marks wk (when not
-// nil) as having woken it.
+// nil) as having woken it, and a wait for records marks it as waited.
 func (q *jobQueue) pop(rs []*record, wk *worker) []*record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -102,6 +102,9 @@ func (q *jobQueue) pop(rs []*record, wk *worker) []*record {
 		}
 		q.in.idle++
 		wk.wake(q.in.unlockWoke())
+		if wk != nil {
+			wk.waited = true
+		}
 		q.mu.Unlock()
 		select {
 		case <-q.wake:
