@@ -358,6 +358,29 @@ func TestOpenOutputsPerDaemon(t *testing.T) {
 	}
 }
 
+// TestCommitFreesItsSlotBeforeItsResult: at --max-open-outputs 1, a map
+// output committed no longer counts as open when its client hears the
+// result, so the client's next Open gets the slot.
+func TestCommitFreesItsSlotBeforeItsResult(t *testing.T) {
+	d := startDaemon(t, func(c *Config) { c.MaxOpenOutputs = 1 })
+	ctx := context.Background()
+	c := dial(t, d, "a")
+	for m := range int64(200) {
+		mo, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: m, NumPartitions: 1, Kind: protocol.KindOpaque})
+		if err != nil {
+			t.Fatalf("Open of map output %d right after the previous one's Commit: %v", m, err)
+		}
+		if m%2 == 1 {
+			if err := mo.WriteOpaque(ctx, []byte("x"), []int64{0, 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := mo.Commit(ctx); err != nil {
+			t.Fatalf("Commit of map output %d: %v", m, err)
+		}
+	}
+}
+
 // TestMemfdRegionWithHoles refuses a memfd region that is a hole although
 // the memfd has as many bytes written elsewhere: the rule is on the
 // region's own pages (SEEK_HOLE), not on the memfd's total.

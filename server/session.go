@@ -583,7 +583,11 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 				s.disks.ReportSuccess(o.res.Disk())
 			}
 		}
+		// The map output stops counting as open (--max-open-outputs, the
+		// partition state, Stats) before its client hears the result: a
+		// client at the bound may open its next one at once.
 		if err != nil {
+			o.end(s, true)
 			sess.reply(id, err)
 		} else {
 			elapsed := time.Since(start)
@@ -620,10 +624,10 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 					cr.Checksums[i] = int64(c)
 				}
 			}
+			o.end(s, false)
 			sess.send(id, cr)
 			sess.log.Debug("map output committed", "shuffle", o.id.Shuffle, "map", o.id.Map, "runs", res.Runs, "bytes", res.BytesOut, "existing", res.Existing, "latency", elapsed)
 		}
-		o.end(s, err != nil)
 	}()
 	return nil
 }

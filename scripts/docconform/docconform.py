@@ -12,7 +12,11 @@ LAST flag (feature bit 5): the same bytes as without it, a Batch after it refuse
 output aborted, unknown flag bits refused. It checks the bounds of OpenMapOutput: 4096 map
 outputs open on one connection, and (on a daemon started with small ones) `--max-open-outputs`
 and `--partition-state-limit` with their Stats figures, each charge given back by Commit, Abort and
-the connection's end; and 32 connections writing map outputs of several runs at once.
+the connection's end; and 32 connections writing map outputs of several runs at once. Run as
+root with --daemon, it runs peers as other uids against a daemon of its own started with
+--allowed-uids: a uid not allowed is refused at accept; RegisterExecutor refuses another uid's
+local dir; a hashed sub-dir that is a symbolic link is refused and nothing lands behind it; an
+application's uid is fixed by its first registration, and only that uid may list or remove it.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd).
@@ -23,6 +27,7 @@ left out, said so, when it is missing, unless --require-zstd).
 
 import argparse
 import fcntl
+import json
 import os
 import random
 import shutil
@@ -788,6 +793,7 @@ class Suite:
         self.connection_bound()
         self.small_frames()
         self.open_bounds()
+        self.peer_uids()
 
     def handshake(self):
         c = Conn(self.sock)
@@ -1263,6 +1269,139 @@ class Suite:
         c.close()
         self.ok("RegisterExecutor refusals (reserved, not plain, missing, outside the allowed roots, sub_dirs, "
                 "relative) keep the connection, which then registers")
+
+    def as_peer(self, uid, gid, fn):
+        """Runs fn() in a child process with uid and gid (and no other groups); returns what fn
+        returns (JSON), or raises Fail with the child's failure."""
+        rd, wr = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(rd)
+            try:
+                os.setgroups([])
+                os.setgid(gid)
+                os.setuid(uid)
+                out = {"ok": fn()}
+            except BaseException as e:  # reported to the parent, which fails the check
+                out = {"err": "%s: %s" % (type(e).__name__, e)}
+            os.write(wr, json.dumps(out).encode())
+            os._exit(0)
+        os.close(wr)
+        with os.fdopen(rd, "rb") as f:
+            out = json.loads(f.read() or b'{"err": "the peer process wrote nothing"}')
+        os.waitpid(pid, 0)
+        if "err" in out:
+            raise Fail("as uid %d: %s" % (uid, out["err"]))
+        return out["ok"]
+
+    def peer_uids(self):
+        """Peers of other uids: section 8's refusal at accept (--allowed-uids), RegisterExecutor's
+        dirs of another uid and hashed sub-dirs that are symlinks, an application's uid fixed by
+        its first registration, removal by the owner only."""
+        if not self.args.daemon:
+            self.skipped.append("peer uids (needs --daemon)")
+            return
+        if os.geteuid() != 0:
+            self.skipped.append("peer uids (needs root, to run a peer as another uid)")
+            return
+        owner, other, refused, group = 65534, 65533, 65532, 65534
+        # Every uid must reach the socket: search permission down to it, the socket's group.
+        os.chmod(self.args.tmp, 0o711)
+        tmp = os.path.join(self.args.tmp, "peers")
+        spark = os.path.join(tmp, "spark")
+        os.makedirs(spark)
+        os.chmod(tmp, 0o711)
+        os.chmod(spark, 0o755)
+        mine, roots = os.path.join(spark, "blockmgr-owner"), os.path.join(spark, "blockmgr-root")
+        os.makedirs(mine)
+        os.chown(mine, owner, group)
+        os.makedirs(roots)
+        os.chmod(roots, 0o777)  # writable by all, but root's
+        sub = 16
+        # A hashed sub-dir that none of shuffle 1's files use, and a shuffle whose data file
+        # hashes to it: a symbolic link there before the daemon meets it.
+        used = {os.path.dirname(spark_path([mine], sub, "shuffle_1_0_0" + ext))
+                for ext in (".data", ".index", ".checksum.CRC32C")}
+        bad = next(n for n in range(2, 1000)
+                   if os.path.dirname(spark_path([mine], sub, "shuffle_%d_0_0.data" % n)) not in used)
+        evil = os.path.dirname(spark_path([mine], sub, "shuffle_%d_0_0.data" % bad))
+        elsewhere = os.path.join(tmp, "elsewhere")
+        os.makedirs(elsewhere)
+        os.symlink(elsewhere, evil)
+        sock, proc = start_daemon(self.args.daemon, tmp, "peers",
+                                  ["--allowed-uids", "%d,%d" % (owner, other), "--allowed-roots", spark])
+        os.chown(sock, -1, group)
+        try:
+            def refused_peer():
+                c = Conn(sock)
+                typ, rid, payload = c.recv_frame()
+                r = Reader(payload)
+                code, msg = r.u32(), r.string()
+                r.done()
+                check(typ == ERROR and rid == 0, "frame type %#x, request id %d: want an Error with request id 0" % (typ, rid))
+                check(code == CODE["PermissionDenied"], "code %d (%s), want PermissionDenied" % (code, msg))
+                check(str(refused) in msg and str(group) in msg, "message %r names neither uid %d nor gid %d" % (msg, refused, group))
+                try:
+                    more = c.s.recv(1)
+                except OSError:
+                    more = b""
+                check(more == b"", "the connection stayed open after the refusal")
+                c.close()
+                return True
+            self.as_peer(refused, group, refused_peer)
+            self.ok("peer uids: a uid not allowed gets one Error (request id 0, PermissionDenied, its uid and gid), then EOF")
+
+            def owner_peer():
+                c = Conn(sock)
+                c.do_hello()
+                expect_error("PermissionDenied", c.register, "app-peers", "e1", local_dirs=[roots], sub_dirs=sub,
+                             field=roots)
+                c.dirs = c.register("app-peers", "e1", local_dirs=[mine], sub_dirs=sub)
+                where = lambda name: spark_path([mine], sub, name)
+                self.map_output(c, where, 1, 0, 8, "lz4", "CRC32C", [(0, 8, [10, 300])])
+                # That shuffle's data file hashes to the symlinked sub-dir: refused at Open or Commit.
+                try:
+                    h = c.open(bad, 0, 1, codec="lz4", checksum="ADLER32")
+                except DaemonError as e:
+                    check(e.code == CODE["PermissionDenied"] and os.path.basename(evil) in e.message,
+                          "Open with a symlinked sub-dir: %s" % e)
+                else:
+                    c.batch_opaque(h, [0, 5], b"hello")
+                    expect_error("PermissionDenied", c.commit, h, field=os.path.basename(evil))
+                c.close()
+                return True
+            self.as_peer(owner, group, owner_peer)
+            check(os.listdir(elsewhere) == [], "files in the dir behind the symlinked sub-dir: %r" % os.listdir(elsewhere))
+            self.ok("peer uids: RegisterExecutor refuses another uid's dir, takes the peer's own; "
+                    "a hashed sub-dir that is a symlink is refused and nothing lands behind it")
+
+            def other_peer():
+                c = Conn(sock)
+                c.do_hello()
+                expect_error("PermissionDenied", c.register, "app-peers", "e2", local_dirs=[mine], sub_dirs=sub)
+                expect_error("PermissionDenied", c.call, REMOVE_APP, string("app-peers"))
+                expect_error("PermissionDenied", c.call, LIST_SHUFFLES, string("app-peers"))
+                c.close()
+                return True
+            self.as_peer(other, group, other_peer)
+            check(os.path.exists(spark_path([mine], sub, "shuffle_1_0_0.data")), "another uid's calls removed the owner's output")
+
+            def owner_removes():
+                c = Conn(sock)
+                c.do_hello()
+                r = c.call(REMOVE_APP, string("app-peers"))
+                removed = [r.i64(), r.i64()]
+                r.done()
+                c.close()
+                return removed
+            outputs, freed = self.as_peer(owner, group, owner_removes)
+            check(outputs == 1 and freed > 0, "ApplicationRemoved map_outputs %d, bytes %d: want its 1 map output" % (outputs, freed))
+            check(not os.path.exists(spark_path([mine], sub, "shuffle_1_0_0.data")), "the owner's output remains")
+            self.ok("peer uids: an application's uid is fixed by its first registration; another uid may not "
+                    "register into it, list or remove it; its owner removes it")
+        finally:
+            rc = stop_daemon(proc)
+            check(rc == 0, "the peers daemon exited %d on SIGTERM" % rc)
 
     def small_frames(self):
         """A daemon with --max-frame 65536: max_inline, frame and num_partitions bounds."""
