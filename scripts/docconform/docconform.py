@@ -17,6 +17,10 @@ root with --daemon, it runs peers as other uids against a daemon of its own star
 --allowed-uids: a uid not allowed is refused at accept; RegisterExecutor refuses another uid's
 local dir; a hashed sub-dir that is a symbolic link is refused and nothing lands behind it; an
 application's uid is fixed by its first registration, and only that uid may list or remove it.
+With --daemon it also kills a daemon of its own with a map output in flight and restarts it: the
+committed outputs (in Spark local dirs and in its root) are listed, read back and removed, the
+registry file names the application, the output in flight is gone with its temp files, and (as
+root) the owner is kept.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd).
@@ -794,6 +798,7 @@ class Suite:
         self.small_frames()
         self.open_bounds()
         self.peer_uids()
+        self.restart()
 
     def handshake(self):
         c = Conn(self.sock)
@@ -1402,6 +1407,113 @@ class Suite:
         finally:
             rc = stop_daemon(proc)
             check(rc == 0, "the peers daemon exited %d on SIGTERM" % rc)
+
+    def restart(self):
+        """What survives a restart (protocol.md, after ListShuffles): committed outputs, in the
+        Spark local dirs and in the daemon's root, and the registry file; an output open at a
+        crash is never committed and its temp files are swept before the daemon serves; the
+        application's owner is kept."""
+        if not self.args.daemon:
+            self.skipped.append("restart (needs --daemon)")
+            return
+        tmp = os.path.join(self.args.tmp, "restart")
+        spark = os.path.join(tmp, "spark")
+        local = os.path.join(spark, "blockmgr-restart")
+        os.makedirs(local)
+        root = os.path.join(tmp, "restart-root")  # start_daemon's --root
+        flags = ["--allowed-roots", spark]
+        other, group = 65533, 65534
+        peers = os.geteuid() == 0
+        if peers:
+            flags += ["--allowed-uids", str(other)]
+        sub = 8
+        where = lambda name: spark_path([local], sub, name)
+
+        def temps():
+            return [os.path.join(d, f) for base in (local, root) for d, _, fs in os.walk(base)
+                    for f in fs if f.endswith(".shuffled-tmp")]
+
+        def listed(c, app):
+            r = c.call(LIST_SHUFFLES, string(app))
+            got = r.lst(lambda: (r.i32(), r.i64(), r.i64()))
+            r.done()
+            return got
+
+        def size(paths):
+            return sum(os.path.getsize(p) for p in paths)
+
+        sock, proc = start_daemon(self.args.daemon, tmp, "restart", flags)
+        try:
+            c = Conn(sock)
+            c.do_hello()
+            c.dirs = c.register("app-restart", "e1", local_dirs=[local], sub_dirs=sub)
+            plan = [(0, 6, [10, 400]), (2, 6, [5, 50])]
+            _, res = self.map_output(c, where, 3, 0, 6, "lz4", "CRC32C", plan)
+            before, _ = read_output(where, 3, 0, 6, "lz4", "CRC32C", 32 << 10, res)
+            d = Conn(sock)
+            d.do_hello()
+            d.dirs = d.register("app-flat", "e1")
+            flat = self.flat(d)
+            _, fres = self.map_output(d, flat, 5, 0, 3, "none", "ADLER32", [(0, 3, [1, 100])])
+            fbefore, _ = read_output(flat, 5, 0, 3, "none", "ADLER32", 32 << 10, fres)
+            # A map output in flight at the crash: a batch accepted, never committed.
+            h = c.open(3, 1, 6, codec="lz4", checksum="CRC32C")
+            offs, payload, _ = make_batch(self.rng, 6, 0, 6, [2000, 5000])
+            c.batch_opaque(h, offs, payload)
+            check(temps(), "no temp file (*.shuffled-tmp) of the map output in flight")
+            registry = os.path.join(root, ".shuffled-registry")
+            check(os.path.exists(registry), "no registry file %s" % registry)
+            with open(registry) as f:
+                text = json.dumps(json.load(f))
+            check("app-restart" in text and os.path.realpath(local) in text,
+                  "the registry file names neither app-restart nor its dir %s: %s" % (local, text[:400]))
+            proc.kill()  # a crash: no drain
+            proc.wait()
+            c.close()
+            d.close()
+            os.remove(sock)
+            sock, proc = start_daemon(self.args.daemon, tmp, "restart", flags)
+            e = Conn(sock)
+            e.do_hello()
+            check(temps() == [], "temp files left after the restart: %r" % temps())
+            check(not os.path.exists(where("shuffle_3_1_0.data")), "the map output open at the crash was committed")
+            files = [where("shuffle_3_0_0" + x) for x in (".data", ".index", ".checksum.CRC32C")]
+            got = listed(e, "app-restart")
+            check(got == [(3, 1, size(files))], "ShuffleList after the restart %r, want [(3, 1, %d)]" % (got, size(files)))
+            after, _ = read_output(where, 3, 0, 6, "lz4", "CRC32C", 32 << 10, res)
+            check(after == before, "the committed map output reads back otherwise after the restart")
+            ffiles = [flat("shuffle_5_0_0" + x) for x in (".data", ".index", ".checksum.ADLER32")]
+            got = listed(e, "app-flat")
+            check(got == [(5, 1, size(ffiles))], "ShuffleList of the daemon-root application after the restart %r" % got)
+            fafter, _ = read_output(flat, 5, 0, 3, "none", "ADLER32", 32 << 10, fres)
+            check(fafter == fbefore, "the daemon-root map output reads back otherwise after the restart")
+            if peers:
+                os.chmod(self.args.tmp, 0o711)
+                os.chmod(tmp, 0o711)
+                os.chown(sock, -1, group)
+
+                def other_lists():
+                    o = Conn(sock)
+                    o.do_hello()
+                    expect_error("PermissionDenied", o.call, LIST_SHUFFLES, string("app-restart"))
+                    expect_error("PermissionDenied", o.call, REMOVE_APP, string("app-restart"))
+                    o.close()
+                    return True
+                self.as_peer(other, group, other_lists)
+            for app, want in (("app-restart", size(files)), ("app-flat", size(ffiles))):
+                r = e.call(REMOVE_APP, string(app))
+                removed = (r.i64(), r.i64())
+                r.done()
+                check(removed == (1, want), "ApplicationRemoved %r for %s after the restart, want (1, %d)" % (removed, app, want))
+            check(not any(os.path.exists(f) for f in files + ffiles), "files left after RemoveApplication")
+            e.close()
+            self.ok("restart: committed outputs (Spark local dirs and the daemon's root) listed, read back and removed; "
+                    "the registry file names the application and its dir; an output open at a crash never "
+                    "committed, its temp files swept; %s" % (
+                        "the owner kept (another uid may not list or remove)" if peers else "(owner not checked: not root)"))
+        finally:
+            rc = stop_daemon(proc)
+            check(rc == 0, "the restarted daemon exited %d on SIGTERM" % rc)
 
     def small_frames(self):
         """A daemon with --max-frame 65536: max_inline, frame and num_partitions bounds."""
