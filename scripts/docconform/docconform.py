@@ -20,7 +20,8 @@ application's uid is fixed by its first registration, and only that uid may list
 With --daemon it also kills a daemon of its own with a map output in flight and restarts it: the
 committed outputs (in Spark local dirs and in its root) are listed, read back and removed, the
 registry file names the application, the output in flight is gone with its temp files, and (as
-root) the owner is kept.
+root) the owner is kept. And a daemon whose root disk is below --disk-low-watermark (a size, a
+percentage) refuses Open, naming the disk and its free bytes.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd).
@@ -34,6 +35,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -799,6 +801,7 @@ class Suite:
         self.open_bounds()
         self.peer_uids()
         self.restart()
+        self.watermark()
 
     def handshake(self):
         c = Conn(self.sock)
@@ -1514,6 +1517,34 @@ class Suite:
         finally:
             rc = stop_daemon(proc)
             check(rc == 0, "the restarted daemon exited %d on SIGTERM" % rc)
+
+    def watermark(self):
+        """README "Lifecycle and disks": a root disk below --disk-low-watermark (a size or a
+        percentage of the disk) refuses new map outputs, ResourceExhausted naming the disk and
+        its free bytes; the connection stays."""
+        if not self.args.daemon:
+            self.skipped.append("disk low watermark (needs --daemon)")
+            return
+        for name, mark in (("wm-size", "1000TiB"), ("wm-pct", "100%")):
+            sock, proc = start_daemon(self.args.daemon, self.args.tmp, name, ["--disk-low-watermark", mark])
+            try:
+                c = Conn(sock)
+                c.do_hello()
+                c.dirs = c.register("app-" + name, "e1")
+                root = os.path.join(self.args.tmp, name + "-root")
+                e = expect_error("ResourceExhausted", c.open, 1, 0, 4)
+                check(root in e.message, "--disk-low-watermark %s: message %r does not name the disk %s" % (mark, e.message, root))
+                free = os.statvfs(root).f_bavail * os.statvfs(root).f_frsize
+                nums = [int(x) for x in re.findall(r"\d+", e.message)]
+                check(any(abs(n - free) <= max(free // 100, 1 << 20) for n in nums),
+                      "--disk-low-watermark %s: message %r names no free byte count near statvfs's %d" % (mark, e.message, free))
+                c.ping()
+                c.close()
+            finally:
+                rc = stop_daemon(proc)
+                check(rc == 0, "the %s daemon exited %d on SIGTERM" % (name, rc))
+        self.ok("disk low watermark (a size, a percentage): Open refused ResourceExhausted naming the disk and "
+                "its free bytes, the connection kept")
 
     def small_frames(self):
         """A daemon with --max-frame 65536: max_inline, frame and num_partitions bounds."""
