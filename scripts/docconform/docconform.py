@@ -2,8 +2,8 @@
 """docconform: a client and reader of shuffled written from its documents alone.
 
 It speaks the wire protocol of docs/protocol.md to a running daemon, writes map outputs
-(opaque batches inline and through sealed memfds, columnar batches of docs/format.md's block
-format), commits them, and reads the committed files back as docs/format.md section 9
+(opaque batches inline and through sealed memfds, columnar batches of every column type, read
+back as docs/format.md's blocks and kudo tables), commits them, and reads the committed files back as docs/format.md section 9
 describes them: the index file, the checksum file (Adler-32, CRC32, CRC32C), the data file and
 every partition's codec streams (lz4-java's LZ4Block framing with its xxhash32 checksums,
 zstd frames, snappy-java's stream framing, none). Each decoded partition must equal the bytes
@@ -1828,19 +1828,57 @@ class Suite:
                 check(TABLES[0] == slices[p] if p else TABLES[0] > slices[p],
                       "%s partition %d: %d tables for %d slices" % (name, p, TABLES[0], slices[p]))
                 check(bool(parts[p]) == bool(want[p]), "%s partition %d: bytes without rows" % (name, p))
-            self.ok("columnar %s: int64/string with nulls, int32, bool8, decimal64; buffers aligned to 64, 8 "
-                    "and 1; an empty batch; a batch over the record size; read back" % name)
+            self.ok("columnar %s: every type of protocol.md's table (bool8, int8 to int64, float32 and 64, date32, "
+                    "timestamp_us, decimal32, 64 and 128, string, binary), 9 of the 14 columns with nulls; buffers "
+                    "aligned to 64, 8 and 1; an empty batch; a batch over the record size; read back" % name)
 
 
 # Columns of the columnar cases: name, (protocol type, width, precision, scale, nullable), Spark type.
-COLUMNS = [
+COLUMNS = [  # every type of protocol.md's table; width None for string (11) and binary (12)
     ("id", (5, 8, 0, 0, True), "bigint"),
     ("s", (11, None, 0, 0, True), "string"),
     ("x", (4, 4, 0, 0, False), "int"),
     ("b", (1, 1, 0, 0, False), "boolean"),
     ("d", (10, 8, 12, 2, True), "decimal(12,2)"),
+    ("i8", (2, 1, 0, 0, True), "tinyint"),
+    ("i16", (3, 2, 0, 0, False), "smallint"),
+    ("f4", (6, 4, 0, 0, True), "float"),
+    ("f8", (7, 8, 0, 0, False), "double"),
+    ("day", (8, 4, 0, 0, True), "date"),
+    ("ts", (9, 8, 0, 0, False), "timestamp"),
+    ("bin", (12, None, 0, 0, True), "binary"),
+    ("d32", (13, 4, 7, 3, True), "decimal(7,3)"),
+    ("d128", (14, 16, 30, 5, True), "decimal(30,5)"),
 ]
-FIXED = {1: "<%dB", 4: "<%di", 5: "<%dq", 10: "<%dq"}
+FIXED = {1: "<%dB", 2: "<%db", 3: "<%dh", 4: "<%di", 5: "<%dq", 6: "<%df", 7: "<%dd", 8: "<%di", 9: "<%dq",
+         10: "<%dq", 13: "<%di"}  # decimal128 (14): 16 bytes, low 8 first (pack_fixed)
+VAR = (11, 12)
+
+
+def pack_fixed(typ, vals):
+    if typ == 14:
+        return b"".join(v.to_bytes(16, "little", signed=True) for v in vals)
+    return struct.pack(FIXED[typ] % len(vals), *vals)
+
+
+def unpack_fixed(typ, buf, pos, n):
+    if typ == 14:
+        return [int.from_bytes(buf[pos + 16 * r:pos + 16 * (r + 1)], "little", signed=True) for r in range(n)]
+    return list(struct.unpack_from(FIXED[typ] % n, buf, pos))
+
+
+def fixed_values(rng, typ, prec, rows):
+    """rows random values of a fixed-width type, within its precision (decimals)."""
+    if typ == 1:
+        return [rng.randrange(2) for _ in range(rows)]
+    if typ in (6, 7):  # values a float32 (float64) holds exactly
+        fmt = "<f" if typ == 6 else "<d"
+        return [struct.unpack(fmt, struct.pack(fmt, rng.uniform(-1e6, 1e6)))[0] for _ in range(rows)]
+    if typ in (10, 13, 14):
+        top = 10 ** prec
+        return [rng.randrange(-top + 1, top) for _ in range(rows)]
+    bits = {2: 8, 3: 16, 4: 32, 5: 64, 8: 32, 9: 64}[typ]
+    return [rng.randrange(-2 ** (bits - 1), 2 ** (bits - 1)) for _ in range(rows)]
 
 
 def build_columnar(rng, nparts, rows, align, pspan):
@@ -1862,14 +1900,10 @@ def build_columnar(rng, nparts, rows, align, pspan):
 
     cols, values = [], []
     for name, (typ, width, prec, scale, nullable), _ in COLUMNS:
-        if typ == 11:
+        if typ in VAR:
             vals = [make_bytes(rng, rng.randrange(0, 12)) for _ in range(rows)]
-        elif typ == 1:
-            vals = [rng.randrange(2) for _ in range(rows)]
-        elif typ == 4:
-            vals = [rng.randrange(-2**31, 2**31) for _ in range(rows)]
         else:
-            vals = [rng.randrange(-10**12 + 1, 10**12) for _ in range(rows)]
+            vals = fixed_values(rng, typ, prec, rows)
         v = o = (0, 0)
         if nullable:
             valid = [rng.random() < 0.8 for _ in range(rows)]
@@ -1881,14 +1915,14 @@ def build_columnar(rng, nparts, rows, align, pspan):
             values.append([x if ok else None for x, ok in zip(vals, valid)])
         else:
             values.append(vals)
-        if typ == 11:
+        if typ in VAR:
             offs = [0]
             for x in vals:
                 offs.append(offs[-1] + len(x))
             o = put(struct.pack("<%di" % (rows + 1), *offs))
             d = put(b"".join(vals))
         else:
-            d = put(struct.pack(FIXED[typ] % rows, *vals))
+            d = put(pack_fixed(typ, vals))
         cols.append(u8(typ) + u8(0) + u16(0) + i32(prec) + i32(scale) + string(name) +
                     i64(v[0]) + i64(v[1]) + i64(o[0]) + i64(o[1]) + i64(d[0]) + i64(d[1]))
     layout = i64(rows) + u32(len(cols)) + b"".join(cols) + lst(prow, i64)
@@ -1941,8 +1975,9 @@ def decode_blocks(data):
                 d = blk[pos:pos + dlen]
                 vals = [d[offs[r]:offs[r + 1]] for r in range(nrows)]
             else:
-                check(dlen == struct.calcsize(FIXED[t] % nrows), "type %d data length %d for %d rows" % (t, dlen, nrows))
-                vals = list(struct.unpack_from(FIXED[t] % nrows, blk, pos))
+                width = COLUMNS[len(cols)][1][1]
+                check(dlen == width * nrows, "type %d data length %d for %d rows" % (t, dlen, nrows))
+                vals = unpack_fixed(t, blk, pos, nrows)
             pos = pad8(pos + dlen)
             if valid is not None:
                 vals = [v if ok else None for v, ok in zip(vals, valid)]
@@ -1962,15 +1997,24 @@ def decode_kudo(data):
     while i < len(data):
         magic, R, N, V, O, T, C = struct.unpack_from(">4s6i", data, i)
         check(magic == b"KUD0", "kudo magic %r at %d" % (magic, i))
-        check(C == len(COLUMNS) and N >= 1 and R >= 0, "kudo header C %d N %d R %d" % (C, N, R))
+        # Flattened columns: a binary column is two, the list and its byte child.
+        flat = []
+        for k, (_, (typ, *_r), _) in enumerate(COLUMNS):
+            flat.append(k)
+            if typ == 12:
+                flat.append(None)  # the child: no validity, its bytes are the column's data
+        check(C == len(flat) and N >= 1 and R >= 0, "kudo header C %d N %d R %d, want C %d" % (C, N, R, len(flat)))
         bits = data[i + 28:i + 28 + (C + 7) // 8]
         H = 28 + (C + 7) // 8
-        has_v = [bool(bits[k // 8] >> (k % 8) & 1) for k in range(C)]
+        has_v = [bool(bits[f // 8] >> (f % 8) & 1) for f in range(C)]
+        for f, k in enumerate(flat):
+            want = k is not None and COLUMNS[k][1][4]
+            check(has_v[f] == want, "kudo flattened column %d: has-validity %s, want %s" % (f, has_v[f], want))
         pos = i + H
         valid = {}
         nbytes = (R + N - 1) // 8 - R // 8 + 1
-        for k in range(C):
-            if has_v[k]:
+        for f, k in enumerate(flat):
+            if has_v[f]:
                 vb = data[pos:pos + nbytes]
                 valid[k] = [bool(vb[(R % 8 + r) // 8] >> ((R % 8 + r) % 8) & 1) for r in range(N)]
                 pos += nbytes
@@ -1981,21 +2025,20 @@ def decode_kudo(data):
         offs = {}
         o0 = pos
         for k, (_, (typ, *_r), _) in enumerate(COLUMNS):
-            if typ == 11:
+            if typ in VAR:
                 offs[k] = struct.unpack_from("<%di" % (N + 1), data, pos)
                 pos += 4 * (N + 1)
         check(pos - o0 == O, "kudo offsets length %d, header says %d" % (pos - o0, O))
         cols = []
-        for k, (_, (typ, *_r), _) in enumerate(COLUMNS):
-            if typ == 11:
+        for k, (_, (typ, width, *_r), _) in enumerate(COLUMNS):
+            if typ in VAR:
                 o = offs[k]
                 d = data[pos:pos + o[-1] - o[0]]
                 vals = [d[o[r] - o[0]:o[r + 1] - o[0]] for r in range(N)]
                 pos += o[-1] - o[0]
             else:
-                fmt = FIXED[typ] % N
-                vals = list(struct.unpack_from(fmt, data, pos))
-                pos += struct.calcsize(fmt)
+                vals = unpack_fixed(typ, data, pos, N)
+                pos += width * N
             if k in valid:
                 vals = [v if ok else None for v, ok in zip(vals, valid[k])]
             cols.append(vals)
