@@ -21,7 +21,9 @@ With --daemon it also kills a daemon of its own with a map output in flight and 
 committed outputs (in Spark local dirs and in its root) are listed, read back and removed, the
 registry file names the application, the output in flight is gone with its temp files, and (as
 root) the owner is kept. And a daemon whose root disk is below --disk-low-watermark (a size, a
-percentage) refuses Open, naming the disk and its free bytes.
+percentage) refuses Open, naming the disk and its free bytes; one started with --retention 1s
+removes an application without a connection within its 30 s rounds (about 30 s of the run) and
+keeps one still connected.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd).
@@ -802,6 +804,7 @@ class Suite:
         self.peer_uids()
         self.restart()
         self.watermark()
+        self.retention()
 
     def handshake(self):
         c = Conn(self.sock)
@@ -1545,6 +1548,50 @@ class Suite:
                 check(rc == 0, "the %s daemon exited %d on SIGTERM" % (name, rc))
         self.ok("disk low watermark (a size, a percentage): Open refused ResourceExhausted naming the disk and "
                 "its free bytes, the connection kept")
+
+    def retention(self):
+        """protocol.md (after ListShuffles): an application with no connection for longer than
+        --retention is removed, looked for at start and every 30 s; one still connected stays."""
+        if not self.args.daemon:
+            self.skipped.append("retention (needs --daemon)")
+            return
+        tmp = os.path.join(self.args.tmp, "retention")
+        spark = os.path.join(tmp, "spark")
+        local = os.path.join(spark, "blockmgr-ret")
+        os.makedirs(local)
+        sock, proc = start_daemon(self.args.daemon, tmp, "retention", ["--allowed-roots", spark, "--retention", "1s"])
+        try:
+            def listed(c, app):
+                r = c.call(LIST_SHUFFLES, string(app))
+                got = r.lst(lambda: (r.i32(), r.i64(), r.i64()))
+                r.done()
+                return got
+            gone = Conn(sock)
+            gone.do_hello()
+            gone.dirs = gone.register("app-gone", "e1", local_dirs=[local], sub_dirs=4)
+            self.map_output(gone, lambda n: spark_path([local], 4, n), 1, 0, 3, "lz4", "ADLER32", [(0, 3, [10, 99])])
+            kept = Conn(sock)
+            kept.do_hello()
+            kept.dirs = kept.register("app-kept", "e1")
+            self.map_output(kept, self.flat(kept), 2, 0, 3, "lz4", "ADLER32", [(0, 3, [10, 99])])
+            gone.close()
+            t0 = time.time()
+            watch = Conn(sock)  # no registration: not a connection of either application
+            watch.do_hello()
+            while listed(watch, "app-gone"):
+                check(time.time() - t0 < 45, "app-gone still listed %.0f s after its last connection closed "
+                      "(--retention 1s, looked for every 30 s)" % (time.time() - t0))
+                time.sleep(0.5)
+            waited = time.time() - t0
+            check(not os.path.exists(spark_path([local], 4, "shuffle_1_0_0.data")), "app-gone's files remain")
+            check(listed(watch, "app-kept") and len(listed(kept, "app-kept")) == 1, "app-kept, still connected, was removed")
+            kept.close()
+            watch.close()
+            self.ok("retention 1s: an application without a connection removed %.0f s after it closed (within the "
+                    "30 s rounds), one still connected kept" % waited)
+        finally:
+            rc = stop_daemon(proc)
+            check(rc == 0, "the retention daemon exited %d on SIGTERM" % rc)
 
     def small_frames(self):
         """A daemon with --max-frame 65536: max_inline, frame and num_partitions bounds."""
