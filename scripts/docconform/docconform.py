@@ -23,7 +23,9 @@ registry file names the application, the output in flight is gone with its temp 
 root) the owner is kept. And a daemon whose root disk is below --disk-low-watermark (a size, a
 percentage) refuses Open, naming the disk and its free bytes; one started with --retention 1s
 removes an application without a connection within its 30 s rounds (about 30 s of the run) and
-keeps one still connected.
+keeps one still connected. As root able to mount, it gives a daemon an 8 MiB tmpfs root and fills
+and frees it: Open refused below --disk-low-watermark, still refused until free space is back
+above --disk-high-watermark.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd).
@@ -805,6 +807,7 @@ class Suite:
         self.restart()
         self.watermark()
         self.retention()
+        self.high_watermark()
 
     def handshake(self):
         c = Conn(self.sock)
@@ -1592,6 +1595,65 @@ class Suite:
         finally:
             rc = stop_daemon(proc)
             check(rc == 0, "the retention daemon exited %d on SIGTERM" % rc)
+
+    def high_watermark(self):
+        """README "Lifecycle and disks": a root disk below --disk-low-watermark refuses new map
+        outputs until its free space is back above --disk-high-watermark. The root is a small
+        tmpfs (root with CAP_SYS_ADMIN to mount it), filled and freed with a ballast file."""
+        if not self.args.daemon:
+            self.skipped.append("disk high watermark (needs --daemon)")
+            return
+        mnt = os.path.join(self.args.tmp, "hw-root")  # start_daemon's --root for "hw"
+        os.makedirs(mnt)
+        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipped.append("disk high watermark (needs root and CAP_SYS_ADMIN to mount a tmpfs)")
+            return
+        proc = None
+        try:
+            free = lambda: os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
+            ballast = os.path.join(mnt, "ballast")
+
+            def ballast_to(left):  # the ballast's size such that about left bytes stay free
+                with open(ballast, "ab") as f:
+                    size = os.path.getsize(ballast)
+                    want = max(0, size + free() - left)
+                    if want > size:
+                        os.posix_fallocate(f.fileno(), 0, want)
+                    else:
+                        f.truncate(want)
+
+            sock, proc = start_daemon(self.args.daemon, self.args.tmp, "hw",
+                                      ["--disk-low-watermark", "3MiB", "--disk-high-watermark", "5MiB"])
+            c = Conn(sock)
+            c.do_hello()
+            c.dirs = c.register("app-hw", "e1")
+            c.abort(c.open(1, 0, 2))  # 8 MiB free: above both
+            # The daemon reads statfs again once its figure is older than half a second (README):
+            # each change of the ballast is given that long to show.
+            settle = lambda: time.sleep(0.6)
+            ballast_to(2 << 20)
+            settle()
+            expect_error("ResourceExhausted", c.open, 1, 1, 2, field=mnt)
+            ballast_to(4 << 20)  # between the watermarks: still refused
+            check(3 << 20 < free() < 5 << 20, "free %d, want between the watermarks" % free())
+            settle()
+            expect_error("ResourceExhausted", c.open, 1, 2, 2, field=mnt)
+            os.remove(ballast)  # back above the high watermark
+            settle()
+            h = c.open(1, 3, 2)
+            c.batch_opaque(h, [0, 1, 2], b"hw")
+            read_output(self.flat(c), 1, 3, 2, "lz4", "ADLER32", 32 << 10, c.commit(h))
+            c.close()
+            self.ok("disk watermarks on an 8 MiB tmpfs root (low 3 MiB, high 5 MiB): Open refused below the low "
+                    "one naming the disk, still refused between them, taken again above the high one")
+        finally:
+            try:
+                if proc:
+                    rc = stop_daemon(proc)
+                    check(rc == 0, "the hw daemon exited %d on SIGTERM" % rc)
+            finally:
+                subprocess.run(["umount", mnt])
 
     def small_frames(self):
         """A daemon with --max-frame 65536: max_inline, frame and num_partitions bounds."""
