@@ -284,6 +284,13 @@ class Conn:
     def ping(self):
         self.call(PING, b"").done()
 
+    def shuffles(self, app):
+        """ListShuffles: (shuffle_id, map_outputs, bytes) per shuffle of app."""
+        r = self.call(LIST_SHUFFLES, string(app))
+        got = r.lst(lambda: (r.i32(), r.i64(), r.i64()))
+        r.done()
+        return got
+
     def stats(self):
         r = self.call(STATS, b"")
         st = {}
@@ -1442,12 +1449,6 @@ class Suite:
             return [os.path.join(d, f) for base in (local, root) for d, _, fs in os.walk(base)
                     for f in fs if f.endswith(".shuffled-tmp")]
 
-        def listed(c, app):
-            r = c.call(LIST_SHUFFLES, string(app))
-            got = r.lst(lambda: (r.i32(), r.i64(), r.i64()))
-            r.done()
-            return got
-
         def size(paths):
             return sum(os.path.getsize(p) for p in paths)
 
@@ -1487,12 +1488,12 @@ class Suite:
             check(temps() == [], "temp files left after the restart: %r" % temps())
             check(not os.path.exists(where("shuffle_3_1_0.data")), "the map output open at the crash was committed")
             files = [where("shuffle_3_0_0" + x) for x in (".data", ".index", ".checksum.CRC32C")]
-            got = listed(e, "app-restart")
+            got = e.shuffles("app-restart")
             check(got == [(3, 1, size(files))], "ShuffleList after the restart %r, want [(3, 1, %d)]" % (got, size(files)))
             after, _ = read_output(where, 3, 0, 6, "lz4", "CRC32C", 32 << 10, res)
             check(after == before, "the committed map output reads back otherwise after the restart")
             ffiles = [flat("shuffle_5_0_0" + x) for x in (".data", ".index", ".checksum.ADLER32")]
-            got = listed(e, "app-flat")
+            got = e.shuffles("app-flat")
             check(got == [(5, 1, size(ffiles))], "ShuffleList of the daemon-root application after the restart %r" % got)
             fafter, _ = read_output(flat, 5, 0, 3, "none", "ADLER32", 32 << 10, fres)
             check(fafter == fbefore, "the daemon-root map output reads back otherwise after the restart")
@@ -1564,11 +1565,6 @@ class Suite:
         os.makedirs(local)
         sock, proc = start_daemon(self.args.daemon, tmp, "retention", ["--allowed-roots", spark, "--retention", "1s"])
         try:
-            def listed(c, app):
-                r = c.call(LIST_SHUFFLES, string(app))
-                got = r.lst(lambda: (r.i32(), r.i64(), r.i64()))
-                r.done()
-                return got
             gone = Conn(sock)
             gone.do_hello()
             gone.dirs = gone.register("app-gone", "e1", local_dirs=[local], sub_dirs=4)
@@ -1581,13 +1577,13 @@ class Suite:
             t0 = time.time()
             watch = Conn(sock)  # no registration: not a connection of either application
             watch.do_hello()
-            while listed(watch, "app-gone"):
+            while watch.shuffles("app-gone"):
                 check(time.time() - t0 < 45, "app-gone still listed %.0f s after its last connection closed "
                       "(--retention 1s, looked for every 30 s)" % (time.time() - t0))
                 time.sleep(0.5)
             waited = time.time() - t0
             check(not os.path.exists(spark_path([local], 4, "shuffle_1_0_0.data")), "app-gone's files remain")
-            check(listed(watch, "app-kept") and len(listed(kept, "app-kept")) == 1, "app-kept, still connected, was removed")
+            check(watch.shuffles("app-kept") and len(kept.shuffles("app-kept")) == 1, "app-kept, still connected, was removed")
             kept.close()
             watch.close()
             self.ok("retention 1s: an application without a connection removed %.0f s after it closed (within the "
