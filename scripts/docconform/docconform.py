@@ -1291,6 +1291,18 @@ class Suite:
         self.ok("RegisterExecutor refusals (reserved, not plain, missing, outside the allowed roots, sub_dirs, "
                 "relative) keep the connection, which then registers")
 
+    def daemon_tree(self, name, *locals_):
+        """A directory of its own for a daemon started by one case: tmp/name, with tmp/name/spark
+        (for --allowed-roots) holding the Spark local dirs named locals_. Returns tmp, spark and
+        the local dirs' paths."""
+        tmp = os.path.join(self.args.tmp, name)
+        spark = os.path.join(tmp, "spark")
+        os.makedirs(spark)
+        dirs = [os.path.join(spark, d) for d in locals_]
+        for d in dirs:
+            os.makedirs(d)
+        return tmp, spark, dirs
+
     def as_peer(self, uid, gid, fn):
         """Runs fn() in a child process with uid and gid (and no other groups); returns what fn
         returns (JSON), or raises Fail with the child's failure."""
@@ -1328,15 +1340,10 @@ class Suite:
         owner, other, refused, group = 65534, 65533, 65532, 65534
         # Every uid must reach the socket: search permission down to it, the socket's group.
         os.chmod(self.args.tmp, 0o711)
-        tmp = os.path.join(self.args.tmp, "peers")
-        spark = os.path.join(tmp, "spark")
-        os.makedirs(spark)
+        tmp, spark, (mine, roots) = self.daemon_tree("peers", "blockmgr-owner", "blockmgr-root")
         os.chmod(tmp, 0o711)
         os.chmod(spark, 0o755)
-        mine, roots = os.path.join(spark, "blockmgr-owner"), os.path.join(spark, "blockmgr-root")
-        os.makedirs(mine)
         os.chown(mine, owner, group)
-        os.makedirs(roots)
         os.chmod(roots, 0o777)  # writable by all, but root's
         sub = 16
         # A hashed sub-dir that none of shuffle 1's files use, and a shuffle whose data file
@@ -1432,10 +1439,7 @@ class Suite:
         if not self.args.daemon:
             self.skipped.append("restart (needs --daemon)")
             return
-        tmp = os.path.join(self.args.tmp, "restart")
-        spark = os.path.join(tmp, "spark")
-        local = os.path.join(spark, "blockmgr-restart")
-        os.makedirs(local)
+        tmp, spark, (local,) = self.daemon_tree("restart", "blockmgr-restart")
         root = os.path.join(tmp, "restart-root")  # start_daemon's --root
         flags = ["--allowed-roots", spark]
         other, group = 65533, 65534
@@ -1559,10 +1563,7 @@ class Suite:
         if not self.args.daemon:
             self.skipped.append("retention (needs --daemon)")
             return
-        tmp = os.path.join(self.args.tmp, "retention")
-        spark = os.path.join(tmp, "spark")
-        local = os.path.join(spark, "blockmgr-ret")
-        os.makedirs(local)
+        tmp, spark, (local,) = self.daemon_tree("retention", "blockmgr-ret")
         sock, proc = start_daemon(self.args.daemon, tmp, "retention", ["--allowed-roots", spark, "--retention", "1s"])
         try:
             gone = Conn(sock)
