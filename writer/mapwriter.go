@@ -803,6 +803,7 @@ func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, se
 	if err != nil {
 		return "", segments{}, err
 	}
+	vfs.Preallocate(dst, 0, total) // its size is known: the writes skip block allocation
 	mres, err := merge.Merge(dst, runs, w.spec.NumPartitions, w.spec.Checksum)
 	if cerr := dst.Close(); err == nil && cerr != nil {
 		err = cerr

@@ -271,6 +271,9 @@ type run struct {
 	// stream has closed it, failed if after a failure.
 	progress         int
 	finished, failed bool
+	// taken: how many bytes the run has taken (a merge preallocates the
+	// data file for them).
+	taken int64
 	// streamed: a commit is merging the run as it fills, holding slices of
 	// its chunks; a spill then drops the chunks instead of reusing them.
 	streamed bool
@@ -333,6 +336,7 @@ func (ru *run) put(r *record) (int64, error) {
 		}
 	}
 	ru.add(r.partition, len(b), r.sum)
+	ru.taken += int64(len(b))
 	if r.partition > ru.progress {
 		ru.progress = r.partition
 		if ru.waiters > 0 {

@@ -14,6 +14,14 @@ import (
 // gathers before it writes.
 const flushBytes = 1 << 20
 
+// The streaming merge preallocates the data file for the bytes its runs
+// hold once its writes come within preallocAhead of what it allocated, and
+// not for fewer than preallocMin bytes at a time.
+const (
+	preallocAhead = 4 << 20
+	preallocMin   = 1 << 20
+)
+
 // streamMerge merges a map output of several runs held in memory while
 // they are still written: partition p goes to the data file as soon as
 // every run has moved past p. The workers encode a map output's records
@@ -93,18 +101,58 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 
 	cursors := make([]merge.Cursor, k)
 	offsets := make([]int64, k) // bytes of each run merged so far
+	taken := make([]int64, k)   // bytes each run had taken when last seen
 	var pending [][]byte
-	var pendingBytes, total int64
+	// total: bytes written; grown: bytes the Space admitted for the file;
+	// allocated: bytes preallocated (see preallocate).
+	var pendingBytes, total, grown, allocated int64
 	defer func() {
 		if err != nil { // what the Space admitted for the removed file
-			res.MergeBytes = total
+			res.MergeBytes = grown
 		}
 	}()
+	// reserve has the Space admit the file's first end bytes.
+	reserve := func(end int64) error {
+		if end <= grown {
+			return nil
+		}
+		if err := w.grow(end - grown); err != nil {
+			return err
+		}
+		grown = end
+		return nil
+	}
+	// preallocate allocates the data file's blocks for every byte the runs
+	// had taken when the merge last looked, once the writes come within preallocAhead of what
+	// is allocated: each of those bytes goes to the file, and the merge's
+	// writes, on its critical path once the last run has ended, then skip
+	// the file system's block allocation.
+	preallocate := func() error {
+		if allocated-(total+pendingBytes) >= preallocAhead {
+			return nil
+		}
+		var known int64
+		for _, n := range taken {
+			known += n
+		}
+		if known-allocated < preallocMin {
+			return nil
+		}
+		if err := reserve(known); err != nil {
+			return err
+		}
+		vfs.Preallocate(dst, allocated, known-allocated)
+		allocated = known
+		return nil
+	}
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
-		if err := w.grow(pendingBytes); err != nil {
+		if err := preallocate(); err != nil {
+			return err
+		}
+		if err := reserve(total + pendingBytes); err != nil {
 			return err
 		}
 		err := merge.WriteBuffers(dst, pending)
@@ -135,7 +183,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 		if err := flush(); err != nil {
 			return err
 		}
-		if err := w.grow(n); err != nil {
+		if err := reserve(total + n); err != nil {
 			return err
 		}
 		if _, err := vfs.CopyRange(dst, f, off, n); err != nil {
@@ -186,6 +234,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 				ru.cond.Wait()
 				ru.waiters--
 			}
+			taken[i] = ru.taken
 			if ru.finished && ru.failed || ctx.Err() != nil || w.stopped() != nil {
 				ru.mu.Unlock()
 				if err := ended(i); err != nil {

@@ -13,8 +13,9 @@ type file struct {
 }
 
 var (
-	_ vfs.File        = (*file)(nil)
-	_ vfs.RangeCopier = (*file)(nil)
+	_ vfs.File         = (*file)(nil)
+	_ vfs.RangeCopier  = (*file)(nil)
+	_ vfs.Preallocator = (*file)(nil)
 )
 
 func (f *file) Name() string { return f.inner.Name() }
@@ -75,6 +76,10 @@ func (f *file) Close() error {
 	}
 	return cerr
 }
+
+// Preallocate passes through to the inner file: it is advisory and
+// reports nothing, so there is no failure to inject.
+func (f *file) Preallocate(off, n int64) { vfs.Preallocate(f.inner, off, n) }
 
 // CopyFrom is vfs.CopyRange into f: one counted operation, then the copy
 // between the inner files, so OS files still copy in the kernel.
