@@ -1,0 +1,51 @@
+package wakeup
+
+import (
+	"encoding/binary"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const pipeSupported = true
+
+// pipeWaiter starts a thread that blocks in read(2) on a pipe and records,
+// for each 8-byte time it reads, how long after it the read returned. It
+// returns the function that writes a time to the pipe, and the one that
+// closes the pipe and returns the latencies.
+func pipeWaiter(b *testing.B) (write func(time.Time), results func() []time.Duration) {
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer syscall.Close(fds[0])
+		runtime.LockOSThread() // the thread blocks in the kernel, not in Go's scheduler
+		defer runtime.UnlockOSThread()
+		buf := make([]byte, 8)
+		for {
+			n, err := syscall.Read(fds[0], buf)
+			if err != nil || n < len(buf) {
+				return
+			}
+			lat = append(lat, time.Duration(time.Now().UnixNano()-int64(binary.LittleEndian.Uint64(buf))))
+		}
+	}()
+	buf := make([]byte, 8)
+	write = func(t time.Time) {
+		binary.LittleEndian.PutUint64(buf, uint64(t.UnixNano()))
+		if _, err := syscall.Write(fds[1], buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	results = func() []time.Duration {
+		syscall.Close(fds[1])
+		<-done
+		return lat
+	}
+	return write, results
+}

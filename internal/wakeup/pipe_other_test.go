@@ -1,0 +1,14 @@
+//go:build !linux
+
+package wakeup
+
+import (
+	"testing"
+	"time"
+)
+
+const pipeSupported = false
+
+func pipeWaiter(b *testing.B) (func(time.Time), func() []time.Duration) {
+	return nil, nil
+}
