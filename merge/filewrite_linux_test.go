@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shuffled/shuffled/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +20,12 @@ import (
 //   - writev: one thread, WriteBuffers of 1 MiB (the merge's own writes);
 //   - pwrite-N: N threads, each vectored writes of 1 MiB at its own offsets;
 //   - mmap-N: the file sized first, then N threads copying into a shared
-//     mapping of it.
+//     mapping of it;
+//   - writev-prealloc: writev after one vfs.Preallocate of the whole file
+//     (the call timed), as the merge of run files does;
+//   - writev-prealloc-ahead: writev with a Preallocate of the next 4 MiB
+//     each time the writes reach the end of the last, as the streaming
+//     merge does.
 //
 // On ext4 and tmpfs buffered writes to one file take its inode's lock, so
 // pwrite-N cannot beat writev; mmap-N pays a page fault per page.
@@ -63,6 +69,26 @@ func BenchmarkFileWrite(b *testing.B) {
 		}
 		return nil
 	}}}
+	modes = append(modes, struct {
+		name  string
+		write func(f *os.File) error
+	}{"writev-prealloc", func(f *os.File) error {
+		vfs.Preallocate(f, 0, total)
+		return modes[0].write(f)
+	}}, struct {
+		name  string
+		write func(f *os.File) error
+	}{"writev-prealloc-ahead", func(f *os.File) error {
+		for off := 0; off < total; off += 1 << 20 {
+			if off%(4<<20) == 0 {
+				vfs.Preallocate(f, int64(off), min(4<<20, int64(total-off)))
+			}
+			if err := WriteBuffers(f, pieces(off, min(1<<20, total-off))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
 	for _, n := range []int{4, 16} {
 		modes = append(modes, struct {
 			name  string

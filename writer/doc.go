@@ -28,6 +28,8 @@
 // that merge start at the batch's first record instead, since no run can
 // follow. Runs in files are merged after they end (package merge, by
 // reading them a window at a time, large segments copied in the kernel).
+// Both merges preallocate the data file (vfs.Preallocate) for bytes their
+// runs hold before they write them, and only for those.
 //
 // Producers hand records to the workers through the job queue's inbox,
 // under a lock of their own; workers take the inbox into the map outputs'
