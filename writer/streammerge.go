@@ -111,7 +111,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 			res.MergeBytes = grown
 		}
 	}()
-	// reserve has the Space admit the file's first end bytes.
+	// reserve has the Space admit the file's bytes up to end.
 	reserve := func(end int64) error {
 		if end <= grown {
 			return nil
@@ -123,10 +123,11 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 		return nil
 	}
 	// preallocate allocates the data file's blocks for every byte the runs
-	// had taken when the merge last looked, once the writes come within preallocAhead of what
-	// is allocated: each of those bytes goes to the file, and the merge's
-	// writes, on its critical path once the last run has ended, then skip
-	// the file system's block allocation.
+	// had taken when the merge last looked at them, once the writes come
+	// within preallocAhead of what is allocated: each of those bytes goes
+	// to the file, and the merge's writes, on its critical path once the
+	// last run has ended, then skip the file system's block allocation.
+	// (taken only grows, so allocated never passes what the file gets.)
 	preallocate := func() error {
 		if allocated-(total+pendingBytes) >= preallocAhead {
 			return nil
