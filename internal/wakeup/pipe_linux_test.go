@@ -49,3 +49,20 @@ func pipeWaiter(b *testing.B) (write func(time.Time), results func() []time.Dura
 	}
 	return write, results
 }
+
+// threadWaiters starts n threads, each blocked in read(2) on a pipe of its
+// own.
+func threadWaiters(b *testing.B, n int) (func(int, time.Time), func() [][]time.Duration) {
+	writes := make([]func(time.Time), n)
+	results := make([]func() []time.Duration, n)
+	for i := range n {
+		writes[i], results[i] = pipeWaiter(b)
+	}
+	return func(i int, t time.Time) { writes[i](t) }, func() [][]time.Duration {
+		lat := make([][]time.Duration, n)
+		for i, r := range results {
+			lat[i] = r()
+		}
+		return lat
+	}
+}

@@ -1,8 +1,12 @@
 package wakeup
 
 import (
+	"encoding/binary"
+	"io"
+	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,4 +87,123 @@ func BenchmarkWakeup(b *testing.B) {
 		}
 		report(b, results())
 	})
+}
+
+// burst is how many waiters a burst wakes at once.
+const burst = 15
+
+// BenchmarkWakeupBurst wakes 15 waiters at once from one goroutine that
+// then keeps running, as a producer's batch wakes the writer's idle
+// workers, after every CPU but the sender's has been idle 2 ms: each
+// waiter's latency from the burst's start (p50-us, p90-us, p99-us over
+// every waiter of every burst; last-us, the median of each burst's
+// slowest). chan: goroutines blocked on channel receives (the job queue's
+// tokens); netpoll: goroutines blocked reading pipes through the runtime's
+// poller; thread (Linux): threads blocked in read(2) on pipes.
+func BenchmarkWakeupBurst(b *testing.B) {
+	kinds := []struct {
+		name  string
+		start func(b *testing.B, n int) (wake func(i int, t time.Time), stop func() [][]time.Duration)
+	}{{"chan", chanWaiters}, {"netpoll", netpollWaiters}}
+	if pipeSupported {
+		kinds = append(kinds, struct {
+			name  string
+			start func(b *testing.B, n int) (wake func(i int, t time.Time), stop func() [][]time.Duration)
+		}{"thread", threadWaiters})
+	}
+	for _, k := range kinds {
+		b.Run(k.name, func(b *testing.B) {
+			wake, stop := k.start(b, burst)
+			for b.Loop() {
+				time.Sleep(idle)
+				spin(50 * time.Microsecond)
+				t := time.Now()
+				for i := range burst {
+					wake(i, t)
+				}
+				spin(2 * time.Millisecond)
+			}
+			per := stop()
+			var all, last []time.Duration
+			for round := range per[0] {
+				var slowest time.Duration
+				for i := range per {
+					if round < len(per[i]) {
+						all = append(all, per[i][round])
+						slowest = max(slowest, per[i][round])
+					}
+				}
+				last = append(last, slowest)
+			}
+			report(b, all)
+			if len(last) > 0 {
+				slices.Sort(last)
+				b.ReportMetric(float64(last[len(last)/2])/1e3, "last-us")
+			}
+		})
+	}
+}
+
+// chanWaiters starts n goroutines, each receiving times on a channel of
+// its own and recording how long after them it ran.
+func chanWaiters(b *testing.B, n int) (func(int, time.Time), func() [][]time.Duration) {
+	chs := make([]chan time.Time, n)
+	lat := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		chs[i] = make(chan time.Time, 1)
+		wg.Go(func() {
+			for t := range chs[i] {
+				lat[i] = append(lat[i], time.Since(t))
+			}
+		})
+	}
+	return func(i int, t time.Time) { chs[i] <- t }, func() [][]time.Duration {
+		for _, ch := range chs {
+			close(ch)
+		}
+		wg.Wait()
+		return lat
+	}
+}
+
+// netpollWaiters starts n goroutines, each reading 8-byte times from a
+// pipe of its own through the runtime's poller.
+func netpollWaiters(b *testing.B, n int) (func(int, time.Time), func() [][]time.Duration) {
+	rs := make([]*os.File, n)
+	ws := make([]*os.File, n)
+	lat := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs[i], ws[i] = r, w
+		wg.Go(func() {
+			buf := make([]byte, 8)
+			for {
+				if _, err := io.ReadFull(r, buf); err != nil {
+					return
+				}
+				lat[i] = append(lat[i], time.Duration(time.Now().UnixNano()-int64(binary.LittleEndian.Uint64(buf))))
+			}
+		})
+	}
+	buf := make([]byte, 8)
+	return func(i int, t time.Time) {
+			binary.LittleEndian.PutUint64(buf, uint64(t.UnixNano()))
+			if _, err := ws[i].Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}, func() [][]time.Duration {
+			for _, w := range ws {
+				w.Close()
+			}
+			wg.Wait()
+			for _, r := range rs {
+				r.Close()
+			}
+			return lat
+		}
 }
