@@ -10,9 +10,11 @@
 // is a maximal stretch of records with non-decreasing partition ids, so
 // writing a run's records in arrival order writes its partitions in order
 // and the bytes of each partition in arrival order, whatever order the
-// workers finish in. Map
-// outputs take turns at the workers, and a map output's records go by
-// partition, then run, so its runs are encoded side by side.
+// workers finish in. The workers take the map output queued longest, so
+// that map outputs finish one after another, and give another a turn once
+// it has waited a millisecond, so that none waits behind another's whole
+// queue; a map output's records go by partition, then run, so its runs
+// are encoded side by side.
 //
 // The first run streams to a partial file, which becomes the data file by
 // rename if no other run follows. A record whose partition id is lower than

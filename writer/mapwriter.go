@@ -51,6 +51,7 @@ type MapWriter struct {
 	held    []*record    // admitted, not yet queued on their stream nor submitted (see enqueue)
 	credit  int64        // limiter quota taken ahead for the next records (see takeCredit)
 	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
+	turnAt  int64        // when it last had a turn, or got its first job since (the engine's queue owns it)
 
 	// spaceCredit: bytes the Space admitted for a data file removed
 	// before it was done (a dropped early merge); the next merge takes

@@ -746,10 +746,58 @@ func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, s
 	return spec, ops, res, err
 }
 
+// TestMapOutputsGoOneAfterAnother checks that of two map outputs queued
+// whole, the one queued first is encoded first: with a clock that does
+// not move (so that no map output ever waits turnWait), the second's
+// records wait until the first has none queued. Taking turns record by
+// record, the two would go side by side and the second have about none
+// left when the first commits.
+func TestMapOutputsGoOneAfterAnother(t *testing.T) {
+	e := newEngine(t, WithLimit(256<<20), WithWorkers(1))
+	e.jobs.mu.Lock()
+	e.jobs.clock = func() int64 { return 1 }
+	e.jobs.mu.Unlock()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(43, 1))
+	const n = 100
+	data := make([][]byte, 2*n)
+	for i := range data {
+		data[i] = payload(rng, 64<<10) // a pop each
+	}
+	open := func(m int64) *MapWriter {
+		w, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 8, Map: m}, NumPartitions: n, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := range n {
+			if err := w.Write(ctx, p, data[int(m-1)*n+p]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w
+	}
+	a, b := open(1), open(2)
+	if _, err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.jobs.mu.Lock()
+	e.jobs.takeInbox()
+	left := len(b.jobs)
+	e.jobs.mu.Unlock()
+	if left < n-n/10 {
+		t.Errorf("the second map output had %d of its %d records queued when the first committed: want at least %d, the first encoded before it", left, n, n-n/10)
+	}
+	if _, err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkQuiet(t, e)
+}
+
 // TestMapOutputsTakeTurns checks that a map output with a long queue of
-// records does not hold back another one: the workers take one record of
-// each in turn, so a small map output commits while most of a large one's
-// queued records still wait (in arrival order it would wait for them all).
+// records does not hold back another one: it has a turn once it has
+// waited turnWait, so a small map output commits while most of a large
+// one's queued records still wait (in arrival order it would wait for
+// them all).
 func TestMapOutputsTakeTurns(t *testing.T) {
 	e := newEngine(t, WithLimit(256<<20), WithWorkers(1))
 	ctx := context.Background()
