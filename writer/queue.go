@@ -2,6 +2,7 @@ package writer
 
 import (
 	"container/heap"
+	"slices"
 	"sync"
 	"time"
 )
@@ -90,9 +91,10 @@ func (q *jobQueue) takeInbox() (woke bool) {
 // pop appends to rs the next records of the map output whose turn it is
 // (see next): records of up to popBytes of input together (at least one),
 // so that a worker takes the queue's lock once per that much work rather
-// than once per small record. It returns rs empty once the queue is closed and empty.
-// A producer that slept on the inbox's lock meanwhile marks wk (when not
-// nil) as having woken it, and a wait for records marks it as waited.
+// than once per small record. It returns rs empty once the queue is
+// closed and empty. A producer that slept on the inbox's lock meanwhile
+// marks wk (when not nil) as having woken it, and a wait for records marks
+// it as waited.
 func (q *jobQueue) pop(rs []*record, wk *worker) []*record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -135,7 +137,7 @@ func (q *jobQueue) pop(rs []*record, wk *worker) []*record {
 	}
 	q.queued -= len(rs) - k
 	if len(w.jobs) == 0 {
-		q.turns = append(q.turns[:i], q.turns[i+1:]...)
+		q.turns = slices.Delete(q.turns, i, i+1)
 	}
 	return rs
 }
