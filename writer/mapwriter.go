@@ -51,7 +51,11 @@ type MapWriter struct {
 	held    []*record    // admitted, not yet queued on their stream nor submitted (see enqueue)
 	credit  int64        // limiter quota taken ahead for the next records (see takeCredit)
 	jobs    jobHeap      // records waiting for a worker (the engine's queue owns it)
-	turnAt  int64        // when it last had a turn, or got its first job since (the engine's queue owns it)
+	// Its places in the engine's job queue, which owns them: when it last
+	// had a turn (or got its first job since), and its neighbours in the
+	// queue's two lists (byArrival, byTurn).
+	turnAt             int64
+	turnPrev, turnNext [2]*MapWriter
 
 	// spaceCredit: bytes the Space admitted for a data file removed
 	// before it was done (a dropped early merge); the next merge takes

@@ -2,19 +2,20 @@ package writer
 
 import (
 	"container/heap"
-	"slices"
 	"sync"
 	"time"
 )
 
 // jobQueue holds admitted records until a worker encodes them. A worker
 // takes a record (or popBytes of small ones) of the map output queued
-// longest, unless another has waited turnWait since its last turn: that
-// one has a turn first. Map outputs are so encoded one after another
-// rather than side by side, and one commits while the others still hold
-// work for the pool (side by side, they all wait in Commit at once with
-// less work left than workers); and none waits behind another's queue for
-// more than turnWait per map output ahead of it. Within a map output,
+// longest, unless another has waited turnWait since its last turn: the
+// one that has waited longest then has a turn first. Map outputs are so
+// encoded one after another rather than side by side, and one commits
+// while the others still hold work for the pool (side by side, they all
+// wait in Commit at once with less work left than workers); and none
+// waits behind another's queue for longer than turnWait, or, with more map
+// outputs waiting than the pool serves pops per turnWait, than a round of
+// turns among them all. Within a map output,
 // records go by partition, then run, then arrival: a map output whose runs
 // were admitted before the workers got far is encoded partition by
 // partition across its runs, and its commit can write each partition as
@@ -30,8 +31,10 @@ import (
 // then waited 1.9 ms to run (an execution trace); its hand-over of the
 // batches went from 12.6 to 7.4 ms with the inbox.
 type jobQueue struct {
-	mu     sync.Mutex   // the workers': turns, queued, closed, every jobHeap and MapWriter.turnAt
-	turns  []*MapWriter // map outputs with queued records, queued longest first
+	mu sync.Mutex // the workers': turns, queued, closed, every jobHeap and the MapWriters' turn fields
+	// turns holds the map outputs with queued records twice: byArrival,
+	// queued longest first; byTurn, longest since its last turn first.
+	turns  [2]turnList
 	queued int
 	closed bool
 	spare  []*record // the inbox's other buffer
@@ -79,7 +82,8 @@ func (q *jobQueue) takeInbox() (woke bool) {
 				now = q.clock()
 			}
 			w.turnAt = now
-			q.turns = append(q.turns, w)
+			q.turns[byArrival].push(w, byArrival)
+			q.turns[byTurn].push(w, byTurn)
 		}
 	}
 	q.queued += len(recs)
@@ -126,8 +130,7 @@ func (q *jobQueue) pop(rs []*record, wk *worker) []*record {
 		}
 		q.mu.Lock()
 	}
-	i := q.next(q.clock())
-	w := q.turns[i]
+	w := q.next(q.clock())
 	var n int64
 	k := len(rs)
 	for len(w.jobs) > 0 && (n == 0 || n+w.jobs[0].quota <= popBytes) {
@@ -137,31 +140,70 @@ func (q *jobQueue) pop(rs []*record, wk *worker) []*record {
 	}
 	q.queued -= len(rs) - k
 	if len(w.jobs) == 0 {
-		q.turns = slices.Delete(q.turns, i, i+1)
+		q.turns[byArrival].remove(w, byArrival)
+		q.turns[byTurn].remove(w, byTurn)
 	}
 	return rs
 }
 
-// turnWait bounds how long a map output with queued records waits for a
-// turn while another's are encoded (with k map outputs ahead of it, k
-// times that at most): the time to encode a few pops' worth on one core.
+// turnWait is how long a map output with queued records waits for a turn
+// while another's are encoded: the time to encode a few pops' worth on
+// one core.
 const turnWait = int64(time.Millisecond)
 
-// next returns the index in turns of the map output whose turn it is at
-// now (q.clock) and starts its turn: the first that has waited turnWait
-// since its last turn, else the one queued longest. The caller holds q.mu
-// and turns is not empty. It scans turns, the map outputs with records
-// queued (a few dozen), once per pop of up to popBytes of encoding.
-func (q *jobQueue) next(now int64) int {
-	i := 0
-	for j, w := range q.turns[1:] {
-		if now-w.turnAt >= turnWait {
-			i = j + 1
-			break
-		}
+// next returns the map output whose turn it is at now (q.clock) and
+// starts its turn: the one that has waited longest since its last turn,
+// if that is turnWait, else the one queued longest. The caller holds q.mu
+// and a map output has records queued. Both lists are in order (a map
+// output goes to the back of byTurn at each turn, with the latest time),
+// so it looks at their heads only.
+func (q *jobQueue) next(now int64) *MapWriter {
+	w := q.turns[byArrival].head
+	c := q.turns[byTurn].head
+	if c == w {
+		c = c.turnNext[byTurn]
 	}
-	q.turns[i].turnAt = now
-	return i
+	if c != nil && now-c.turnAt >= turnWait {
+		w = c
+	}
+	w.turnAt = now
+	q.turns[byTurn].remove(w, byTurn)
+	q.turns[byTurn].push(w, byTurn)
+	return w
+}
+
+// The job queue's two lists of map outputs (jobQueue.turns).
+const (
+	byArrival = iota
+	byTurn
+)
+
+// turnList is a list of map outputs through their turnPrev[k] and
+// turnNext[k], k being the list's index in jobQueue.turns.
+type turnList struct{ head, tail *MapWriter }
+
+func (l *turnList) push(w *MapWriter, k int) {
+	w.turnPrev[k], w.turnNext[k] = l.tail, nil
+	if l.tail != nil {
+		l.tail.turnNext[k] = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+}
+
+func (l *turnList) remove(w *MapWriter, k int) {
+	if p := w.turnPrev[k]; p != nil {
+		p.turnNext[k] = w.turnNext[k]
+	} else {
+		l.head = w.turnNext[k]
+	}
+	if n := w.turnNext[k]; n != nil {
+		n.turnPrev[k] = w.turnPrev[k]
+	} else {
+		l.tail = w.turnPrev[k]
+	}
+	w.turnPrev[k], w.turnNext[k] = nil, nil
 }
 
 // nanotime is the monotonic clock in nanoseconds.
