@@ -1,7 +1,6 @@
 package wakeup
 
 import (
-	"encoding/binary"
 	"runtime"
 	"syscall"
 	"testing"
@@ -32,12 +31,12 @@ func pipeWaiter(b *testing.B) (write func(time.Time), results func() []time.Dura
 			if err != nil || n < len(buf) {
 				return
 			}
-			lat = append(lat, time.Duration(time.Now().UnixNano()-int64(binary.LittleEndian.Uint64(buf))))
+			lat = append(lat, since(buf))
 		}
 	}()
 	buf := make([]byte, 8)
 	write = func(t time.Time) {
-		binary.LittleEndian.PutUint64(buf, uint64(t.UnixNano()))
+		stamp(buf, t)
 		if _, err := syscall.Write(fds[1], buf); err != nil {
 			b.Fatal(err)
 		}
@@ -52,7 +51,7 @@ func pipeWaiter(b *testing.B) (write func(time.Time), results func() []time.Dura
 
 // threadWaiters starts n threads, each blocked in read(2) on a pipe of its
 // own.
-func threadWaiters(b *testing.B, n int) (func(int, time.Time), func() [][]time.Duration) {
+var threadWaiters waiters = func(b *testing.B, n int) (func(int, time.Time), func() [][]time.Duration) {
 	writes := make([]func(time.Time), n)
 	results := make([]func() []time.Duration, n)
 	for i := range n {

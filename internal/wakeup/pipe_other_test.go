@@ -13,6 +13,4 @@ func pipeWaiter(b *testing.B) (func(time.Time), func() []time.Duration) {
 	return nil, nil
 }
 
-func threadWaiters(b *testing.B, n int) (func(int, time.Time), func() [][]time.Duration) {
-	return nil, nil
-}
+var threadWaiters waiters // no thread waiters on this platform

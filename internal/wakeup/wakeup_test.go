@@ -103,12 +103,12 @@ const burst = 15
 func BenchmarkWakeupBurst(b *testing.B) {
 	kinds := []struct {
 		name  string
-		start func(b *testing.B, n int) (wake func(i int, t time.Time), stop func() [][]time.Duration)
+		start waiters
 	}{{"chan", chanWaiters}, {"netpoll", netpollWaiters}}
 	if pipeSupported {
 		kinds = append(kinds, struct {
 			name  string
-			start func(b *testing.B, n int) (wake func(i int, t time.Time), stop func() [][]time.Duration)
+			start waiters
 		}{"thread", threadWaiters})
 	}
 	for _, k := range kinds {
@@ -142,6 +142,20 @@ func BenchmarkWakeupBurst(b *testing.B) {
 			}
 		})
 	}
+}
+
+// waiters starts n waiters and returns the function that wakes waiter i
+// with the time t of its wake-up, and the one that ends them and returns
+// each one's latencies.
+type waiters func(b *testing.B, n int) (wake func(i int, t time.Time), stop func() [][]time.Duration)
+
+// stamp writes t into buf (8 bytes) for a waiter that reads it back with
+// since.
+func stamp(buf []byte, t time.Time) { binary.LittleEndian.PutUint64(buf, uint64(t.UnixNano())) }
+
+// since returns how long ago the time stamp wrote into buf was.
+func since(buf []byte) time.Duration {
+	return time.Duration(time.Now().UnixNano() - int64(binary.LittleEndian.Uint64(buf)))
 }
 
 // chanWaiters starts n goroutines, each receiving times on a channel of
@@ -186,13 +200,13 @@ func netpollWaiters(b *testing.B, n int) (func(int, time.Time), func() [][]time.
 				if _, err := io.ReadFull(r, buf); err != nil {
 					return
 				}
-				lat[i] = append(lat[i], time.Duration(time.Now().UnixNano()-int64(binary.LittleEndian.Uint64(buf))))
+				lat[i] = append(lat[i], since(buf))
 			}
 		})
 	}
 	buf := make([]byte, 8)
 	return func(i int, t time.Time) {
-			binary.LittleEndian.PutUint64(buf, uint64(t.UnixNano()))
+			stamp(buf, t)
 			if _, err := ws[i].Write(buf); err != nil {
 				b.Fatal(err)
 			}
