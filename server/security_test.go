@@ -381,6 +381,41 @@ func TestCommitFreesItsSlotBeforeItsResult(t *testing.T) {
 	}
 }
 
+// TestShutdownSendsCommitResults commits a map output while the daemon
+// drains, many times: the Commit that ends the last open map output gets
+// its result. (A commit ends its map output before it replies, so the
+// drain, seeing none open, used to close the connection in between.)
+func TestShutdownSendsCommitResults(t *testing.T) {
+	ctx := context.Background()
+	for i := range 200 {
+		d := startDaemon(t, nil)
+		c := dial(t, d, "a")
+		mo, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: 0, NumPartitions: 1, Kind: protocol.KindOpaque})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mo.WriteOpaque(ctx, []byte("x"), []int64{0, 1}); err != nil {
+			t.Fatal(err)
+		}
+		stopped := make(chan error, 1)
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			stopped <- d.s.Shutdown(sctx)
+		}()
+		for !d.s.isDraining() { // the drain waits for this map output
+			time.Sleep(50 * time.Microsecond)
+		}
+		if _, err := mo.Commit(ctx); err != nil {
+			t.Fatalf("round %d: Commit while the daemon drains: %v", i, err)
+		}
+		if err := <-stopped; err != nil {
+			t.Fatalf("round %d: Shutdown: %v", i, err)
+		}
+		d.s = nil // stopped
+	}
+}
+
 // TestMemfdRegionWithHoles refuses a memfd region that is a hole although
 // the memfd has as many bytes written elsewhere: the rule is on the
 // region's own pages (SEEK_HOLE), not on the memfd's total.

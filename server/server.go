@@ -289,9 +289,9 @@ func (s *Server) outputEnded(o *output) {
 }
 
 // Shutdown drains the daemon: it stops accepting connections and new map
-// outputs, lets open map outputs finish until ctx ends, then closes every
-// connection (aborting what is still open), waits for the sessions, and
-// stops the engine. It returns how many map outputs the deadline aborted
+// outputs, lets open map outputs finish (and their commits send their
+// results) until ctx ends, then closes every connection (aborting what is
+// still open), waits for the sessions, and stops the engine. It returns how many map outputs the deadline aborted
 // as an error, or nil.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -319,6 +319,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.mu.Lock()
 			aborted = s.mu.open
 			s.mu.Unlock()
+		}
+	}
+	if aborted == 0 {
+		// Every map output has ended, but a commit ends its map output
+		// before it sends the result (see session.commit): let the
+		// results go out before the connections close.
+		s.mu.Lock()
+		sessions := make([]*session, 0, len(s.mu.sessions))
+		for sess := range s.mu.sessions {
+			sessions = append(sessions, sess)
+		}
+		s.mu.Unlock()
+		replied := make(chan struct{})
+		go func() {
+			for _, sess := range sessions {
+				sess.commits.Wait()
+			}
+			close(replied)
+		}()
+		select {
+		case <-replied:
+		case <-ctx.Done():
 		}
 	}
 	s.mu.Lock()
