@@ -24,6 +24,9 @@ func blockInputs(t testing.TB) map[string][]byte {
 		"u16":      textData(lz4U16Limit, 5),
 		"large":    textData(1<<20, 6),
 	}
+	for i, b := range blockShapes() {
+		in[fmt.Sprintf("shape-%d", i)] = b
+	}
 	for _, name := range []string{"lineitem", "text"} {
 		c := corpus(t, name)
 		for _, n := range []int{100, 4096, DefaultBlockSize - 1, DefaultBlockSize, 64 << 10} {
@@ -141,4 +144,39 @@ func FuzzLZ4Block(f *testing.F) {
 			t.Fatalf("compress of %d bytes wrote past its bound %d", len(src), bound)
 		}
 	})
+}
+
+// blockShapes are inputs built to reach every branch of the block
+// compressor: literal runs and matches of lengths around the token's and
+// the length bytes' thresholds, matches at the largest offsets a block
+// allows, and every length from 1 to 300.
+func blockShapes() [][]byte {
+	var in [][]byte
+	for n := 1; n <= 300; n++ {
+		in = append(in, textData(n, uint64(n)))
+	}
+	rng := uint64(7)
+	next := func(k int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int(rng>>33) % k
+	}
+	for _, lit := range []int{0, 1, 14, 15, 16, 269, 270, 271, 600} {
+		for _, m := range []int{4, 18, 19, 20, 273, 274, 1038, 1039, 1040, 3000} {
+			b := randomData(16, uint64(lit))
+			for len(b) < DefaultBlockSize {
+				fresh := randomData(lit, uint64(len(b)))
+				b = append(b, fresh...)
+				from := max(0, len(b)-next(4096)-m)
+				for i := 0; i < m && len(b) < DefaultBlockSize; i++ {
+					b = append(b, b[from+i])
+				}
+			}
+			in = append(in, b)
+		}
+	}
+	// Matches 65 535 bytes back, the offset's limit, in a block just under
+	// the byU16 table's limit.
+	far := randomData(lz4U16Limit-1, 11)
+	copy(far[65535:], far[:lz4U16Limit-1-65535])
+	return append(in, far, randomData(lz4U16Limit-1, 12), make([]byte, lz4U16Limit-1))
 }
