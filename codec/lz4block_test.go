@@ -146,10 +146,10 @@ func FuzzLZ4Block(f *testing.F) {
 	})
 }
 
-// blockShapes are inputs built to reach every branch of the block
-// compressor: literal runs and matches of lengths around the token's and
-// the length bytes' thresholds, matches at the largest offsets a block
-// allows, and every length from 1 to 300.
+// blockShapes are inputs at the block format's thresholds: literal runs
+// and matches of lengths around where the token's nibble and each length
+// byte run out (15, 15 + 255, 15 + 4*255), matches at the largest offset a
+// block allows, and every input length from 1 to 300.
 func blockShapes() [][]byte {
 	var in [][]byte
 	for n := 1; n <= 300; n++ {
