@@ -291,8 +291,8 @@ func (s *Server) outputEnded(o *output) {
 // Shutdown drains the daemon: it stops accepting connections and new map
 // outputs, lets open map outputs finish (and their commits send their
 // results) until ctx ends, then closes every connection (aborting what is
-// still open), waits for the sessions, and stops the engine. It returns how many map outputs the deadline aborted
-// as an error, or nil.
+// still open), waits for the sessions, and stops the engine. It returns
+// how many map outputs the deadline aborted as an error, or nil.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.mu.draining {
