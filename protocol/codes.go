@@ -18,21 +18,23 @@ const (
 	// CodeUnsupported: unknown message type, codec, checksum, column
 	// type, or a data plane this build lacks (CUDA IPC in CPU builds).
 	CodeUnsupported Code = 2
-	// CodeNotFound: unknown map output handle, application or shuffle.
+	// CodeNotFound: unknown map output handle (never opened, or taken by
+	// Commit or Abort).
 	CodeNotFound Code = 3
 	// CodeAlreadyExists: the connection is already registered.
 	CodeAlreadyExists Code = 4
 	// CodePermissionDenied: peer uid/gid refused, local dir outside the
 	// allowed roots, or another uid owns the target.
 	CodePermissionDenied Code = 5
-	// CodeResourceExhausted: disk full, too many open map outputs, frame
-	// or batch over a limit.
+	// CodeResourceExhausted: disk full, too many open map outputs or runs,
+	// partition state, an inline payload or a response over a limit.
 	CodeResourceExhausted Code = 6
-	// CodeFailedPrecondition: the request is valid but not now (Open
-	// before Register, Batch after Commit).
+	// CodeFailedPrecondition: the request is valid but not now (a request
+	// before Hello, Open before Register, a Batch after one marked LAST, a
+	// Batch of the wrong kind or partition count).
 	CodeFailedPrecondition Code = 7
-	// CodeAborted: the map output was aborted (by an earlier error, an
-	// Abort, or the drain deadline); nothing was committed.
+	// CodeAborted: the map output was aborted (by an earlier error, a
+	// removal, or the drain deadline); nothing was committed.
 	CodeAborted Code = 8
 	// CodeUnavailable: the daemon is draining or shutting down; retry
 	// against a restarted daemon.

@@ -38,7 +38,7 @@ const (
 	MaxTokenLen      = 32       // OpenMapOutput.Codec, OpenMapOutput.Checksum
 	MaxStatNameLen   = 64       // Stat.Name
 	MaxBlockSize     = 32 << 20 // OpenMapOutput.BlockSize (lz4-java's bound)
-	MaxPartitions    = 1 << 20  // OpenMapOutput.NumPartitions: its CommitResult is at most 16 MiB + 32 bytes
+	MaxPartitions    = 1 << 20  // OpenMapOutput.NumPartitions: its CommitResult is at most 16 MiB + 16 bytes
 	MaxStats         = 4096     // StatsResult.Stats
 	MaxShuffles      = 1 << 20  // ShuffleList.Shuffles
 )

@@ -67,7 +67,21 @@ type Reader struct {
 
 	prealloc int              // payloads up to this size are allocated whole at once
 	alloc    func(int) []byte // allocates them, when set
+	// admit, when set, is asked for every payload of more than admitMin
+	// bytes before the reader allocates or reads it.
+	admit    func(n int) error
+	admitMin int
 }
+
+// SetAdmit makes the reader call admit with the length of every payload
+// longer than min bytes, after its header and before it allocates or
+// reads any of it; an error from admit ends ReadFrame with that error (a
+// framing error: the stream stays inside the frame). A server bounds the
+// memory of the frames its connections are reading this way.
+func (r *Reader) SetAdmit(min int, admit func(n int) error) { r.admit, r.admitMin = admit, min }
+
+// SetMaxFrame changes the frame limit for the frames read from now on.
+func (r *Reader) SetMaxFrame(n uint32) { r.maxFrame = n }
 
 // SetAllocator makes the reader take whole payload buffers (those within
 // the preallocation bound that do not fit the caller's buffer) from alloc,
@@ -139,6 +153,15 @@ func (r *Reader) readFrame(buf []byte) (Frame, error) {
 		}
 		f.FD = r.fds[0].fd
 		r.fds = r.fds[1:]
+	}
+
+	if r.admit != nil && int(h.Length) > r.admitMin {
+		if err := r.admit(int(h.Length)); err != nil {
+			if f.FD >= 0 {
+				unix.Close(f.FD)
+			}
+			return Frame{FD: -1}, err
+		}
 	}
 
 	// Up to the preallocation bound the payload is allocated whole; beyond

@@ -74,6 +74,20 @@ type Config struct {
 	// (--max-open-outputs). Default 65536; one connection holds at most
 	// MaxOutputsPerConnection of them.
 	MaxOpenOutputs int
+	// MaxConnections bounds the connections open at once, daemon-wide
+	// (--max-connections), and MaxConnectionsPerUID those of one peer uid
+	// (--max-connections-per-uid). Defaults 4096 and 1024. A connection
+	// past either is told so (an Error at request id 0, ResourceExhausted)
+	// and closed.
+	MaxConnections       int
+	MaxConnectionsPerUID int
+	// FrameMemory bounds the payloads of the frames that connections are
+	// reading or handing over, daemon-wide (--frame-memory): a frame of more
+	// than 64 KiB waits for its share before the daemon reads its payload,
+	// holds it until the request is applied (an inline batch's bytes then
+	// count under the bytes-in-flight limit) and must arrive within a
+	// minute. Default 256 MiB; at least MaxFrame.
+	FrameMemory int64
 
 	// DefaultCodec is used when a map output names none (--codec): none,
 	// lz4, zstd or snappy. Default lz4, as Spark.
@@ -126,9 +140,6 @@ type Config struct {
 	LogLevel slog.Level
 	// LogFormat is text or json (--log-format). Default text.
 	LogFormat string
-	// SubDirs is the number of hashed sub-directories per Spark local dir
-	// (--sub-dirs), Spark's spark.diskStore.subDirectories. Default 64.
-	SubDirs int
 
 	// CUDAStagingPrime makes a daemon with the GPU data plane (built with
 	// the cuda tag) open every CUDA device and pin its staging buffers
@@ -153,21 +164,23 @@ type Config struct {
 // defaultConfig holds the value EnsureDefaults gives each zero field, except
 // PoolSize, which is GOMAXPROCS at the time of the call.
 var defaultConfig = Config{
-	SocketPath:          "/run/shuffled/shuffled.sock",
-	Root:                "/var/lib/shuffled",
-	DiskLowWatermark:    "256MiB",
-	LimitBytes:          writer.DefaultLimit,
-	PartitionStateLimit: 256 << 20,
-	MaxOpenOutputs:      65536,
-	DefaultCodec:        "lz4",
-	DefaultChecksum:     "ADLER32",
-	BlockSize:           32 << 10,
-	DrainTimeout:        30 * time.Second,
-	FileMode:            shufflefile.DefaultFileMode,
-	SocketMode:          0o660,
-	MaxFrame:            protocol.DefaultMaxFrame,
-	LogFormat:           "text",
-	SubDirs:             64,
+	SocketPath:           "/run/shuffled/shuffled.sock",
+	Root:                 "/var/lib/shuffled",
+	DiskLowWatermark:     "256MiB",
+	LimitBytes:           writer.DefaultLimit,
+	PartitionStateLimit:  256 << 20,
+	MaxOpenOutputs:       65536,
+	MaxConnections:       4096,
+	MaxConnectionsPerUID: 1024,
+	FrameMemory:          256 << 20,
+	DefaultCodec:         "lz4",
+	DefaultChecksum:      "ADLER32",
+	BlockSize:            32 << 10,
+	DrainTimeout:         30 * time.Second,
+	FileMode:             shufflefile.DefaultFileMode,
+	SocketMode:           0o660,
+	MaxFrame:             protocol.DefaultMaxFrame,
+	LogFormat:            "text",
 }
 
 // Bounds that Validate enforces.
@@ -193,6 +206,9 @@ func (c *Config) EnsureDefaults() *Config {
 	setDefault(&c.PoolSize, runtime.GOMAXPROCS(0))
 	setDefault(&c.PartitionStateLimit, d.PartitionStateLimit)
 	setDefault(&c.MaxOpenOutputs, d.MaxOpenOutputs)
+	setDefault(&c.MaxConnections, d.MaxConnections)
+	setDefault(&c.MaxConnectionsPerUID, d.MaxConnectionsPerUID)
+	setDefault(&c.FrameMemory, d.FrameMemory)
 	setDefault(&c.DefaultCodec, d.DefaultCodec)
 	setDefault(&c.DefaultChecksum, d.DefaultChecksum)
 	setDefault(&c.BlockSize, d.BlockSize)
@@ -201,7 +217,6 @@ func (c *Config) EnsureDefaults() *Config {
 	setDefault(&c.SocketMode, d.SocketMode)
 	setDefault(&c.MaxFrame, d.MaxFrame)
 	setDefault(&c.LogFormat, d.LogFormat)
-	setDefault(&c.SubDirs, d.SubDirs)
 	c.DefaultCodec = canonicalCodec(c.DefaultCodec)
 	c.DefaultChecksum = canonicalChecksum(c.DefaultChecksum)
 	c.LogFormat = strings.ToLower(c.LogFormat)
@@ -305,6 +320,15 @@ func (c *Config) Validate() error {
 	if c.MaxOpenOutputs <= 0 {
 		bad("max-open-outputs", "must be > 0, got %d", c.MaxOpenOutputs)
 	}
+	if c.MaxConnections <= 0 {
+		bad("max-connections", "must be > 0, got %d", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerUID <= 0 {
+		bad("max-connections-per-uid", "must be > 0, got %d", c.MaxConnectionsPerUID)
+	}
+	if c.FrameMemory < int64(c.MaxFrame) {
+		bad("frame-memory", "must be at least --max-frame (%d, %s), got %d", c.MaxFrame, FormatSize(int64(c.MaxFrame)), c.FrameMemory)
+	}
 	if !isCodec(c.DefaultCodec) {
 		bad("codec", "must be one of %s, got %q", strings.Join(codecNames, ", "), c.DefaultCodec)
 	}
@@ -347,9 +371,6 @@ func (c *Config) Validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log-format", "must be text or json, got %q", c.LogFormat)
 	}
-	if c.SubDirs <= 0 {
-		bad("sub-dirs", "must be > 0, got %d", c.SubDirs)
-	}
 
 	if len(problems) == 0 {
 		return nil
@@ -381,6 +402,9 @@ func (c *Config) settings() []setting {
 		{"pool", "`goroutines` that serialize and compress records", intValue(&c.PoolSize)},
 		{"partition-state-limit", "memory `size` that open map outputs may hold per partition, daemon-wide", sizeValue(&c.PartitionStateLimit)},
 		{"max-open-outputs", "map outputs open at once, daemon-wide (`count`)", intValue(&c.MaxOpenOutputs)},
+		{"max-connections", "client connections open at once, daemon-wide (`count`)", intValue(&c.MaxConnections)},
+		{"max-connections-per-uid", "client connections open at once from one peer uid (`count`)", intValue(&c.MaxConnectionsPerUID)},
+		{"frame-memory", "memory `size` for the payloads of the frames connections are reading, daemon-wide (at least --max-frame)", sizeValue(&c.FrameMemory)},
 		{"codec", "default `codec`: none, lz4, zstd, snappy", stringValue(&c.DefaultCodec, canonicalCodec)},
 		{"checksum", "default checksum `algorithm`: none, ADLER32, CRC32, CRC32C", stringValue(&c.DefaultChecksum, canonicalChecksum)},
 		{"block-size", "lz4 and snappy block `size` of map outputs that name none (Spark's spark.io.compression.lz4.blockSize)", intSizeValue(&c.BlockSize)},
@@ -395,7 +419,6 @@ func (c *Config) settings() []setting {
 		{"retention", "remove outputs of applications idle for this `duration` (0 keeps them until removed)", durationValue(&c.Retention)},
 		{"log-level", "least `level` logged: debug, info, warn, error", levelValue(&c.LogLevel)},
 		{"log-format", "log `format`: text or json", stringValue(&c.LogFormat, strings.ToLower)},
-		{"sub-dirs", "`count` of hashed sub-directories per Spark local dir (spark.diskStore.subDirectories)", intValue(&c.SubDirs)},
 		{"cuda-staging-prime", "open every CUDA device and pin its staging buffers at startup, not at the first device batch (cuda builds only: no effect in others)", boolValue(&c.CUDAStagingPrime)},
 		{"no-cuda-compress", "compress device batches of lz4 map outputs on the CPU pool, not on the GPU (cuda builds only: no effect in others)", boolValue(&c.NoCUDACompress)},
 	}

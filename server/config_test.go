@@ -26,23 +26,25 @@ func defaults() server.Config {
 func TestEnsureDefaults(t *testing.T) {
 	got := defaults()
 	want := server.Config{
-		SocketPath:          "/run/shuffled/shuffled.sock",
-		Root:                "/var/lib/shuffled",
-		DiskLowWatermark:    "256MiB",
-		LimitBytes:          512 << 20,
-		PoolSize:            runtime.GOMAXPROCS(0),
-		PartitionStateLimit: 256 << 20,
-		MaxOpenOutputs:      65536,
-		DefaultCodec:        "lz4",
-		DefaultChecksum:     "ADLER32",
-		BlockSize:           32 << 10,
-		DrainTimeout:        30 * time.Second,
-		FileMode:            0o644,
-		SocketMode:          0o660,
-		MaxFrame:            64 << 20,
-		LogLevel:            slog.LevelInfo,
-		LogFormat:           "text",
-		SubDirs:             64,
+		SocketPath:           "/run/shuffled/shuffled.sock",
+		Root:                 "/var/lib/shuffled",
+		DiskLowWatermark:     "256MiB",
+		LimitBytes:           512 << 20,
+		PoolSize:             runtime.GOMAXPROCS(0),
+		PartitionStateLimit:  256 << 20,
+		MaxConnections:       4096,
+		MaxConnectionsPerUID: 1024,
+		FrameMemory:          256 << 20,
+		MaxOpenOutputs:       65536,
+		DefaultCodec:         "lz4",
+		DefaultChecksum:      "ADLER32",
+		BlockSize:            32 << 10,
+		DrainTimeout:         30 * time.Second,
+		FileMode:             0o644,
+		SocketMode:           0o660,
+		MaxFrame:             64 << 20,
+		LogLevel:             slog.LevelInfo,
+		LogFormat:            "text",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("EnsureDefaults() on a zero Config = %+v, want %+v", got, want)
@@ -104,7 +106,9 @@ func TestValidate(t *testing.T) {
 		{func(c *server.Config) { c.Retention = -time.Hour }, "--retention: must be >= 0 (0 keeps outputs until removed), got -1h0m0s"},
 		{func(c *server.Config) { c.Retention = 24 * time.Hour }, ""},
 		{func(c *server.Config) { c.LogFormat = "xml" }, `--log-format: must be text or json, got "xml"`},
-		{func(c *server.Config) { c.SubDirs = -64 }, "--sub-dirs: must be > 0, got -64"},
+		{func(c *server.Config) { c.MaxConnections = -1 }, "--max-connections: must be > 0, got -1"},
+		{func(c *server.Config) { c.MaxConnectionsPerUID = -1 }, "--max-connections-per-uid: must be > 0, got -1"},
+		{func(c *server.Config) { c.FrameMemory = 1 << 20 }, "--frame-memory: must be at least --max-frame (67108864, 64MiB), got 1048576"},
 	}
 	for _, tt := range tests {
 		c := defaults()
@@ -220,38 +224,41 @@ func TestBindFlags(t *testing.T) {
 		"--block-size=64k", "--sync", "--metrics-addr=127.0.0.1:9100",
 		"--allowed-uids=root,1000", "--allowed-gids=2000", "--drain-timeout=1m",
 		"--file-mode=0644", "--socket-mode=0o600", "--max-frame=16MiB", "--retention=48h",
-		"--log-level=debug", "--log-format=json", "--sub-dirs=32", "--cuda-staging-prime",
+		"--log-level=debug", "--log-format=json", "--cuda-staging-prime",
 		"--partition-state-limit=1MiB", "--max-open-outputs=100", "--no-cuda-compress",
+		"--max-connections=10", "--max-connections-per-uid=3", "--frame-memory=32MiB",
 	})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	want := server.Config{
-		SocketPath:          "/tmp/s.sock",
-		AllowedRoots:        []string{"/data1", "/data2", "/data3"},
-		Root:                "/srv/shuffled",
-		DiskLowWatermark:    "256MiB",
-		LimitBytes:          1 << 30,
-		PoolSize:            5,
-		PartitionStateLimit: 1 << 20,
-		MaxOpenOutputs:      100,
-		DefaultCodec:        "zstd",
-		DefaultChecksum:     "CRC32",
-		BlockSize:           64 << 10,
-		Sync:                true,
-		MetricsAddr:         "127.0.0.1:9100",
-		AllowedUIDs:         []uint32{0, 1000},
-		AllowedGIDs:         []uint32{2000},
-		DrainTimeout:        time.Minute,
-		FileMode:            0o644,
-		SocketMode:          0o600,
-		MaxFrame:            16 << 20,
-		Retention:           48 * time.Hour,
-		LogLevel:            slog.LevelDebug,
-		LogFormat:           "json",
-		SubDirs:             32,
-		CUDAStagingPrime:    true,
-		NoCUDACompress:      true,
+		SocketPath:           "/tmp/s.sock",
+		AllowedRoots:         []string{"/data1", "/data2", "/data3"},
+		Root:                 "/srv/shuffled",
+		DiskLowWatermark:     "256MiB",
+		LimitBytes:           1 << 30,
+		PoolSize:             5,
+		PartitionStateLimit:  1 << 20,
+		MaxOpenOutputs:       100,
+		MaxConnections:       10,
+		MaxConnectionsPerUID: 3,
+		FrameMemory:          32 << 20,
+		DefaultCodec:         "zstd",
+		DefaultChecksum:      "CRC32",
+		BlockSize:            64 << 10,
+		Sync:                 true,
+		MetricsAddr:          "127.0.0.1:9100",
+		AllowedUIDs:          []uint32{0, 1000},
+		AllowedGIDs:          []uint32{2000},
+		DrainTimeout:         time.Minute,
+		FileMode:             0o644,
+		SocketMode:           0o600,
+		MaxFrame:             16 << 20,
+		Retention:            48 * time.Hour,
+		LogLevel:             slog.LevelDebug,
+		LogFormat:            "json",
+		CUDAStagingPrime:     true,
+		NoCUDACompress:       true,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("after flags:\n got %+v\nwant %+v", c, want)
@@ -322,14 +329,13 @@ func TestApplyEnv(t *testing.T) {
 		"SHUFFLED_ALLOWED_ROOTS":      "/a,/b",
 		"SHUFFLED_ALLOWED_GIDS":       "0,7",
 		"SHUFFLED_CHECKSUM":           "crc32c",
-		"SHUFFLED_SUB_DIRS":           "16",
 		"SHUFFLED_UNRELATED":          "ignored",
 		"SHUFFLED_CUDA_STAGING_PRIME": "1",
 	}))
 	if err != nil {
 		t.Fatalf("ApplyEnv: %v", err)
 	}
-	if c.SocketPath != "/tmp/e.sock" || c.LimitBytes != 2<<30 || !c.Sync || c.DefaultChecksum != "CRC32C" || c.SubDirs != 16 || !c.CUDAStagingPrime ||
+	if c.SocketPath != "/tmp/e.sock" || c.LimitBytes != 2<<30 || !c.Sync || c.DefaultChecksum != "CRC32C" || !c.CUDAStagingPrime ||
 		!reflect.DeepEqual(c.AllowedRoots, []string{"/a", "/b"}) || !reflect.DeepEqual(c.AllowedGIDs, []uint32{0, 7}) {
 		t.Errorf("after ApplyEnv: %+v", c)
 	}
@@ -380,8 +386,8 @@ func TestLoadPrecedence(t *testing.T) {
 	if c.Sync {
 		t.Error("Sync = true, want false (flag over env)")
 	}
-	if c.SubDirs != 64 || c.DrainTimeout != 30*time.Second {
-		t.Errorf("SubDirs, DrainTimeout = %d, %v, want defaults 64, 30s", c.SubDirs, c.DrainTimeout)
+	if c.DrainTimeout != 30*time.Second {
+		t.Errorf("DrainTimeout = %v, want the default 30s", c.DrainTimeout)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
+	"golang.org/x/sync/semaphore"
 )
 
 // Version is the daemon's version, reported in ServerHello and by
@@ -41,6 +42,9 @@ type Server struct {
 	loops    sync.WaitGroup // background loops
 
 	sessions sync.WaitGroup
+	// frames is Config.FrameMemory: the payloads of the frames the
+	// connections are reading or applying.
+	frames *semaphore.Weighted
 
 	// commits and aborts count map outputs committed and aborted since
 	// start (StatsResult commits_total, aborts_total).
@@ -57,6 +61,7 @@ type Server struct {
 		sync.Mutex
 		listeners map[net.Listener]struct{}
 		sessions  map[*session]struct{}
+		perUID    map[uint32]int                  // sessions by peer uid
 		open      int                             // map outputs open, all sessions
 		admitted  int                             // map outputs admitted (admitOutput), all sessions
 		state     int64                           // partition-state bytes charged by admitted map outputs
@@ -163,6 +168,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	})
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.sessions = make(map[*session]struct{})
+	s.mu.perUID = make(map[uint32]int)
+	s.frames = semaphore.NewWeighted(s.cfg.FrameMemory)
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.stop = make(chan struct{})
 	s.loops.Add(1)
@@ -244,7 +251,23 @@ func (s *Server) admitOutput(o *output) error {
 	return nil
 }
 
-// releaseOutput gives back what admitOutput charged.
+// chargeRun charges a run after the map output's second, n bytes of
+// per-partition tables, to the partition state (refused, ResourceExhausted,
+// past PartitionStateLimit); releaseOutput gives it back with the rest.
+// It runs on the connection's reader, inside the Batch that starts the run.
+func (s *Server) chargeRun(o *output, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.state+n > s.cfg.PartitionStateLimit {
+		return fmt.Errorf("%w: a new run (partition ids went backwards) needs %d bytes of partition state (%d partitions × %d); %d of --partition-state-limit %d are held by open map outputs",
+			errExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, s.mu.state, s.cfg.PartitionStateLimit)
+	}
+	s.mu.state += n
+	o.state += n
+	return nil
+}
+
+// releaseOutput gives back what admitOutput and chargeRun charged.
 func (s *Server) releaseOutput(o *output) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -343,9 +366,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+	why := fmt.Errorf("%w: the daemon is stopping; connect again to its next start", errUnavailable)
+	if aborted > 0 {
+		why = fmt.Errorf("%w: the daemon is stopping and its drain deadline passed; the map outputs still open on this connection are aborted", errUnavailable)
+	}
 	s.mu.Lock()
 	for sess := range s.mu.sessions {
-		sess.close()
+		go sess.closeWith(why)
 	}
 	s.mu.Unlock()
 	s.sessions.Wait()

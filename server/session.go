@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,9 +37,10 @@ func maxInline(maxFrame int) int { return max(maxFrame-1<<20, maxFrame/2) }
 const MaxOutputsPerConnection = 4096
 
 // PartitionStateBytes is what an open map output is charged per partition
-// against Config.PartitionStateLimit: the writer's per-run lengths and
-// checksums (12 bytes), the index it encodes (8) and the CommitResult
-// (16), rounded up for a second run and the tables' slack.
+// against Config.PartitionStateLimit at Open: the writer's per-run lengths
+// and checksums (12 bytes), the index it encodes (8) and the CommitResult
+// (16), rounded up for a second run and the tables' slack. Every run after
+// the second is charged writer.RunTableBytes per partition when it starts.
 const PartitionStateBytes = 48
 
 // commitResultSize is the payload size of a CommitResult of n partitions
@@ -63,6 +65,9 @@ type session struct {
 
 	wmu  sync.Mutex // serializes writes to conn
 	wbuf []byte
+	// stopping: the daemon is closing the connection (closeWith); a
+	// response still sent waits at most stopWriteTimeout for the client.
+	stopping atomic.Bool
 
 	// Owned by the reader goroutine.
 	hello   bool
@@ -71,6 +76,10 @@ type session struct {
 	handle  uint64
 
 	commits sync.WaitGroup
+
+	// frame: the bytes of Server.frames that the frame being read or
+	// applied holds (0: none). Owned by the reader goroutine.
+	frame int64
 
 	memfds memfdCache // mappings of the sealed memfds its batches pass again
 }
@@ -141,6 +150,22 @@ func (s *Server) newSession(conn *net.UnixConn) *session {
 		conn.Close()
 		return nil
 	}
+	var bound string
+	switch {
+	case len(s.mu.sessions) >= s.cfg.MaxConnections:
+		bound = fmt.Sprintf("%d connections open, the most --max-connections allows", len(s.mu.sessions))
+	case s.mu.perUID[cred.UID] >= s.cfg.MaxConnectionsPerUID:
+		bound = fmt.Sprintf("%d connections open from uid %d, the most --max-connections-per-uid allows", s.mu.perUID[cred.UID], cred.UID)
+	}
+	if bound != "" {
+		log.Warn("refusing connection: " + bound)
+		s.metrics.Errors.WithLabelValues(protocol.CodeResourceExhausted.String()).Inc()
+		conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = protocol.WriteFrame(conn, 0, protocol.Errorf(protocol.CodeResourceExhausted, "%s", bound))
+		conn.Close()
+		return nil
+	}
+	s.mu.perUID[cred.UID]++
 	s.mu.sessions[sess] = struct{}{}
 	s.sessions.Add(1)
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
@@ -155,33 +180,91 @@ func (s *Server) peerAllowed(c unixsock.Cred) bool {
 	return unixsock.Allowed(c, s.cfg.AllowedUIDs, s.cfg.AllowedGIDs)
 }
 
-// close ends the session from outside (shutdown): the reader goroutine
-// sees the closed connection and cleans up.
+// close ends the session from outside: the reader goroutine sees the
+// closed connection and cleans up.
 func (sess *session) close() {
 	sess.cancel()
 	sess.conn.Close()
 }
 
+// stopWriteTimeout bounds the writes to a connection the daemon closes.
+const stopWriteTimeout = time.Second
+
+// closeWith ends the session from outside (shutdown) after telling the
+// client why: a connection-level Error (request id 0) with err's code.
+// The commits it cancels answer first if they can; a client that does not
+// read holds it up for at most about stopWriteTimeout per response.
+func (sess *session) closeWith(err error) {
+	sess.stopping.Store(true)
+	sess.conn.SetWriteDeadline(time.Now().Add(stopWriteTimeout)) // a write blocked on the client gives up
+	sess.cancel()
+	sess.reply(0, err)
+	sess.conn.Close()
+}
+
+// helloMaxFrame is the frame limit before the handshake: a Hello's
+// payload is at most 6 + 255 bytes.
+const helloMaxFrame = 4 << 10
+
+// frameAdmitMin: a payload longer than this waits for its share of
+// Config.FrameMemory (admitFrame); shorter ones are read at once.
+const frameAdmitMin = 64 << 10
+
+// frameReadTimeout bounds how long the payload of an admitted frame may
+// take to arrive; past it the connection is closed (a framing error).
+var frameReadTimeout = time.Minute
+
+// admitFrame takes n bytes of the daemon's frame memory for the payload
+// about to be read, waiting while other connections hold it; the frame
+// then has frameReadTimeout to arrive. releaseFrame gives the bytes back
+// once the request is applied.
+func (sess *session) admitFrame(n int) error {
+	if err := sess.s.frames.Acquire(sess.ctx, int64(n)); err != nil {
+		return fmt.Errorf("waiting for --frame-memory for a frame of %d bytes: %w", n, err)
+	}
+	sess.frame = int64(n)
+	sess.conn.SetReadDeadline(time.Now().Add(frameReadTimeout))
+	return nil
+}
+
+func (sess *session) releaseFrame() {
+	if sess.frame > 0 {
+		sess.s.frames.Release(sess.frame)
+		sess.frame = 0
+		sess.conn.SetReadDeadline(time.Time{})
+	}
+}
+
 func (sess *session) serve() {
 	s := sess.s
-	rd := protocol.NewReader(sess.conn, uint32(s.cfg.MaxFrame))
+	rd := protocol.NewReader(sess.conn, helloMaxFrame)
+	rd.SetAdmit(frameAdmitMin, sess.admitFrame)
 	defer func() {
+		sess.releaseFrame()
 		rd.Close()
-		sess.cancel()
 		for h, o := range sess.outputs {
 			sess.abort(o, "connection closed")
 			delete(sess.outputs, h)
 		}
+		// A Commit the client sent before it closed (or half-closed) the
+		// connection took its map output: it finishes, and its result goes
+		// out if the client still reads. Only a shutdown past its drain
+		// deadline, or a client that stops reading, cancels it (close).
 		sess.commits.Wait()
+		sess.cancel()
 		sess.memfds.close()
 		sess.conn.Close()
 		s.sessionEnded(sess)
 	}()
 	rd.SetAllocator(getFrame)
 	for {
+		sess.releaseFrame() // the last frame's request is applied
 		f, err := rd.ReadFrame(nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && sess.ctx.Err() == nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", frameReadTimeout, err)
+				}
 				sess.log.Warn("closing connection: framing error", "err", err)
 				sess.reply(0, fmt.Errorf("%w: %v", errInvalid, err))
 			}
@@ -199,6 +282,10 @@ func (sess *session) serve() {
 		}
 		if f.Type.IsResponse() {
 			h.release()
+			if !sess.hello {
+				sess.reply(f.ID, protocol.Errorf(protocol.CodeFailedPrecondition, "first frame is %v, want Hello", f.Type))
+				return
+			}
 			sess.reply(f.ID, fmt.Errorf("%w: %v is a response type, not a request", errInvalid, f.Type))
 			continue
 		}
@@ -247,6 +334,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 		// allocated whole; before, a declared length costs only what
 		// arrives.
 		rd.SetPreallocate(sess.s.cfg.MaxFrame)
+		rd.SetMaxFrame(uint32(sess.s.cfg.MaxFrame))
 		sess.send(id, &protocol.ServerHello{
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
@@ -330,7 +418,11 @@ func (sess *session) send(id uint32, m protocol.Message) {
 		sess.wbuf, _ = protocol.AppendFrame(sess.wbuf[:0], id, protocol.Errorf(protocol.CodeResourceExhausted,
 			"response %v of %d bytes exceeds max_frame %d", m.Type(), n, sess.s.cfg.MaxFrame))
 	}
-	sess.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	timeout := writeTimeout
+	if sess.stopping.Load() {
+		timeout = stopWriteTimeout
+	}
+	sess.conn.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := sess.conn.Write(sess.wbuf); err != nil {
 		sess.close()
 	}
@@ -423,6 +515,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	if o.res != nil {
 		spec.Space = o.res
 	}
+	spec.RunState = func(n int64) error { return s.chargeRun(o, n) }
 	w, err := s.eng.Open(sess.ctx, spec)
 	if err != nil {
 		if o.res != nil {
@@ -642,6 +735,9 @@ func (s *Server) sessionEnded(sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.mu.sessions, sess)
+	if s.mu.perUID[sess.cred.UID]--; s.mu.perUID[sess.cred.UID] <= 0 {
+		delete(s.mu.perUID, sess.cred.UID)
+	}
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
 	s.sessions.Done()
 }

@@ -305,7 +305,17 @@ type Spec struct {
 	// is written. An error from Grow (a disk below its low watermark) fails
 	// the map output cleanly: nothing is committed.
 	Space Space
+	// RunState, when set, admits the per-partition tables of every run
+	// after the second (RunTableBytes per partition) before the run
+	// starts; a caller that charges map outputs for two runs at Open bounds
+	// what a map output whose partition ids go backwards many times holds.
+	// An error fails the map output: the batch that starts the run gets it.
+	RunState func(n int64) error
 }
+
+// RunTableBytes is what one run holds per partition until the merge: its
+// length (8 bytes) and checksum (4).
+const RunTableBytes = 12
 
 // Space admits bytes before they reach the disk (see disks.Reservation).
 type Space interface {

@@ -297,6 +297,13 @@ func (w *MapWriter) startRun() error {
 		w.fail(err)
 		return err
 	}
+	if n > 2 && w.spec.Sink == nil && w.spec.RunState != nil {
+		if err := w.spec.RunState(int64(w.spec.NumPartitions) * RunTableBytes); err != nil {
+			err = fmt.Errorf("writer: map output %s: run %d: %w", w.name(), n, err)
+			w.fail(err)
+			return err
+		}
+	}
 	var s sink
 	if w.spec.Sink != nil {
 		cs, err := w.spec.Sink(SinkSpec{FS: w.fs, DataPath: w.dataPath, NumPartitions: w.spec.NumPartitions, Checksum: w.spec.Checksum, Space: w.spec.Space})
