@@ -820,6 +820,17 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 // directory under one of the allowed roots, after symlinks. Whether the
 // peer owns it is checked on the opened directory (checkLocalDirs).
 func (s *Server) allowedDir(dir string) (string, error) {
+	// The path as given must lie under an allowed root (as configured or
+	// resolved) before the daemon resolves it: resolving runs with the
+	// daemon's rights, and its errors would tell a peer what exists where
+	// it cannot look.
+	clean, lexical := filepath.Clean(dir), false
+	for i, root := range s.roots {
+		lexical = lexical || underDir(clean, root) || underDir(clean, filepath.Clean(s.cfg.AllowedRoots[i]))
+	}
+	if !lexical {
+		return "", fmt.Errorf("%w: %q is not under an allowed root %v", errPermission, dir, s.cfg.AllowedRoots)
+	}
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
@@ -830,11 +841,16 @@ func (s *Server) allowedDir(dir string) (string, error) {
 		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
 	}
 	for _, root := range s.roots {
-		if resolved == root || strings.HasPrefix(resolved, root+string(filepath.Separator)) {
+		if underDir(resolved, root) {
 			return resolved, nil
 		}
 	}
 	return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errPermission, dir, resolved, s.roots)
+}
+
+// underDir reports whether the clean path p is dir or lies below it.
+func underDir(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
 }
 
 // checkLocalDirs checks the opened local dirs of a registration: each a
