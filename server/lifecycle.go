@@ -45,20 +45,14 @@ func (s *Server) place(reg *registration, id shufflefile.ID) (string, *disks.Res
 	return dir, res, nil
 }
 
-// owns checks that uid may remove or list app: the uid that registered it,
-// or, for an application not registered since the daemon started, root or
-// the daemon's own uid.
-func (s *Server) owns(uid uint32, app string) error {
-	owner, known := s.apps.owner(app)
-	switch {
-	case known && owner == uid:
-		return nil
-	case known:
-		return fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, app, owner, uid)
-	case uid == 0 || uid == uint32(os.Getuid()):
-		return nil
+// access checks that uid may remove or list app (registry.access): true
+// when the request goes to the files, false when its answer is empty
+// without looking (an application nobody owns, with nothing on disk).
+func (s *Server) access(uid uint32, app string) (bool, error) {
+	if err := disks.ValidateApp(app); err != nil {
+		return false, err
 	}
-	return fmt.Errorf("%w: application %q is not registered; only root or the daemon's user may remove it", errPermission, app)
+	return s.apps.access(uid, app, time.Now())
 }
 
 // abortOutputs aborts the open map outputs of app (of one shuffle when
@@ -97,8 +91,9 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 	return removed, err
 }
 
-// removeApplication removes every map output of app and forgets it unless
-// it still has connections.
+// removeApplication removes every map output of app and, when nothing of
+// it is left and it has no connection, leaves a tombstone of it
+// (registry.forget).
 func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 	aborted := s.abortOutputs(app, -1)
 	n, freed, err := s.disks.RemoveApplication(app)
@@ -114,9 +109,9 @@ func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 		return err
 	})
 	err = errors.Join(err, lerr)
-	napps, forgotten := s.apps.forget(app)
+	napps, changed := s.apps.forget(app, err == nil, time.Now())
 	s.metrics.Applications.Set(float64(napps))
-	if forgotten {
+	if changed {
 		s.saveRegistry()
 	}
 	s.metrics.Removals.WithLabelValues(kind).Inc()
@@ -154,14 +149,24 @@ func (s *Server) saveRegistry() {
 	}
 }
 
-// loadRegistry reads the registry file and sweeps the temp files a crash
-// left in every Spark local dir it names. Run it at start, before serving.
+// loadRegistry reads the registry file, records the applications of the
+// daemon's root (registry.found: no uid but root's and the daemon's may
+// take one the file does not name), and sweeps the temp files a crash left
+// in every Spark local dir the file names. Run it at start, before
+// serving. A registry file that cannot be read is an error, and the file
+// is kept as it is (persistence.load); the root's applications are
+// recorded all the same, so none of them is left for any uid to take.
 func (s *Server) loadRegistry() error {
-	if err := s.persist.load(s.apps, time.Now()); err != nil {
-		return err
+	now := time.Now()
+	lerr := s.persist.load(s.apps, now)
+	apps, err := s.disks.Applications()
+	s.apps.found(apps, now)
+	if err != nil {
+		lerr = errors.Join(lerr, fmt.Errorf("listing the applications of the daemon's root: %w", err))
 	}
+	s.metrics.Applications.Set(float64(s.apps.registered()))
 	for app, sets := range s.apps.all() {
-		uid, _ := s.apps.owner(app)
+		_, uid := s.apps.local(app)
 		for _, l := range sets {
 			s.apps.swept(l.LocalDirs)
 			r, err := shufflefile.OpenRoot(s.fs, l, s.owners(uid))
@@ -181,7 +186,7 @@ func (s *Server) loadRegistry() error {
 			r.Close()
 		}
 	}
-	return nil
+	return lerr
 }
 
 // owners are the uids a sub-dir of uid's local dirs may belong to: uid and
@@ -194,10 +199,7 @@ func (s *Server) owners(uid uint32) []uint32 {
 }
 
 func (sess *session) removeShuffle(id uint32, m *protocol.RemoveShuffle) error {
-	if err := sess.s.owns(sess.cred.UID, m.AppID); err != nil {
-		return err
-	}
-	removed, err := sess.s.removeShuffle(m.AppID, m.ShuffleID)
+	removed, err := sess.s.removeShuffleFor(sess.cred.UID, m.AppID, m.ShuffleID)
 	if err != nil {
 		return err
 	}
@@ -206,10 +208,7 @@ func (sess *session) removeShuffle(id uint32, m *protocol.RemoveShuffle) error {
 }
 
 func (sess *session) removeApplication(id uint32, m *protocol.RemoveApplication) error {
-	if err := sess.s.owns(sess.cred.UID, m.AppID); err != nil {
-		return err
-	}
-	removed, err := sess.s.removeApplication(m.AppID, metrics.RemovalApplication)
+	removed, err := sess.s.removeApplicationFor(sess.cred.UID, m.AppID)
 	if err != nil {
 		return err
 	}
@@ -218,13 +217,63 @@ func (sess *session) removeApplication(id uint32, m *protocol.RemoveApplication)
 }
 
 func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
-	s := sess.s
-	if err := s.owns(sess.cred.UID, m.AppID); err != nil {
-		return err
-	}
-	usage, err := s.disks.ListShuffles(m.AppID)
+	list, err := sess.s.listShufflesFor(sess.cred.UID, m.AppID)
 	if err != nil {
 		return err
+	}
+	sl, err := shuffleList(m.AppID, list)
+	if err != nil {
+		return err
+	}
+	sess.send(id, sl)
+	return nil
+}
+
+// shuffleList is the ShuffleList of app's shuffles, refused
+// (ResourceExhausted) past the most one holds.
+func shuffleList(app string, list []protocol.ShuffleInfo) (*protocol.ShuffleList, error) {
+	if len(list) > protocol.MaxShuffles {
+		return nil, fmt.Errorf("%w: application %q has %d shuffles, more than a ShuffleList holds (%d)", errExhausted, app, len(list), protocol.MaxShuffles)
+	}
+	return &protocol.ShuffleList{Shuffles: list}, nil
+}
+
+// removeShuffleFor answers RemoveShuffle of the peer uid: 0 removed for an
+// application nobody owns and with nothing on disk.
+func (s *Server) removeShuffleFor(uid uint32, app string, shuffle int32) (protocol.Removed, error) {
+	files, err := s.access(uid, app)
+	if err != nil || !files {
+		return protocol.Removed{}, err
+	}
+	return s.removeShuffle(app, shuffle)
+}
+
+// removeApplicationFor answers RemoveApplication of the peer uid: 0
+// removed for an application nobody owns and with nothing on disk, which
+// leaves no trace in the registry.
+func (s *Server) removeApplicationFor(uid uint32, app string) (protocol.Removed, error) {
+	files, err := s.access(uid, app)
+	if err != nil || !files {
+		return protocol.Removed{}, err
+	}
+	return s.removeApplication(app, metrics.RemovalApplication)
+}
+
+// listShufflesFor answers ListShuffles of the peer uid: the shuffles of
+// app in the daemon's root and in its registered Spark local dirs,
+// ascending by id; none for an application nobody owns and with nothing on
+// disk.
+func (s *Server) listShufflesFor(uid uint32, app string) ([]protocol.ShuffleInfo, error) {
+	files, err := s.access(uid, app)
+	if err != nil {
+		return nil, err
+	}
+	if !files {
+		return []protocol.ShuffleInfo{}, nil
+	}
+	usage, err := s.disks.ListShuffles(app)
+	if err != nil {
+		return nil, err
 	}
 	byID := map[int32]*protocol.ShuffleInfo{}
 	add := func(u shufflefile.ShuffleUsage) {
@@ -239,22 +288,21 @@ func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
 	for _, u := range usage {
 		add(u)
 	}
-	if err := s.eachLocalRoot(m.AppID, func(r *shufflefile.Root) error {
+	if err := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
 		usage, err := shufflefile.ListShuffles(r.FS(), r)
 		for _, u := range usage {
 			add(u)
 		}
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	list := &protocol.ShuffleList{Shuffles: make([]protocol.ShuffleInfo, 0, len(byID))}
+	list := make([]protocol.ShuffleInfo, 0, len(byID))
 	for _, si := range byID {
-		list.Shuffles = append(list.Shuffles, *si)
+		list = append(list, *si)
 	}
-	slices.SortFunc(list.Shuffles, func(a, b protocol.ShuffleInfo) int { return cmp.Compare(a.ShuffleID, b.ShuffleID) })
-	sess.send(id, list)
-	return nil
+	slices.SortFunc(list, func(a, b protocol.ShuffleInfo) int { return cmp.Compare(a.ShuffleID, b.ShuffleID) })
+	return list, nil
 }
 
 // housekeepingInterval is how often disk figures are exported and
@@ -262,8 +310,9 @@ func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
 // shuffles.
 const housekeepingInterval = 30 * time.Second
 
-// housekeeping exports disk figures and removes applications idle for
-// longer than the retention, until Shutdown.
+// housekeeping exports disk figures, removes applications idle for
+// longer than the retention and drops tombstones past tombstoneTTL, until
+// Shutdown.
 func (s *Server) housekeeping() {
 	defer s.loops.Done()
 	t := time.NewTicker(housekeepingInterval)
@@ -272,6 +321,9 @@ func (s *Server) housekeeping() {
 		s.exportDisks()
 		if s.cfg.Retention > 0 {
 			s.expire(time.Now())
+		}
+		if s.apps.prune(time.Now()) {
+			s.saveRegistry()
 		}
 		select {
 		case <-s.stop:
@@ -302,8 +354,10 @@ func (s *Server) exportDisks() {
 }
 
 // expire removes applications without a connection for longer than the
-// retention: those registered since start from their last disconnect, and
-// those only on disk (from before a restart) from their newest file.
+// retention: those registered since start from their last disconnect,
+// those the registry file names from the start (those of the daemon's
+// root alone from their newest file), and those only on disk from their
+// newest file.
 func (s *Server) expire(now time.Time) {
 	cut := now.Add(-s.cfg.Retention)
 	idle, known := s.apps.idle(cut)

@@ -107,8 +107,8 @@ func TestRemoveShuffle(t *testing.T) {
 		t.Errorf("app-b's directory after RemoveApplication: %v, want gone", err)
 	}
 	// Only the registering uid may remove.
-	if err := d.s.owns(12345, "app-a"); protocol.CodeOf(protocolError(err)) != protocol.CodePermissionDenied {
-		t.Errorf("owns(12345, app-a) = %v, want PermissionDenied", err)
+	if _, err := d.s.access(12345, "app-a"); protocol.CodeOf(protocolError(err)) != protocol.CodePermissionDenied {
+		t.Errorf("access(12345, app-a) = %v, want PermissionDenied", err)
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,14 +21,27 @@ import (
 )
 
 // registry is what the daemon knows of applications and executors: who
-// owns each application, which Spark local dirs each registered, and which
-// dirs were swept of a crash's temp files. It has its own lock, apart from
-// the server's (sessions, open outputs), and no file I/O happens under it.
+// owns each application (removed ones too, for a while: tombstones),
+// which Spark local dirs each registered, which applications found in the
+// daemon's root at start have no recorded owner, and which dirs were swept
+// of a crash's temp files. It has its own lock, apart from the server's
+// (sessions, open outputs), and no file I/O happens under it.
 type registry struct {
 	mu        sync.Mutex
-	apps      map[string]*application
+	apps      map[string]*application  // registered, and removed (tombstones)
+	orphans   map[string]bool          // in the daemon's root at start, with no recorded owner
 	localDirs map[string]string        // registered Spark local dir -> its application
 	sweeps    map[string]chan struct{} // local dir -> closed once its first sweep ended
+	self      uint32                   // the daemon's own uid
+
+	// bytes bounds what the registered applications take in the registry
+	// file, tombBytes what the tombstones take (appCost, setCost); tombs
+	// counts the tombstones.
+	bytes, tombBytes, tombs int
+	// The limits: maxSets distinct sets of local dirs per application,
+	// maxBytes and maxTombBytes (maxLocalSets, maxRegistryBytes,
+	// maxTombstoneBytes; tests lower them, under mu).
+	maxSets, maxBytes, maxTombBytes int
 }
 
 // application is what the daemon knows of one application id.
@@ -34,29 +50,88 @@ type application struct {
 	sessions int       // connections registered for it now
 	lastSeen time.Time // when its last connection ended
 	// local are the distinct sets of Spark local dirs registered for it
-	// (resolved paths), with the sub-dir count.
+	// (resolved paths, in the registration's order), with the sub-dir
+	// count.
 	local []shufflefile.SparkHashed
+	// removed, when set, makes it a tombstone: its outputs were removed
+	// then, with no connection left; nothing of it is on disk, and its id
+	// stays uid's until tombstoneTTL has passed.
+	removed time.Time
+	cost    int // what its entry takes in the registry file, at most
 }
+
+// tombstone reports whether a is a removed application.
+func (a *application) tombstone() bool { return !a.removed.IsZero() }
+
+// The registry's bounds.
+const (
+	// maxLocalSets bounds the distinct sets of Spark local dirs one
+	// application registers: one per executor of it on the node (each
+	// has its own blockmgr-* dirs), and one more per executor that
+	// registers its dirs in another order or with another sub_dirs.
+	maxLocalSets = 4096
+	// maxRegistryBytes bounds what registered applications take in the
+	// registry file, and maxTombstoneBytes what removed ones take: both
+	// together stay well under maxRegistryFile, so that the file this
+	// daemon writes is always one the next start reads.
+	maxRegistryBytes  = 32 << 20
+	maxTombstoneBytes = 4 << 20
+	// tombstoneTTL is how long the id of a removed application stays its
+	// owner's: another uid may not register it, list or remove it until
+	// then (or until tombstones of later removals push it out of
+	// maxTombstoneBytes, oldest first).
+	tombstoneTTL = 7 * 24 * time.Hour
+)
 
 func newRegistry() *registry {
 	return &registry{
-		apps:      make(map[string]*application),
-		localDirs: make(map[string]string),
-		sweeps:    make(map[string]chan struct{}),
+		apps:         make(map[string]*application),
+		orphans:      make(map[string]bool),
+		localDirs:    make(map[string]string),
+		sweeps:       make(map[string]chan struct{}),
+		self:         uint32(os.Getuid()),
+		maxSets:      maxLocalSets,
+		maxBytes:     maxRegistryBytes,
+		maxTombBytes: maxTombstoneBytes,
 	}
+}
+
+// privileged reports root and the daemon's own uid.
+func (r *registry) privileged(uid uint32) bool { return uid == 0 || uid == r.self }
+
+// lookupLocked returns the entry of app, nil when there is none or it is a
+// tombstone past tombstoneTTL at now.
+func (r *registry) lookupLocked(app string, now time.Time) *application {
+	a := r.apps[app]
+	if a != nil && a.tombstone() && now.Sub(a.removed) > tombstoneTTL {
+		return nil
+	}
+	return a
 }
 
 // claim records a registration of app by uid with the Spark local dirs l
 // (nil for the daemon's root). It refuses an application of another uid
-// and a local dir of another application. It returns the dirs whose sweep
-// this registration must run (their channels, to close when done) and
-// those whose sweep another registration runs (to wait for).
+// (registered, or removed less than tombstoneTTL ago), one with outputs in
+// the daemon's root and no recorded owner unless uid is root or the
+// daemon's, a local dir named twice or registered by another application,
+// and a registration past the registry's bounds. It returns the dirs whose
+// sweep this registration must run (their channels, to close when done)
+// and those whose sweep another registration runs (to wait for).
 func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c claimed, err error) {
+	if l != nil {
+		if err := distinctDirs(l.LocalDirs); err != nil {
+			return c, err
+		}
+	}
+	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a := r.apps[app]
+	a := r.lookupLocked(app, now)
 	if a != nil && a.uid != uid {
-		return c, fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, app, a.uid, uid)
+		return c, ownerError(app, a, uid)
+	}
+	if a == nil && r.orphans[app] && !r.privileged(uid) {
+		return c, r.orphanError(app, uid)
 	}
 	if l != nil {
 		for _, d := range l.LocalDirs {
@@ -65,19 +140,46 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 			}
 		}
 	}
-	if a == nil {
+	// What the registration adds to the registry file, and its bounds.
+	fresh := a == nil || a.tombstone()
+	grow := 0
+	if fresh {
+		grow = appCost(app)
+	}
+	newSet := l != nil && (a == nil || !slices.ContainsFunc(a.local, func(h shufflefile.SparkHashed) bool { return sameSet(h, *l) }))
+	if newSet {
+		if a != nil && len(a.local) >= r.maxSets {
+			return c, fmt.Errorf("%w: application %q has %d sets of local dirs registered, the most one application may have (%d); "+
+				"a set is new when its dirs, their order or sub_dirs differ", errExhausted, app, len(a.local), r.maxSets)
+		}
+		grow += setCost(*l)
+	}
+	if grow > 0 && r.bytes+grow > r.maxBytes {
+		return c, fmt.Errorf("%w: the registry holds %d bytes of applications; registering application %q would add %d, past its limit of %d bytes",
+			errExhausted, r.bytes, app, grow, r.maxBytes)
+	}
+	switch {
+	case a == nil:
+		r.dropLocked(app) // an expired tombstone
 		a = &application{uid: uid}
 		r.apps[app] = a
+		delete(r.orphans, app)
+		c.changed = true
+	case a.tombstone():
+		r.reviveLocked(a, now)
+		c.changed = true
 	}
+	a.cost += grow
+	r.bytes += grow
 	a.sessions++
-	c.apps = len(r.apps)
+	c.apps = len(r.apps) - r.tombs
 	if l == nil {
 		return c, nil
 	}
 	for _, d := range l.LocalDirs {
 		r.localDirs[d] = app
 	}
-	if !slices.ContainsFunc(a.local, func(h shufflefile.SparkHashed) bool { return slices.Equal(h.LocalDirs, l.LocalDirs) }) {
+	if newSet {
 		a.local = append(a.local, *l)
 		c.changed = true
 	}
@@ -94,13 +196,87 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	return c, nil
 }
 
+// distinctDirs refuses a registration that names one local dir twice (after
+// resolving symlinks): Spark gives each executor distinct blockmgr-* dirs,
+// and every order and repetition of the same dirs would otherwise be one
+// more set to keep.
+func distinctDirs(dirs []string) error {
+	seen := make(map[string]int, len(dirs))
+	for i, d := range dirs {
+		if j, ok := seen[d]; ok {
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q is local_dirs[%d] again (resolved); each local dir may be named once",
+				errInvalid, i, d, j)
+		}
+		seen[d] = i
+	}
+	return nil
+}
+
+// sameSet reports two registrations that place every file alike: the same
+// dirs in the same order (Spark hashes a file to local_dirs[h % n]) and the
+// same sub-dir count (0 is Spark's default). Removal takes each output's
+// lock by the index path its set places, so a set that places files
+// otherwise must be kept on its own.
+func sameSet(a, b shufflefile.SparkHashed) bool {
+	sub := func(n int) int {
+		if n == 0 {
+			return shufflefile.DefaultSubDirs
+		}
+		return n
+	}
+	return sub(a.SubDirs) == sub(b.SubDirs) && slices.Equal(a.LocalDirs, b.LocalDirs)
+}
+
+// ownerError refuses uid an application a of another uid.
+func ownerError(app string, a *application, uid uint32) error {
+	if a.tombstone() {
+		return fmt.Errorf("%w: application %q belongs to uid %d, not %d (removed at %s; the id stays uid %d's until %s)",
+			errPermission, app, a.uid, uid, a.removed.UTC().Format(time.RFC3339), a.uid, a.removed.Add(tombstoneTTL).UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, app, a.uid, uid)
+}
+
+// orphanError refuses uid an application found in the daemon's root at
+// start with no recorded owner.
+func (r *registry) orphanError(app string, uid uint32) error {
+	return fmt.Errorf("%w: application %q has outputs in the daemon's root from before this start and no recorded owner; "+
+		"only root or the daemon's user (uid %d) may register, list or remove it, not uid %d", errPermission, app, r.self, uid)
+}
+
 // claimed is what claim decided.
 type claimed struct {
 	// mine are the local dirs whose sweep this registration runs (close
 	// each channel when done); others those whose sweep another runs.
 	mine, others map[string]chan struct{}
-	apps         int  // applications known
-	changed      bool // a new set of local dirs: persist
+	apps         int  // applications registered
+	changed      bool // a new application, owner or set of local dirs: persist
+}
+
+// access decides a lifecycle request (RemoveShuffle, RemoveApplication,
+// ListShuffles) of uid on app. files is true when the request goes to the
+// files: uid owns app (registered or removed), or uid is root or the
+// daemon's and nobody else owns it. files is false, with no error, for an
+// application nobody owns and nothing of which is on disk (never
+// registered, removed past tombstoneTTL): the answer is empty without
+// looking, so that a registration racing the request cannot make another
+// uid's outputs visible to it. Another uid's application, and one found in
+// the daemon's root at start with no recorded owner (for uids other than
+// root and the daemon's), are refused.
+func (r *registry) access(uid uint32, app string, now time.Time) (files bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.lookupLocked(app, now)
+	switch {
+	case a != nil && a.uid == uid:
+		return true, nil
+	case a != nil:
+		return false, ownerError(app, a, uid)
+	case r.privileged(uid):
+		return true, nil
+	case r.orphans[app]:
+		return false, r.orphanError(app, uid)
+	}
+	return false, nil
 }
 
 // swept marks dirs as swept (at start, before any session).
@@ -116,13 +292,15 @@ func (r *registry) swept(dirs []string) {
 	}
 }
 
-// all returns every application's local dir sets and owner.
+// all returns every registered application's local dir sets.
 func (r *registry) all() map[string][]shufflefile.SparkHashed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string][]shufflefile.SparkHashed, len(r.apps))
 	for name, a := range r.apps {
-		out[name] = slices.Clone(a.local)
+		if !a.tombstone() {
+			out[name] = slices.Clone(a.local)
+		}
 	}
 	return out
 }
@@ -137,14 +315,12 @@ func (r *registry) ended(app string) {
 	}
 }
 
-// owner returns the uid that registered app, and whether it is known.
-func (r *registry) owner(app string) (uint32, bool) {
+// registered returns the number of applications registered (tombstones
+// aside).
+func (r *registry) registered() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if a := r.apps[app]; a != nil {
-		return a.uid, true
-	}
-	return 0, false
+	return len(r.apps) - r.tombs
 }
 
 // local returns the Spark local dir sets and the owner of app.
@@ -157,31 +333,123 @@ func (r *registry) local(app string) ([]shufflefile.SparkHashed, uint32) {
 	return nil, 0
 }
 
-// forget drops app unless it has connections, and returns the number of
-// applications known and whether app was dropped.
-func (r *registry) forget(app string) (int, bool) {
+// forget records that app's outputs were removed; gone says that the
+// removal found no error, so that nothing of app is left on disk. Unless
+// app still has connections, a registered application then becomes a
+// tombstone (its owner kept, its local dirs released) and one found in the
+// root at start without an owner is no longer special; the oldest
+// tombstones go when they take more than their bound. After a removal
+// with errors, app stays as it was: its owner may remove it again. It
+// returns the number of applications registered and whether the
+// persistent part changed.
+func (r *registry) forget(app string, gone bool, now time.Time) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a := r.apps[app]
-	if a == nil || a.sessions > 0 {
-		return len(r.apps), false
+	if !gone {
+		return len(r.apps) - r.tombs, false
 	}
-	delete(r.apps, app)
+	delete(r.orphans, app)
+	a := r.apps[app]
+	if a == nil || a.sessions > 0 || a.tombstone() {
+		return len(r.apps) - r.tombs, false
+	}
 	for _, l := range a.local {
 		for _, d := range l.LocalDirs {
 			delete(r.localDirs, d)
 		}
 	}
-	return len(r.apps), true
+	r.bytes -= a.cost
+	a.local, a.removed, a.cost = nil, now, appCost(app)
+	r.tombs++
+	r.tombBytes += a.cost
+	r.evictLocked()
+	return len(r.apps) - r.tombs, true
 }
 
-// idle returns the applications without a connection since before cut,
-// and every application known.
+// reviveLocked makes the tombstone a a registered application again (its
+// owner registers it, or its outputs are found on disk at start).
+func (r *registry) reviveLocked(a *application, now time.Time) {
+	r.tombs--
+	r.tombBytes -= a.cost
+	a.removed, a.cost, a.lastSeen = time.Time{}, 0, now
+}
+
+// dropLocked deletes the tombstone of app, if any.
+func (r *registry) dropLocked(app string) {
+	if a := r.apps[app]; a != nil && a.tombstone() {
+		r.tombs--
+		r.tombBytes -= a.cost
+		delete(r.apps, app)
+	}
+}
+
+// evictLocked drops the oldest tombstones while they take more than
+// maxTombBytes.
+func (r *registry) evictLocked() {
+	for r.tombBytes > r.maxTombBytes {
+		oldest := ""
+		for name, a := range r.apps {
+			if a.tombstone() && (oldest == "" || a.removed.Before(r.apps[oldest].removed)) {
+				oldest = name
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		r.dropLocked(oldest)
+	}
+}
+
+// prune drops the tombstones past tombstoneTTL at now and reports whether
+// there were any.
+func (r *registry) prune(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pruned := false
+	for name, a := range r.apps {
+		if a.tombstone() && now.Sub(a.removed) > tombstoneTTL {
+			r.dropLocked(name)
+			pruned = true
+		}
+	}
+	return pruned
+}
+
+// found records the applications with a directory in the daemon's root at
+// start (before any session). One the registry file does not name has no
+// recorded owner (written by a daemon that did not record the owners of
+// the root's applications, or named by a registry file that could not be
+// read): only root or the daemon's user may register, list or remove it.
+// One it names with no local dirs counts its retention from its newest
+// file, as one only on disk does; a tombstone with outputs on disk is
+// registered again.
+func (r *registry) found(apps []disks.AppUsage, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, u := range apps {
+		switch a := r.apps[u.App]; {
+		case a == nil:
+			r.orphans[u.App] = true
+		case a.tombstone():
+			r.reviveLocked(a, now)
+			a.cost = appCost(u.App)
+			r.bytes += a.cost
+		case len(a.local) == 0 && a.sessions == 0 && u.ModTime.Before(a.lastSeen):
+			a.lastSeen = u.ModTime
+		}
+	}
+}
+
+// idle returns the registered applications without a connection since
+// before cut, and every registered application.
 func (r *registry) idle(cut time.Time) (idle []string, known map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	known = make(map[string]bool, len(r.apps))
 	for name, a := range r.apps {
+		if a.tombstone() {
+			continue
+		}
 		known[name] = true
 		if a.sessions == 0 && a.lastSeen.Before(cut) {
 			idle = append(idle, name)
@@ -209,11 +477,12 @@ func (r *registry) sessionsOf(app string) int {
 }
 
 // registryFile is the registry's persistent part, in the daemon's root
-// (disks.RegistryPath): the applications that registered Spark local dirs,
-// with their owner and those dirs, so that after a restart removal,
-// listing, retention and the start-up sweep cover every dir the daemon
-// ever wrote into. Applications of the daemon's root alone are found by
-// listing the root.
+// (disks.RegistryPath): every application the daemon registered, with its
+// owner and the Spark local dirs it registered, so that after a restart
+// removal, listing, retention and the start-up sweep cover every dir the
+// daemon ever wrote into and no other uid takes an application over; and
+// the tombstones of removed applications, so that their ids stay their
+// owners' for tombstoneTTL.
 type registryFile struct {
 	Version int             `json:"version"`
 	Apps    []registeredApp `json:"apps"`
@@ -223,6 +492,9 @@ type registeredApp struct {
 	App   string          `json:"app"`
 	UID   uint32          `json:"uid"`
 	Local []registeredSet `json:"local,omitempty"`
+	// Removed is when a tombstone's application was removed, in Unix
+	// seconds; 0 for a registered application.
+	Removed int64 `json:"removed,omitempty"`
 }
 
 // registeredSet is one registration's Spark local dirs, resolved.
@@ -231,11 +503,28 @@ type registeredSet struct {
 	SubDirs int      `json:"sub_dirs"`
 }
 
-// registryVersion is the registry file's format version.
+// registryVersion is the registry file's format version. (Entries without
+// local dirs and tombstones came later; a daemon that predates them reads
+// them as applications of their uid.)
 const registryVersion = 1
 
 // maxRegistryFile bounds the registry file read at start.
 const maxRegistryFile = 64 << 20
+
+// appCost bounds what the entry of app takes in the registry file, its
+// local dir sets aside (setCost): its longest form, a tombstone's, with
+// the separators of its list and of an empty set list.
+func appCost(app string) int {
+	b, _ := json.Marshal(registeredApp{App: app, UID: math.MaxUint32, Removed: math.MaxInt64})
+	return len(b) + len(`,"local":[]`) + 1
+}
+
+// setCost bounds what one set of local dirs takes in its application's
+// entry in the registry file, with its separator.
+func setCost(l shufflefile.SparkHashed) int {
+	b, _ := json.Marshal(registeredSet{Dirs: l.LocalDirs, SubDirs: l.SubDirs})
+	return len(b) + 1
+}
 
 // persistence writes the registry file; writes run one at a time, each of
 // a snapshot taken under its lock, so the last write holds the last state.
@@ -244,18 +533,23 @@ type persistence struct {
 	fs   vfs.FS
 	path string
 	sync bool
+	// kept is why the file could not be read at start: it is then kept as
+	// it is, never replaced nor removed, so that the owners and dirs it
+	// holds are not lost for good; an operator repairs or moves it and
+	// restarts the daemon.
+	kept error
 }
 
 // snapshot returns the persistent part of the registry.
 func (r *registry) snapshot() registryFile {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := registryFile{Version: registryVersion}
+	f := registryFile{Version: registryVersion, Apps: make([]registeredApp, 0, len(r.apps))}
 	for name, a := range r.apps {
-		if len(a.local) == 0 {
-			continue // its outputs are in the daemon's root, found by listing it
-		}
 		ra := registeredApp{App: name, UID: a.uid}
+		if a.tombstone() {
+			ra.Removed = max(a.removed.Unix(), 1)
+		}
 		for _, l := range a.local {
 			ra.Local = append(ra.Local, registeredSet{Dirs: l.LocalDirs, SubDirs: l.SubDirs})
 		}
@@ -266,14 +560,19 @@ func (r *registry) snapshot() registryFile {
 }
 
 // save writes r's persistent part (ReplaceFile: temp, rename, and fsyncs
-// with --sync), or removes the file when no application is known.
+// with --sync), or removes the file when no application is known. It
+// refuses to touch a file that could not be read at start.
 func (p *persistence) save(r *registry) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.kept != nil {
+		return fmt.Errorf("not replacing registry file %s, which could not be read at start (%v); "+
+			"what registered since is not persisted: repair the file or move it away, and restart the daemon", p.path, p.kept)
+	}
 	snap := r.snapshot()
 	if len(snap.Apps) == 0 {
 		// Nothing to remember: no file, so a root whose applications are
-		// all removed is empty.
+		// all removed, and their tombstones expired, is empty.
 		if err := p.fs.Remove(p.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -288,7 +587,12 @@ func (p *persistence) save(r *registry) error {
 
 // load reads the registry file into r (a missing file is an empty registry)
 // and removes temp files a crash left beside it. The applications it names
-// have no connection; their retention counts from now.
+// have no connection; their retention counts from now. A file that exists
+// but cannot be read (an I/O error) or used (damagedRegistryError: too
+// large, damaged, of another version, naming what no registration gives)
+// is an error, r then holds none of it, and save leaves the file as it is:
+// a save would replace what it names, owners included, with what
+// registers from now on.
 func (p *persistence) load(r *registry, now time.Time) error {
 	dir, name := filepath.Split(p.path)
 	if ents, err := p.fs.ReadDir(filepath.Clean(dir)); err == nil {
@@ -302,45 +606,111 @@ func (p *persistence) load(r *registry, now time.Time) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		var rf registryFile
+		if rf, err = p.read(f); err == nil {
+			if err = r.restore(rf, now); err != nil {
+				err = &damagedRegistryError{err}
+			}
+		}
 	}
+	if err != nil {
+		p.kept = err
+		return fmt.Errorf("registry file %s: %w (the file is kept as it is, never replaced: repair it or move it away, then restart the daemon)", p.path, err)
+	}
+	return nil
+}
+
+// read reads and decodes the registry file f, and closes it.
+func (p *persistence) read(f vfs.File) (registryFile, error) {
 	defer f.Close()
+	var rf registryFile
+	if fi, err := f.Stat(); err == nil && fi.Size() > maxRegistryFile {
+		return rf, &damagedRegistryError{fmt.Errorf("%d bytes, larger than %d bytes", fi.Size(), maxRegistryFile)}
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxRegistryFile+1))
 	if err != nil {
-		return err
+		return rf, err
 	}
 	if len(b) > maxRegistryFile {
-		return fmt.Errorf("registry file %s is larger than %d bytes", p.path, maxRegistryFile)
+		return rf, &damagedRegistryError{fmt.Errorf("larger than %d bytes", maxRegistryFile)}
 	}
-	var rf registryFile
 	if err := json.Unmarshal(b, &rf); err != nil {
-		return fmt.Errorf("registry file %s: %w", p.path, err)
+		return rf, &damagedRegistryError{err}
 	}
 	if rf.Version != registryVersion {
-		return fmt.Errorf("registry file %s: version %d, this daemon reads %d", p.path, rf.Version, registryVersion)
+		return rf, &damagedRegistryError{fmt.Errorf("version %d, this daemon reads %d", rf.Version, registryVersion)}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	return rf, nil
+}
+
+// damagedRegistryError is a registry file that was read whole but is not
+// one this daemon writes: damaged, too large, of another version, or
+// naming what no registration gives. Unlike an I/O error of a failing
+// disk, it does not go away by itself; the daemon should not start on it
+// (registryDamaged).
+type damagedRegistryError struct{ err error }
+
+func (e *damagedRegistryError) Error() string { return e.err.Error() }
+func (e *damagedRegistryError) Unwrap() error { return e.err }
+
+// registryDamaged reports an error of loadRegistry that is a registry file
+// read but not usable (damagedRegistryError), rather than one that could
+// not be read (an I/O error).
+func registryDamaged(err error) bool {
+	var d *damagedRegistryError
+	return errors.As(err, &d)
+}
+
+// restore checks the decoded registry file rf whole and, when it is valid,
+// puts what it names into r.
+func (r *registry) restore(rf registryFile, now time.Time) error {
+	apps := make(map[string]*application, len(rf.Apps))
+	dirs := map[string]string{}
 	for i, ra := range rf.Apps {
 		if err := disks.ValidateApp(ra.App); err != nil {
-			return fmt.Errorf("registry file %s: apps[%d]: %w", p.path, i, err)
+			return fmt.Errorf("apps[%d]: %w", i, err)
 		}
-		a := &application{uid: ra.UID, lastSeen: now}
+		if _, ok := apps[ra.App]; ok {
+			return fmt.Errorf("apps[%d]: application %q is named twice", i, ra.App)
+		}
+		a := &application{uid: ra.UID, lastSeen: now, cost: appCost(ra.App)}
+		if ra.Removed != 0 {
+			if len(ra.Local) != 0 {
+				return fmt.Errorf("apps[%d]: removed application %q has local dirs", i, ra.App)
+			}
+			a.removed = time.Unix(ra.Removed, 0)
+		}
 		for j, set := range ra.Local {
 			l := shufflefile.SparkHashed{LocalDirs: set.Dirs, SubDirs: set.SubDirs}
 			if err := l.Validate(); err != nil {
-				return fmt.Errorf("registry file %s: apps[%d].local[%d]: %w", p.path, i, j, err)
+				return fmt.Errorf("apps[%d].local[%d]: %w", i, j, err)
 			}
 			for _, d := range l.LocalDirs {
 				if !filepath.IsAbs(d) || filepath.Clean(d) != d {
-					return fmt.Errorf("registry file %s: apps[%d].local[%d]: %q is not an absolute clean path", p.path, i, j, d)
+					return fmt.Errorf("apps[%d].local[%d]: %q is not an absolute clean path", i, j, d)
 				}
-				r.localDirs[d] = ra.App
+				dirs[d] = ra.App
 			}
-			a.local = append(a.local, l)
+			if !slices.ContainsFunc(a.local, func(h shufflefile.SparkHashed) bool { return sameSet(h, l) }) {
+				a.local = append(a.local, l)
+				a.cost += setCost(l)
+			}
 		}
-		r.apps[ra.App] = a
+		apps[ra.App] = a
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	maps.Copy(r.localDirs, dirs)
+	for name, a := range apps {
+		r.apps[name] = a
+		if a.tombstone() {
+			r.tombs++
+			r.tombBytes += a.cost
+		} else {
+			r.bytes += a.cost
+		}
+	}
+	r.evictLocked()
 	return nil
 }

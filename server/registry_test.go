@@ -1,13 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
-	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -82,53 +87,80 @@ func TestRestartKeepsLocalDirs(t *testing.T) {
 	if _, err := os.Stat(local); err != nil {
 		t.Errorf("the Spark local dir itself: %v, want it kept (it is the executor's)", err)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Root, disks.RegistryName)); !os.IsNotExist(err) {
-		t.Errorf("registry file after its last application was removed: %v, want none", err)
+	rf := readRegistry(t, filepath.Join(cfg.Root, disks.RegistryName))
+	if i := slices.IndexFunc(rf.Apps, func(ra registeredApp) bool { return ra.App == "app" }); i < 0 || rf.Apps[i].Removed == 0 || len(rf.Apps[i].Local) != 0 {
+		t.Errorf("registry file after app was removed = %+v, want app's tombstone, without dirs", rf)
 	}
 }
 
+func readRegistry(t *testing.T, path string) registryFile {
+	t.Helper()
+	var rf registryFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rf); err != nil {
+		t.Fatalf("registry file %s: %v", path, err)
+	}
+	return rf
+}
+
 // TestRegistryFileDamaged starts on a registry file that does not parse:
-// the daemon serves (it forgets only the local dirs of earlier runs), and
-// its next save replaces the file with one that parses.
+// the daemon refuses to start, naming the file, and keeps it as it is (what
+// it names, every application's owner, is not lost to a save).
 func TestRegistryFileDamaged(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	plantOutput(t, filepath.Join(root, "flat-app", "1"), 1, 0)
+	path := filepath.Join(root, disks.RegistryName)
+	damaged := []byte("{not json")
+	if err := os.WriteFile(path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refusesRegistry(t, Config{SocketPath: filepath.Join(dir, "s.sock"), Root: root, LimitBytes: 4 << 20, PoolSize: 2}, path, "")
+	if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, damaged) {
+		t.Errorf("registry file = %q, %v; want the damaged file kept as it was, %q", b, err, damaged)
+	}
+}
+
+// TestRegistryFileTooLarge starts on a registry file past the size the
+// daemon reads: it refuses to start and keeps the file, never to replace it
+// by a save that would forget every application it names.
+func TestRegistryFileTooLarge(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(root, 0o750); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(root, disks.RegistryName)
-	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path+".0123456789abcdef"+shufflefile.TempSuffix, []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	allowed := t.TempDir()
-	local := filepath.Join(allowed, "blockmgr-a")
-	if err := os.Mkdir(local, 0o770); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemonWith(t, Config{SocketPath: filepath.Join(dir, "s.sock"), Root: root, LimitBytes: 4 << 20, PoolSize: 2, AllowedRoots: []string{allowed}})
-	c := registerLocal(t, d, "app", local)
-	if err := c.Ping(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var rf registryFile
-	b, err := os.ReadFile(path)
-	if err != nil || json.Unmarshal(b, &rf) != nil || len(rf.Apps) != 1 || rf.Apps[0].App != "app" {
-		t.Errorf("registry file after a registration = %q, %v; want one that names app", b, err)
-	}
-	if m, _ := filepath.Glob(path + ".*"); len(m) != 0 {
-		t.Errorf("temp files of the registry left: %v", m)
-	}
-	ctx := context.Background()
-	c2, err := client.Dial(ctx, d.socket)
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c2.Close()
-	if _, err := c2.Register(ctx, protocol.RegisterExecutor{AppID: disks.RegistryName, ExecutorID: "1"}); protocol.CodeOf(err) != protocol.CodeInvalidArgument {
-		t.Errorf("Register of the reserved application id %q = %v, want InvalidArgument", disks.RegistryName, err)
+	if err := f.Truncate(maxRegistryFile + 1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	f.Close()
+	refusesRegistry(t, Config{SocketPath: filepath.Join(dir, "s.sock"), Root: root, LimitBytes: 4 << 20, PoolSize: 2}, path, "larger than")
+	if fi, err := os.Stat(path); err != nil || fi.Size() != maxRegistryFile+1 {
+		t.Errorf("registry file: %v, %v; want it kept at %d bytes", fi, err, maxRegistryFile+1)
+	}
+}
+
+// refusesRegistry starts a daemon on cfg, whose registry file at path is
+// damaged: New must refuse, naming the file and saying want.
+func refusesRegistry(t *testing.T, cfg Config, path, want string) {
+	t.Helper()
+	s, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		t.Fatalf("New on the damaged registry file %s started", path)
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) || !registryDamaged(err) {
+		t.Errorf("New on the damaged registry file = %v, want a damaged-registry error naming %s and saying %q", err, path, want)
 	}
 }
 

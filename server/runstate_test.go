@@ -60,3 +60,23 @@ func TestRunStateBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestShuffleListBound: an application with more shuffles than a
+// ShuffleList holds is answered ResourceExhausted, naming the bound, not
+// with a list that fails to encode (Internal).
+func TestShuffleListBound(t *testing.T) {
+	list := make([]protocol.ShuffleInfo, protocol.MaxShuffles+1)
+	for i := range list {
+		list[i].ShuffleID = int32(i) // ascending, as a ShuffleList's must be
+	}
+	if _, err := shuffleList("app", list); codeOf(err) != protocol.CodeResourceExhausted || !strings.Contains(err.Error(), "1048576") {
+		t.Errorf("a list of %d shuffles = %v, want ResourceExhausted naming the bound", len(list), err)
+	}
+	sl, err := shuffleList("app", list[:protocol.MaxShuffles])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sl.Validate(); err != nil {
+		t.Errorf("a list of %d shuffles, the most one holds: %v", protocol.MaxShuffles, err)
+	}
+}

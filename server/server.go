@@ -136,10 +136,15 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.apps = newRegistry()
 	s.persist = &persistence{fs: s.fs, path: s.disks.RegistryPath(), sync: cfg.Sync}
 	if err := s.loadRegistry(); err != nil {
-		// The daemon still serves: what it forgets are the Spark local
-		// dirs of applications registered before the restart, until they
-		// register again.
-		s.log.Error("reading the registry; Spark local dirs registered before this start are not covered until registered again", "path", s.persist.path, "err", err)
+		// A registry file read but unusable: the owners it names would be
+		// lost, so the daemon does not start on it; an operator repairs
+		// it or moves it aside. An I/O error (a failing first disk) is
+		// logged: the file is kept, never replaced, and applications in
+		// the root stay root's and the daemon's only.
+		if registryDamaged(err) {
+			return nil, fmt.Errorf("server: %w (the registry file names every application's owner: repair it, or move it aside to start without it, after which applications in the root are root's and the daemon's only)", err)
+		}
+		s.log.Error("reading the registry; what it names is not known until a restart on a readable file, and nothing registered is persisted", "path", s.persist.path, "err", err)
 	}
 	if n, err := s.disks.SweepTemps(); err != nil {
 		return nil, fmt.Errorf("server: sweep %s: %w", cfg.Root, err)
