@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -68,6 +69,14 @@ type Commit struct {
 // and so are the files it renamed into place, index first; an output
 // committed before is never touched. Commits of the same output in one
 // process run one at a time.
+//
+// The directories may belong to a hostile peer (Root), so Do never blocks
+// on what it finds there and never changes a file it did not make: a name
+// it reads that is not a regular file (a FIFO), a data temp file with
+// more than one link, and a temp file whose name no longer names the file
+// Do made (or checked) when it comes to rename it fail the commit with a
+// *vfs.RefusedError that names the file (it matches fs.ErrPermission);
+// the mode and group of the files are set through their descriptors.
 func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err error) {
 	if c.FS == nil || c.Layout == nil {
 		return nil, nil, false, fmt.Errorf("commit %v: %w: FS and Layout must be set", c.ID, ErrInvalidCommit)
@@ -106,7 +115,11 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 	unlock := lockOutput(indexPath)
 	defer unlock()
 
-	// The data temp file must be whole before anything else happens.
+	// The data temp file must be whole before anything else happens. It
+	// lies in a directory a peer may write, so it is opened (a regular
+	// file, without blocking: FS.Open), checked and given its mode and
+	// group through one descriptor, and renamed only while its name still
+	// names that file.
 	df, err := c.FS.Open(c.DataTemp)
 	if err != nil {
 		return nil, nil, false, err
@@ -116,6 +129,11 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 		df.Close()
 		return nil, nil, false, err
 	}
+	if err := checkOneLink(c.DataTemp, fi); err != nil {
+		df.Close()
+		return nil, nil, false, err
+	}
+	dataTemp := tempFile{path: c.DataTemp, fi: fi}
 	if total := offsetAt(index, len(c.Lengths)); fi.Size() != total {
 		df.Close()
 		return nil, nil, false, fmt.Errorf("%w: data temp %s holds %d bytes, partition lengths sum to %d",
@@ -139,6 +157,12 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 		return lengths, checksums, true, nil
 	}
 
+	if c.FileMode != 0 {
+		if err := c.setMode(df, c.DataTemp); err != nil {
+			df.Close()
+			return nil, nil, false, err
+		}
+	}
 	if c.Sync {
 		if err := df.Sync(); err != nil {
 			df.Close()
@@ -147,14 +171,6 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 	}
 	if err := df.Close(); err != nil {
 		return nil, nil, false, err
-	}
-	if c.FileMode != 0 {
-		if err := c.FS.Chmod(c.DataTemp, c.FileMode); err != nil {
-			return nil, nil, false, err
-		}
-		if err := takeDirGroup(c.FS, c.DataTemp); err != nil {
-			return nil, nil, false, err
-		}
 	}
 	if staleIndex {
 		// An index that marks nothing committed could come to agree with
@@ -172,7 +188,7 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 	if err := a.makeDirs(dataPath, indexPath, ckPath); err != nil {
 		return nil, nil, false, err
 	}
-	var ckTemp string
+	var ckTemp tempFile
 	if alg != checksum.None {
 		if ckTemp, err = a.writeTemp(ckPath, AppendChecksums(nil, c.Checksums)); err != nil {
 			return nil, nil, false, err
@@ -189,7 +205,7 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 			return nil, nil, false, err
 		}
 	}
-	if err := a.rename(c.DataTemp, dataPath); err != nil {
+	if err := a.rename(dataTemp, dataPath); err != nil {
 		return nil, nil, false, err
 	}
 	if c.Sync {
@@ -255,6 +271,10 @@ func committedOffsets(fsys vfs.FS, dataPath, indexPath string, n int) (offsets [
 		return nil, true, nil
 	case err != nil:
 		return nil, false, err
+	case !fi.Mode().IsRegular():
+		// A FIFO (or a device) has no length to agree with; whoever put
+		// it there may write the directory, and reading it could block.
+		return nil, false, vfs.CheckRegular(dataPath, fi.Mode().Type())
 	case fi.Size() != offsets[len(offsets)-1]:
 		return nil, true, nil
 	}
@@ -328,7 +348,10 @@ func (a *attempt) committedChecksums(offsets []int64, dataPath, ckPath string) (
 	}
 	// Not recorded in placed: the file agrees with the committed data,
 	// so a later failure keeps it.
-	if err := c.FS.Rename(tmp, ckPath); err != nil {
+	if err := stillNames(c.FS, tmp); err != nil {
+		return nil, err
+	}
+	if err := c.FS.Rename(tmp.path, ckPath); err != nil {
 		return nil, err
 	}
 	if c.Sync {
@@ -347,44 +370,66 @@ func (c *Commit) perm() fs.FileMode {
 	return 0o644
 }
 
-// writeTemp writes b to a new temp file beside final (synced when c.Sync)
-// and returns its path.
-func (a *attempt) writeTemp(final string, b []byte) (string, error) {
+// tempFile is a temp file of an attempt: its path and what its descriptor
+// said it was, to tell later whether the path still names it.
+type tempFile struct {
+	path string
+	fi   fs.FileInfo
+}
+
+// writeTemp writes b to a new temp file beside final (created with O_EXCL:
+// FS.Create), gives it c.FileMode and its directory's group through the
+// descriptor it created (setMode; when FileMode is set), syncs it when
+// c.Sync, and returns it.
+func (a *attempt) writeTemp(final string, b []byte) (tempFile, error) {
 	c := a.c
-	tmp := TempName(final)
-	f, err := c.FS.Create(tmp, c.perm())
+	t := tempFile{path: TempName(final)}
+	f, err := c.FS.Create(t.path, c.perm())
 	if err != nil {
-		return "", err
+		return t, err
 	}
-	a.temps = append(a.temps, tmp)
+	a.temps = append(a.temps, t.path)
 	_, err = f.Write(b)
+	if err == nil && c.FileMode != 0 {
+		err = c.setMode(f, t.path)
+	}
 	if err == nil && c.Sync {
 		err = f.Sync()
+	}
+	if err == nil {
+		t.fi, err = f.Stat()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && c.FileMode != 0 {
-		err = c.FS.Chmod(tmp, c.FileMode)
-	}
-	if err == nil && c.FileMode != 0 {
-		err = takeDirGroup(c.FS, tmp)
-	}
-	return tmp, err
+	return t, err
 }
 
-// takeDirGroup gives a file (or a directory) its directory's group when it
-// has another, so that the node's shuffle service, which reads Spark's
-// local dirs through their group, can read what the daemon wrote there
-// (SPARK-37618). A daemon that may not take the group (not root and not a
-// member) fails the commit rather than commit files the shuffle service
-// cannot serve.
-func takeDirGroup(fsys vfs.FS, file string) error {
-	dfi, err := fsys.Stat(filepath.Dir(file))
+// setMode gives the open file f, at path, exactly c.FileMode and its
+// directory's group, through its descriptor (File.Chmod, File.Chown): in a
+// directory a peer may write, the name could already name another file (a
+// hard link to another client's output), whose mode and group must not
+// change.
+func (c *Commit) setMode(f vfs.File, path string) error {
+	if err := f.Chmod(c.FileMode); err != nil {
+		return err
+	}
+	return takeDirGroup(c.FS, f, path)
+}
+
+// takeDirGroup gives the open file (or directory) f, at path, its
+// directory's group when it has another, so that the node's shuffle
+// service, which reads Spark's local dirs through their group, can read
+// what the daemon wrote there (SPARK-37618). The group is set through f's
+// descriptor (File.Chown), never by name. A daemon that may not take the
+// group (not root and not a member) fails the commit rather than commit
+// files the shuffle service cannot serve.
+func takeDirGroup(fsys vfs.FS, f vfs.File, path string) error {
+	dfi, err := fsys.Stat(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
-	ffi, err := fsys.Stat(file)
+	ffi, err := f.Stat()
 	if err != nil {
 		return err
 	}
@@ -393,15 +438,61 @@ func takeDirGroup(fsys vfs.FS, file string) error {
 	if !ok1 || !ok2 || dst.Gid == fst.Gid {
 		return nil
 	}
-	if err := fsys.Chown(file, -1, int(dst.Gid)); err != nil {
-		return fmt.Errorf("give %s its directory's group %d, so the shuffle service can read it: %w", file, dst.Gid, err)
+	if err := f.Chown(-1, int(dst.Gid)); err != nil {
+		return fmt.Errorf("give %s its directory's group %d, so the shuffle service can read it: %w", path, dst.Gid, err)
 	}
 	return nil
 }
 
-// rename renames an owned temp file into place and records it.
-func (a *attempt) rename(tmp, final string) error {
-	if err := a.c.FS.Rename(tmp, final); err != nil {
+// checkOneLink refuses a data temp file (described by fi) that has other
+// names: the writer creates it with one (FS.Create, O_EXCL), so more mean
+// that a peer who may write the directory swapped in a hard link to some
+// other file (another client's output, where fs.protected_hardlinks is
+// off), whose mode and group Do must not set.
+func checkOneLink(path string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || uint64(st.Nlink) <= 1 {
+		return nil
+	}
+	return &vfs.RefusedError{Path: path, Reason: fmt.Sprintf("has %d links, not the one of a temp file the daemon made", st.Nlink)}
+}
+
+// stillNames checks that t's path still names the file t describes (the
+// same device and inode; the name not followed): a peer who may write the
+// directory can swap a temp file for another between its creation and its
+// rename, and the rename would put that file in place under the output's
+// name. It does not close the window before the rename itself; what the
+// daemon changes (mode, group, contents) it changed through its own
+// descriptor, so a file swapped in later gets nothing from it.
+func stillNames(fsys vfs.FS, t tempFile) error {
+	fi, err := fsys.Lstat(t.path)
+	if err != nil {
+		return err
+	}
+	if t.fi != nil && os.SameFile(t.fi, fi) {
+		return nil
+	}
+	return &vfs.RefusedError{Path: t.path, Reason: fmt.Sprintf(
+		"is no longer the temp file this commit made (it names inode %s, the temp file was inode %s): it was replaced", inode(fi), inode(t.fi))}
+}
+
+// inode returns fi's inode number, or "?".
+func inode(fi fs.FileInfo) string {
+	if fi != nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return fmt.Sprint(st.Ino)
+		}
+	}
+	return "?"
+}
+
+// rename renames an owned temp file into place, if its name still names it
+// (stillNames), and records it.
+func (a *attempt) rename(t tempFile, final string) error {
+	if err := stillNames(a.c.FS, t); err != nil {
+		return err
+	}
+	if err := a.c.FS.Rename(t.path, final); err != nil {
 		return err
 	}
 	a.placed = append(a.placed, final)
@@ -524,7 +615,10 @@ func ReplaceFile(fsys vfs.FS, path string, data []byte, mode fs.FileMode, sync b
 	if err != nil {
 		return err
 	}
-	if err := fsys.Rename(tmp, path); err != nil {
+	if err := stillNames(fsys, tmp); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp.path, path); err != nil {
 		return err
 	}
 	if sync {

@@ -41,6 +41,19 @@
 // all, and a sub-dir that belongs to a uid other than the owners given is
 // refused. The refusals name the directory and match fs.ErrPermission.
 //
+// The executor can also put anything under a file's name. Every file is
+// opened as a regular file only and without blocking (vfs.FS.Open): a FIFO
+// planted as an index, data, checksum or data temp file fails the commit
+// (or Open) at once, naming it ("... is a FIFO, not a regular file"),
+// instead of blocking it in open(2) forever. The mode and group of what
+// the daemon makes there (temp files, sub-dirs) are set through the
+// descriptor it made or checked (File.Chmod, File.Chown), never by name, a
+// data temp file with more than one link is refused, and a temp file is
+// renamed into place only while its name still names the file the commit
+// made (device and inode); else the commit fails, naming it, and leaves
+// nothing. So a name swapped for a hard link to another client's file
+// never gets that file a mode or group changed.
+//
 // Directories made for files (EnsureDir, by Commit and the writer) take
 // their parent's group and setgid bit and get DirMode, group-writable, as
 // Spark makes its sub-dirs for the shuffle service (SPARK-37618); committed

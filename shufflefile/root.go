@@ -126,11 +126,28 @@ func EnsureDir(fsys vfs.FS, dir string, fileMode fs.FileMode) error {
 	if pfi.Mode()&fs.ModeSetgid != 0 {
 		mode |= fs.ModeSetgid
 	}
-	// The group first: chown may clear setgid.
-	if err := takeDirGroup(fsys, dir); err != nil {
+	// The group and mode go through a descriptor of the directory, not by
+	// name: a peer who may write the parent could have swapped the name
+	// for a hard link to another file since the mkdir.
+	d, err := fsys.OpenDir(dir)
+	if err != nil {
 		return err
 	}
-	fi, err := fsys.Stat(dir)
+	err = setDirMode(fsys, d, dir, mode)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// setDirMode gives the open directory d, at path, its parent's group and
+// exactly mode.
+func setDirMode(fsys vfs.FS, d vfs.File, path string, mode fs.FileMode) error {
+	// The group first: chown may clear setgid.
+	if err := takeDirGroup(fsys, d, path); err != nil {
+		return err
+	}
+	fi, err := d.Stat()
 	if err != nil {
 		return err
 	}
@@ -140,7 +157,7 @@ func EnsureDir(fsys vfs.FS, dir string, fileMode fs.FileMode) error {
 		// setgid (systemd's RestrictSUIDSGID=) would refuse.
 		return nil
 	}
-	return fsys.Chmod(dir, mode)
+	return d.Chmod(mode)
 }
 
 // FileKind is the kind of a map output file.

@@ -10,15 +10,17 @@ import (
 
 // ErrRefused marks an operation that a confined FS refused because a
 // directory on its path is a symbolic link, lies outside the confining
-// directories, or belongs to a uid that is not allowed. It matches
-// fs.ErrPermission.
+// directories, or belongs to a uid that is not allowed, or that any FS
+// refused because what a name names is not the kind of file the operation
+// takes (Open of a FIFO, CheckRegular). It matches fs.ErrPermission.
 var ErrRefused = errors.New("refused")
 
 // RefusedError says which directory was refused and why.
 type RefusedError struct {
 	// Path is the directory (or file) refused.
 	Path string
-	// Reason says why: "is a symbolic link", "belongs to uid 1001", ...
+	// Reason says why: "is a symbolic link", "belongs to uid 1001", "is a
+	// FIFO, not a regular file", ...
 	Reason string
 }
 
@@ -29,6 +31,54 @@ func (e *RefusedError) Error() string {
 // Is makes a RefusedError match ErrRefused and fs.ErrPermission.
 func (e *RefusedError) Is(target error) bool {
 	return target == ErrRefused || target == fs.ErrPermission
+}
+
+// CheckRegular returns nil when typ (the type bits of an fs.FileMode,
+// FileMode.Type()) is that of a regular file, else a *RefusedError that
+// names path and says what it is instead ("/d/shuffle_0_5_0.index is a
+// FIFO, not a regular file: refused"). Shuffle files are regular files: a
+// FIFO, a device or a socket under one of their names was put there by
+// someone else, and reading it could block forever.
+func CheckRegular(path string, typ fs.FileMode) error {
+	if typ.Type() == 0 {
+		return nil
+	}
+	return &RefusedError{Path: path, Reason: "is " + typeName(typ) + ", not a regular file"}
+}
+
+// typeName says what kind of file a FileMode's type bits describe.
+func typeName(typ fs.FileMode) string {
+	switch t := typ.Type(); {
+	case t == 0:
+		return "a regular file"
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	default:
+		return "a file of unknown type"
+	}
+}
+
+// pathErr wraps err, a failure of op on name, in an *fs.PathError (nil
+// stays nil).
+func pathErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *RefusedError
+	if errors.As(err, &re) {
+		return &fs.PathError{Op: op, Path: name, Err: re}
+	}
+	return &fs.PathError{Op: op, Path: name, Err: err}
 }
 
 // Confined is an FS whose every operation happens relative to directories

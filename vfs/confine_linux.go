@@ -22,6 +22,10 @@ var noOpenat2 atomic.Bool
 
 const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
+// oLargefile is what os.Open adds on 32-bit Linux (syscall.Open does) and
+// unix.Openat does not, so that files over 2 GiB open there too.
+const oLargefile = unix.O_LARGEFILE
+
 // osConfined is the confined FS of the operating system: each confining
 // directory is held as an O_PATH descriptor, and every name is resolved
 // relative to one of them.
@@ -157,17 +161,6 @@ func refusal(dirfd int, base, rel string, cause error) error {
 	return &RefusedError{Path: filepath.Join(base, rel), Reason: fmt.Sprintf("cannot be reached without a symbolic link (%v)", cause)}
 }
 
-func pathErr(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var re *RefusedError
-	if errors.As(err, &re) {
-		return &fs.PathError{Op: op, Path: name, Err: re}
-	}
-	return &fs.PathError{Op: op, Path: name, Err: err}
-}
-
 // at locates name: the confining dir's descriptor and path, and name
 // relative to it. The caller holds c.mu shared.
 func (c *osConfined) at(name string) (fd int, base, rel string, err error) {
@@ -243,13 +236,13 @@ func (c *osConfined) withParent(opName, name string, op func(pfd int, last strin
 	return pathErr(opName, name, op(pfd, last))
 }
 
-func (c *osConfined) openFile(opName, name string, flags int, perm uint32) (File, error) {
+// Create makes name with O_CREAT|O_EXCL|O_NOFOLLOW: it never opens
+// anything that exists (a FIFO or a symbolic link planted under the name
+// fails it with EEXIST), so it cannot block on one either.
+func (c *osConfined) Create(name string, perm fs.FileMode) (File, error) {
 	var f File
-	err := c.withParent(opName, name, func(pfd int, last string) error {
-		fd, err := unix.Openat(pfd, last, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
-		if errors.Is(err, unix.ELOOP) {
-			return &RefusedError{Path: name, Reason: "is a symbolic link"}
-		}
+	err := c.withParent("create", name, func(pfd int, last string) error {
+		fd, err := unix.Openat(pfd, last, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 		if err != nil {
 			return err
 		}
@@ -262,12 +255,43 @@ func (c *osConfined) openFile(opName, name string, flags int, perm uint32) (File
 	return f, nil
 }
 
-func (c *osConfined) Create(name string, perm fs.FileMode) (File, error) {
-	return c.openFile("create", name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, uint32(perm.Perm()))
+// Open opens the regular file name without following it and without
+// blocking (openRegular): a FIFO, a device, a socket or a directory under
+// the name is refused, naming it and what it is, before anything is read.
+func (c *osConfined) Open(name string) (File, error) {
+	var f File
+	err := c.withParent("open", name, func(pfd int, last string) error {
+		of, err := openRegular(pfd, last, unix.O_NOFOLLOW, name)
+		if errors.Is(err, unix.ELOOP) {
+			return &RefusedError{Path: name, Reason: "is a symbolic link"}
+		}
+		if err != nil {
+			return err
+		}
+		f = of
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
-func (c *osConfined) Open(name string) (File, error) {
-	return c.openFile("open", name, unix.O_RDONLY, 0)
+// OpenDir opens the directory name, a confining dir or one below it
+// reached without a symbolic link and owned by an allowed uid (as every
+// directory of an operation is), for reading.
+func (c *osConfined) OpenDir(name string) (File, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	fd, base, rel, err := c.at(name)
+	if err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	dfd, err := c.dirOf(fd, base, rel, unix.O_RDONLY|unix.O_NOCTTY)
+	if err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	return os.NewFile(uintptr(dfd), name), nil
 }
 
 func (c *osConfined) Remove(name string) error {
@@ -428,6 +452,28 @@ func (c *osConfined) Stat(name string) (fs.FileInfo, error) {
 	return fi, err
 }
 
+// Lstat describes name without following it: a symbolic link as the last
+// component is described; one above it is refused, as everywhere.
+func (c *osConfined) Lstat(name string) (fs.FileInfo, error) {
+	c.mu.RLock()
+	fd, _, rel, err := c.at(name)
+	if err == nil && rel == "." {
+		defer c.mu.RUnlock()
+		return statAt(fd, ".", name)
+	}
+	c.mu.RUnlock()
+	if err != nil {
+		return nil, pathErr("lstat", name, err)
+	}
+	var fi fs.FileInfo
+	err = c.withParent("lstat", name, func(pfd int, last string) error {
+		var err error
+		fi, err = statAt(pfd, last, name)
+		return err
+	})
+	return fi, err
+}
+
 func (c *osConfined) SyncDir(dir string) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -444,10 +490,12 @@ func (c *osConfined) SyncDir(dir string) error {
 }
 
 // Chmod sets name's mode through a descriptor opened without following a
-// link (fchmodat cannot refuse one).
+// link (fchmodat cannot refuse one) and without blocking (O_NONBLOCK); it
+// refuses anything but a regular file or a directory. It acts on whatever
+// name names by then: File.Chmod is the form for a file just made.
 func (c *osConfined) Chmod(name string, mode fs.FileMode) error {
 	return c.withParent("chmod", name, func(pfd int, last string) error {
-		fd, err := unix.Openat(pfd, last, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(pfd, last, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ELOOP) {
 			return &RefusedError{Path: name, Reason: "is a symbolic link"}
 		}
@@ -455,6 +503,15 @@ func (c *osConfined) Chmod(name string, mode fs.FileMode) error {
 			return err
 		}
 		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if typ := unixType(st.Mode); typ != fs.ModeDir {
+			if err := CheckRegular(name, typ); err != nil {
+				return err
+			}
+		}
 		return unix.Fchmod(fd, syscallMode(mode))
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // eachResolver runs f with openat2 and with the per-component walk.
@@ -33,14 +35,6 @@ func mustConfine(t *testing.T, dirs []string, owners ...uint32) Confined {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func wantRefused(t *testing.T, what string, err error, path string) {
-	t.Helper()
-	var re *RefusedError
-	if !errors.As(err, &re) || !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), path) {
-		t.Errorf("%s = %v, want a refusal naming %s", what, err, path)
-	}
 }
 
 func TestConfinedOperations(t *testing.T) {
@@ -191,4 +185,62 @@ func TestConfinedCheckWritable(t *testing.T) {
 	if err := wc.CheckWritable(sub); !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("CheckWritable of a read-only dir = %v, want a permission error", err)
 	}
+}
+
+// TestConfinedOpenRefusesNonRegular: Open through the confined FS, with
+// either resolver, refuses a FIFO (without blocking on it), a socket and a
+// directory, naming each and what it is, and opens a regular file in
+// blocking mode.
+func TestConfinedOpenRefusesNonRegular(t *testing.T) {
+	eachResolver(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sub := filepath.Join(dir, "0a")
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c := mustConfine(t, []string{dir}, uint32(os.Getuid()))
+		checkOpens(t, sub, c.Open)
+		fifo := filepath.Join(sub, "shuffle_0_5_0.index")
+		wantNotRegular(t, "Chmod of a FIFO", c.Chmod(fifo, 0o644), fifo, "is a FIFO, not a regular file")
+	})
+}
+
+func TestConfinedOpenDirAndLstat(t *testing.T) {
+	eachResolver(t, func(t *testing.T) {
+		dir, outside := t.TempDir(), t.TempDir()
+		sub := filepath.Join(dir, "0a")
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		c := mustConfine(t, []string{dir}, uint32(os.Getuid()))
+		for _, name := range []string{dir, sub} {
+			d, err := c.OpenDir(name)
+			if err != nil {
+				t.Fatalf("OpenDir(%s) = %v", name, err)
+			}
+			if fi, err := d.Stat(); err != nil || !fi.IsDir() {
+				t.Errorf("OpenDir(%s).Stat() = %v, %v, want a directory", name, fi, err)
+			}
+			d.Close()
+		}
+		link := filepath.Join(dir, "0b")
+		if err := os.Symlink(outside, link); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.OpenDir(link)
+		wantRefused(t, "OpenDir of a symlinked sub-dir", err, link)
+		fifo := filepath.Join(dir, "0c")
+		if err := unix.Mkfifo(fifo, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := promptly(t, "OpenDir of a FIFO", fifo, func() (File, error) { return c.OpenDir(fifo) }); err == nil || !strings.Contains(err.Error(), fifo) {
+			t.Errorf("OpenDir of a FIFO = %v, want an error naming it", err)
+		}
+		fi, err := c.Lstat(link)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("Lstat of a symlink = %v, %v, want the link described", fi, err)
+		}
+		_, err = c.Lstat(filepath.Join(link, "x"))
+		wantRefused(t, "Lstat through a symlinked sub-dir", err, link)
+	})
 }

@@ -26,6 +26,14 @@ type File interface {
 	Stat() (fs.FileInfo, error)
 	// Name is the name the file was created or opened with.
 	Name() string
+	// Chmod sets the file's permission bits exactly, whatever the umask,
+	// through its descriptor (fchmod): it changes the file this File is,
+	// whatever its name names by now. Setting the mode of a file in a
+	// directory that others may write goes through here, never by name.
+	Chmod(mode fs.FileMode) error
+	// Chown sets the file's owner and group through its descriptor
+	// (fchown); -1 leaves one as it is.
+	Chown(uid, gid int) error
 }
 
 // FS is a file system. Names are file paths in the host's syntax.
@@ -34,8 +42,18 @@ type FS interface {
 	// exists: temp files carry unique names and nothing is ever clobbered
 	// by a create.
 	Create(name string, perm fs.FileMode) (File, error)
-	// Open opens name for reading only.
+	// Open opens the regular file name for reading only. It never blocks
+	// and never reads what it refuses: anything but a regular file (a
+	// FIFO, a device, a socket, a directory) is refused with a
+	// *RefusedError that names it and says what it is (CheckRegular), so
+	// that a FIFO planted under a file's name cannot hang the caller.
 	Open(name string) (File, error)
+	// OpenDir opens the directory name (itself not a symbolic link; a
+	// confined FS also checks its owner) for reading, so that its mode and
+	// group can be set through the descriptor (File.Chmod, File.Chown)
+	// rather than by a name that may have been swapped. Anything else is
+	// refused.
+	OpenDir(name string) (File, error)
 	// Remove removes a file or an empty directory.
 	Remove(name string) error
 	// Rename renames oldname to newname atomically, replacing newname
@@ -50,12 +68,20 @@ type FS interface {
 	ReadDir(dir string) ([]fs.DirEntry, error)
 	// Stat describes name.
 	Stat(name string) (fs.FileInfo, error)
+	// Lstat describes name without following it: a symbolic link is
+	// described, not its target. With File.Stat it tells whether a name
+	// still names a file opened before (os.SameFile).
+	Lstat(name string) (fs.FileInfo, error)
 	// SyncDir makes the entries of dir (creates, renames, removes)
 	// durable: it opens dir, syncs it and closes it.
 	SyncDir(dir string) error
-	// Chmod sets name's permission bits exactly, whatever the umask.
+	// Chmod sets name's permission bits exactly, whatever the umask. It
+	// changes whatever name names when it runs: in a directory that
+	// others may write, set the mode of a file made there through its
+	// descriptor (File.Chmod) instead.
 	Chmod(name string, mode fs.FileMode) error
-	// Chown sets name's owner and group; -1 leaves one as it is.
+	// Chown sets name's owner and group; -1 leaves one as it is. As for
+	// Chmod, File.Chown is the safe form in a directory others may write.
 	Chown(name string, uid, gid int) error
 }
 
@@ -83,20 +109,13 @@ func (osFS) Create(name string, perm fs.FileMode) (File, error) {
 	return f, nil
 }
 
-func (osFS) Open(name string) (File, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
 func (osFS) Remove(name string) error                    { return os.Remove(name) }
 func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
 func (osFS) Link(oldname, newname string) error          { return os.Link(oldname, newname) }
 func (osFS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
 func (osFS) ReadDir(dir string) ([]fs.DirEntry, error)   { return os.ReadDir(dir) }
 func (osFS) Stat(name string) (fs.FileInfo, error)       { return os.Stat(name) }
+func (osFS) Lstat(name string) (fs.FileInfo, error)      { return os.Lstat(name) }
 func (osFS) Chmod(name string, mode fs.FileMode) error   { return os.Chmod(name, mode) }
 func (osFS) Chown(name string, uid, gid int) error       { return os.Chown(name, uid, gid) }
 

@@ -792,7 +792,7 @@ func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, se
 			res.MemoryRuns++
 		}
 		if !ru.mem || ru.prefix > 0 {
-			f, err := fsys.Open(ru.file.path)
+			f, err := ru.file.reopen()
 			if err != nil {
 				return "", segments{}, err
 			}

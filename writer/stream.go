@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -458,7 +460,8 @@ type runFile struct {
 	path  string
 	f     vfs.File
 	bw    *bufio.Writer
-	n     int64 // bytes written
+	n     int64       // bytes written
+	id    fs.FileInfo // the file created, to know it again (reopen)
 }
 
 func newRunFile(fsys vfs.FS, space Space, dataPath string) (*runFile, error) {
@@ -467,7 +470,34 @@ func newRunFile(fsys vfs.FS, space Space, dataPath string) (*runFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runFile{fs: fsys, space: space, path: path, f: f, bw: bufio.NewWriterSize(f, runBufferSize)}, nil
+	id, err := f.Stat()
+	if err != nil {
+		f.Close()
+		_ = fsys.Remove(path)
+		return nil, err
+	}
+	return &runFile{fs: fsys, space: space, path: path, f: f, bw: bufio.NewWriterSize(f, runBufferSize), id: id}, nil
+}
+
+// reopen opens the run file again for reading (a merge), refusing a name
+// that no longer is the file the writer made: the directory may be a
+// client's, and a name swapped for a link to another file must not bring
+// that file's bytes into this output.
+func (rf *runFile) reopen() (vfs.File, error) {
+	f, err := rf.fs.Open(rf.path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !os.SameFile(fi, rf.id) {
+		f.Close()
+		return nil, &vfs.RefusedError{Path: rf.path, Reason: "is no longer the run file the writer made (it was replaced)"}
+	}
+	return f, nil
 }
 
 func (rf *runFile) write(b []byte) error {

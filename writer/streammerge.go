@@ -199,7 +199,7 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 	fromFile := func(i int, off, m, end int64) error {
 		win := &windows[i]
 		if win.File == nil {
-			f, err := fsys.Open(runs[i].file.path)
+			f, err := runs[i].file.reopen()
 			if err != nil {
 				return err
 			}

@@ -15,9 +15,10 @@
 //		// err must be non-nil, and nothing may be left half done.
 //	}
 //
-// Counted operations (OpKind): FS Create, Open, Remove, Rename, Link,
-// MkdirAll, ReadDir, Stat, SyncDir, Chmod, Chown; File Read and ReadAt (OpRead),
-// Write, Sync, Stat, Close; and vfs.CopyRange into a file of this FS
+// Counted operations (OpKind): FS Create, Open and OpenDir (OpOpen),
+// Remove, Rename, Link, MkdirAll, ReadDir, Stat and Lstat (OpStat),
+// SyncDir, Chmod, Chown; File Read and ReadAt (OpRead), Write, Sync, Stat,
+// Chmod, Chown, Close; and vfs.CopyRange into a file of this FS
 // (OpCopyRange, one operation per call). Seek and Name do no I/O and are
 // not counted.
 //
@@ -279,6 +280,18 @@ func (f *FS) Open(name string) (vfs.File, error) {
 	return &file{fs: f, inner: inner}, nil
 }
 
+// OpenDir opens the directory name in the inner FS (counted as OpOpen).
+func (f *FS) OpenDir(name string) (vfs.File, error) {
+	if err := f.check(OpOpen, name); err != nil {
+		return nil, err
+	}
+	inner, err := f.inner.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return &file{fs: f, inner: inner}, nil
+}
+
 // Remove removes name in the inner FS.
 func (f *FS) Remove(name string) error {
 	if err := f.check(OpRemove, name); err != nil {
@@ -325,6 +338,15 @@ func (f *FS) Stat(name string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	return f.inner.Stat(name)
+}
+
+// Lstat describes name in the inner FS without following it (counted as
+// OpStat).
+func (f *FS) Lstat(name string) (fs.FileInfo, error) {
+	if err := f.check(OpStat, name); err != nil {
+		return nil, err
+	}
+	return f.inner.Lstat(name)
 }
 
 // SyncDir syncs dir in the inner FS.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -280,5 +281,65 @@ func TestOpKindString(t *testing.T) {
 	}
 	if got, want := OpKind(200).String(), "OpKind(200)"; got != want {
 		t.Errorf("OpKind(200).String() = %q, want %q", got, want)
+	}
+}
+
+// TestDescriptorOps: OpenDir counts as an open, Lstat as a stat, a File's
+// Chmod and Chown as chmod and chown; each can be failed, and each passes
+// through to the inner FS when not.
+func TestDescriptorOps(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	run := func(fsys vfs.FS) error {
+		d, err := fsys.OpenDir(dir) // 0 open
+		if err != nil {
+			return err
+		}
+		if err := d.Close(); err != nil { // 1 close
+			return err
+		}
+		if _, err := fsys.Lstat(dir); err != nil { // 2 stat
+			return err
+		}
+		f, err := fsys.Create(name, 0o600) // 3 create
+		if err != nil {
+			return err
+		}
+		defer os.Remove(name)
+		err = f.Chmod(0o640)                             // 4 chmod
+		err = errors.Join(err, f.Chown(-1, os.Getgid())) // 5 chown
+		return errors.Join(err, f.Close())               // 6 close
+	}
+	kinds := []OpKind{OpOpen, OpClose, OpStat, OpCreate, OpChmod, OpChown, OpClose}
+	var seen []OpKind
+	fsys := New(vfs.Default, InjectorFunc(func(op Op) error { seen = append(seen, op.Kind); return nil }))
+	if err := run(fsys); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seen, kinds) {
+		t.Errorf("operations %v, want %v", seen, kinds)
+	}
+	for i := range int64(len(kinds)) {
+		fsys := New(vfs.Default, OnIndex(i))
+		var e *Error
+		if err := run(fsys); !errors.As(err, &e) || e.Op.Kind != kinds[i] {
+			t.Errorf("OnIndex(%d) = %v, want an injected %v", i, err, kinds[i])
+		}
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ef, err := New(vfs.Default, nil).Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	if err := ef.Chmod(0o604); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != 0o604 {
+		t.Errorf("mode after File.Chmod through errorfs = %v, %v, want 0604", fi.Mode(), err)
 	}
 }

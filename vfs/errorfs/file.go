@@ -67,6 +67,23 @@ func (f *file) Stat() (fs.FileInfo, error) {
 	return f.inner.Stat()
 }
 
+// Chmod sets the inner file's mode through its descriptor (OpChmod).
+func (f *file) Chmod(mode fs.FileMode) error {
+	if err := f.fs.check(OpChmod, f.Name()); err != nil {
+		return err
+	}
+	return f.inner.Chmod(mode)
+}
+
+// Chown sets the inner file's owner and group through its descriptor
+// (OpChown).
+func (f *file) Chown(uid, gid int) error {
+	if err := f.fs.check(OpChown, f.Name()); err != nil {
+		return err
+	}
+	return f.inner.Chown(uid, gid)
+}
+
 // Close closes the inner file whether or not the close is failed.
 func (f *file) Close() error {
 	err := f.fs.check(OpClose, f.Name())
