@@ -63,8 +63,9 @@ type session struct {
 	ctx    context.Context // cancelled when the session ends
 	cancel context.CancelFunc
 
-	wmu  sync.Mutex // serializes writes to conn
-	wbuf []byte
+	wmu   sync.Mutex // serializes writes to conn
+	wbuf  []byte
+	ended bool // under wmu: a connection-level Error (id 0) was sent, nothing follows it
 	// stopping: the daemon is closing the connection (closeWith); a
 	// response still sent waits at most stopWriteTimeout for the client.
 	stopping atomic.Bool
@@ -407,6 +408,10 @@ func (sess *session) reply(id uint32, err error) {
 func (sess *session) send(id uint32, m protocol.Message) {
 	sess.wmu.Lock()
 	defer sess.wmu.Unlock()
+	if sess.ended {
+		return // a connection-level error went out: it is the last frame
+	}
+	sess.ended = id == 0
 	var err error
 	sess.wbuf, err = protocol.AppendFrame(sess.wbuf[:0], id, m)
 	if err != nil {
