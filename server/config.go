@@ -86,7 +86,9 @@ type Config struct {
 	// than 64 KiB waits for its share before the daemon reads its payload,
 	// holds it until the request is applied (an inline batch's bytes then
 	// count under the bytes-in-flight limit) and must arrive within a
-	// minute. Default 256 MiB; at least MaxFrame.
+	// minute. Default 256 MiB; EnsureDefaults raises it to MaxFrame, so that
+	// one frame always fits. One peer uid's frames hold at most half of it (or MaxFrame
+	// if that is more), so that one uid cannot hold every other's back.
 	FrameMemory int64
 
 	// DefaultCodec is used when a map output names none (--codec): none,
@@ -208,7 +210,6 @@ func (c *Config) EnsureDefaults() *Config {
 	setDefault(&c.MaxOpenOutputs, d.MaxOpenOutputs)
 	setDefault(&c.MaxConnections, d.MaxConnections)
 	setDefault(&c.MaxConnectionsPerUID, d.MaxConnectionsPerUID)
-	setDefault(&c.FrameMemory, d.FrameMemory)
 	setDefault(&c.DefaultCodec, d.DefaultCodec)
 	setDefault(&c.DefaultChecksum, d.DefaultChecksum)
 	setDefault(&c.BlockSize, d.BlockSize)
@@ -216,6 +217,8 @@ func (c *Config) EnsureDefaults() *Config {
 	setDefault(&c.FileMode, d.FileMode)
 	setDefault(&c.SocketMode, d.SocketMode)
 	setDefault(&c.MaxFrame, d.MaxFrame)
+	setDefault(&c.FrameMemory, d.FrameMemory)
+	c.FrameMemory = max(c.FrameMemory, int64(c.MaxFrame)) // one frame always fits
 	setDefault(&c.LogFormat, d.LogFormat)
 	c.DefaultCodec = canonicalCodec(c.DefaultCodec)
 	c.DefaultChecksum = canonicalChecksum(c.DefaultChecksum)
@@ -404,7 +407,7 @@ func (c *Config) settings() []setting {
 		{"max-open-outputs", "map outputs open at once, daemon-wide (`count`)", intValue(&c.MaxOpenOutputs)},
 		{"max-connections", "client connections open at once, daemon-wide (`count`)", intValue(&c.MaxConnections)},
 		{"max-connections-per-uid", "client connections open at once from one peer uid (`count`)", intValue(&c.MaxConnectionsPerUID)},
-		{"frame-memory", "memory `size` for the payloads of the frames connections are reading, daemon-wide (at least --max-frame)", sizeValue(&c.FrameMemory)},
+		{"frame-memory", "memory `size` for the payloads of the frames connections are reading, daemon-wide (raised to --max-frame if below it)", sizeValue(&c.FrameMemory)},
 		{"codec", "default `codec`: none, lz4, zstd, snappy", stringValue(&c.DefaultCodec, canonicalCodec)},
 		{"checksum", "default checksum `algorithm`: none, ADLER32, CRC32, CRC32C", stringValue(&c.DefaultChecksum, canonicalChecksum)},
 		{"block-size", "lz4 and snappy block `size` of map outputs that name none (Spark's spark.io.compression.lz4.blockSize)", intSizeValue(&c.BlockSize)},

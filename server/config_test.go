@@ -109,6 +109,7 @@ func TestValidate(t *testing.T) {
 		{func(c *server.Config) { c.MaxConnections = -1 }, "--max-connections: must be > 0, got -1"},
 		{func(c *server.Config) { c.MaxConnectionsPerUID = -1 }, "--max-connections-per-uid: must be > 0, got -1"},
 		{func(c *server.Config) { c.FrameMemory = 1 << 20 }, "--frame-memory: must be at least --max-frame (67108864, 64MiB), got 1048576"},
+		{func(c *server.Config) { c.MaxFrame = 512 << 20; c.FrameMemory = 0; c.EnsureDefaults() }, ""},
 	}
 	for _, tt := range tests {
 		c := defaults()
@@ -367,10 +368,10 @@ func TestLoadPrecedence(t *testing.T) {
 		"SHUFFLED_POOL":          "3",
 		"SHUFFLED_ALLOWED_ROOTS": "/env1,/env2",
 		"SHUFFLED_SYNC":          "true",
-		"SHUFFLED_SUB_DIRS":      "0", // zero means the default
+		"SHUFFLED_DRAIN_TIMEOUT": "0", // zero means the default
 	})
 	var c server.Config
-	args := []string{"--limit=2g", "--allowed-roots=/flag1", "--allowed-roots=/flag2,/flag3", "--sync=false"}
+	args := []string{"--limit=2g", "--allowed-roots=/flag1", "--allowed-roots=/flag2,/flag3", "--sync=false", "--max-frame=512MiB"}
 	if err := c.Load(newFlagSet(), args, vars); err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -388,6 +389,9 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 	if c.DrainTimeout != 30*time.Second {
 		t.Errorf("DrainTimeout = %v, want the default 30s", c.DrainTimeout)
+	}
+	if c.FrameMemory != 512<<20 {
+		t.Errorf("FrameMemory = %d with --max-frame=512MiB, want it raised to 512 MiB", c.FrameMemory)
 	}
 }
 

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
+	"github.com/shuffled/shuffled/vfs/errorfs"
 )
 
 // TestCommitSurvivesHalfClose: a client that sends Commit and then shuts
@@ -57,26 +61,59 @@ func TestCommitSurvivesHalfClose(t *testing.T) {
 
 // TestShutdownTellsConnections: a drain that ends closes every connection
 // with a connection-level Error (request id 0, Unavailable), after the
-// deadline naming the map outputs it aborted; the open map output is not
-// committed.
+// deadline saying that open map outputs were aborted; a Commit the
+// deadline cancels answers Aborted before it, and nothing is committed.
 func TestShutdownTellsConnections(t *testing.T) {
 	for _, deadline := range []bool{false, true} {
-		d := startDaemon(t, nil)
+		// The map output's writes wait for release: its Commit is still
+		// waiting on them when the deadline passes.
+		release := make(chan struct{})
+		var once sync.Once
+		unblock := func() { once.Do(func() { close(release) }) }
+		hold := errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if op.Kind == errorfs.OpWrite && strings.Contains(op.Path, "shuffle_1_1_0") {
+				<-release
+			}
+			return nil
+		})
+		dir := t.TempDir()
+		d := startDaemonWith(t, Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), LimitBytes: 4 << 20, PoolSize: 2},
+			WithFS(errorfs.New(vfs.Default, hold)))
+		t.Cleanup(unblock)
 		idle := dialRaw(t, d)
 		idle.handshake("idle")
 		busy := dialRaw(t, d)
 		busy.handshake("busy")
 		if deadline {
-			if _, m := busy.call(3, &protocol.OpenMapOutput{ShuffleID: 1, MapID: 1, NumPartitions: 1, Kind: protocol.KindOpaque}); m.Type() != protocol.TypeOpened {
+			_, m := busy.call(3, &protocol.OpenMapOutput{ShuffleID: 1, MapID: 1, NumPartitions: 1, Kind: protocol.KindOpaque})
+			opened, ok := m.(*protocol.Opened)
+			if !ok {
 				t.Fatalf("Open answered %v", m)
+			}
+			data := bytes.Repeat([]byte("partition 0 "), 1<<16)
+			if _, m := busy.call(4, &protocol.Batch{Handle: opened.Handle, Kind: protocol.KindOpaque, Plane: protocol.PlaneInline,
+				Opaque: protocol.OpaqueLayout{PartitionOffsets: []int64{0, int64(len(data))}}, Inline: data}); m.Type() != protocol.TypeBatchAccepted {
+				t.Fatalf("Batch answered %v", m)
+			}
+			if err := protocol.WriteFrame(busy.uc, 5, &protocol.Commit{Handle: opened.Handle}); err != nil {
+				t.Fatal(err)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := d.s.Shutdown(ctx)
+		stopped := make(chan error, 1)
+		go func() { stopped <- d.s.Shutdown(ctx) }()
+		time.Sleep(400 * time.Millisecond) // past the deadline: the Commit is cancelled
+		unblock()
+		err := <-stopped
 		cancel()
 		d.s = nil // stopped
 		if deadline != (err != nil) {
 			t.Errorf("deadline %v: Shutdown = %v", deadline, err)
+		}
+		if deadline {
+			if id, m := busy.read(); id != 5 || codeOfMsg(m) != protocol.CodeAborted {
+				t.Errorf("the Commit the deadline cancelled answered %d %v, want Aborted for request 5", id, m)
+			}
 		}
 		for _, r := range []*rawConn{idle, busy} {
 			id, m := r.read()
@@ -85,12 +122,15 @@ func TestShutdownTellsConnections(t *testing.T) {
 				t.Errorf("deadline %v: the connection's last frame: id %d %v, want an Unavailable Error at id 0", deadline, id, m)
 				continue
 			}
-			if want := "aborted"; deadline && r == busy && !strings.Contains(e.Message, want) {
-				t.Errorf("deadline %v: %q does not say %q", deadline, e.Message, want)
+			if want := "aborted"; deadline != strings.Contains(e.Message, want) {
+				t.Errorf("deadline %v: %q, want %q in it exactly when the deadline passed", deadline, e.Message, want)
 			}
 			if f, err := r.rd.ReadFrame(nil); err == nil {
 				t.Errorf("deadline %v: a frame (%v) after the connection-level error", deadline, f.Type)
 			}
+		}
+		if _, err := os.Stat(filepath.Join(d.root, "busy", "1", "shuffle_1_1_0.index")); err == nil {
+			t.Errorf("deadline %v: the cancelled Commit left a committed index", deadline)
 		}
 	}
 }

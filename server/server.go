@@ -62,6 +62,7 @@ type Server struct {
 		listeners map[net.Listener]struct{}
 		sessions  map[*session]struct{}
 		perUID    map[uint32]int                  // sessions by peer uid
+		uidFrames map[uint32]*semaphore.Weighted  // each uid's share of frames, while it has sessions
 		open      int                             // map outputs open, all sessions
 		admitted  int                             // map outputs admitted (admitOutput), all sessions
 		state     int64                           // partition-state bytes charged by admitted map outputs
@@ -174,6 +175,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.sessions = make(map[*session]struct{})
 	s.mu.perUID = make(map[uint32]int)
+	s.mu.uidFrames = make(map[uint32]*semaphore.Weighted)
 	s.frames = semaphore.NewWeighted(s.cfg.FrameMemory)
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.stop = make(chan struct{})
@@ -371,9 +373,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	why := fmt.Errorf("%w: the daemon is stopping; connect again to its next start", errUnavailable)
+	why := fmt.Errorf("%w: it stops now; connect again to its next start", errUnavailable)
 	if aborted > 0 {
-		why = fmt.Errorf("%w: the daemon is stopping and its drain deadline passed; the map outputs still open on this connection are aborted", errUnavailable)
+		why = fmt.Errorf("%w: its drain deadline passed and it stops now: any map output still open on this connection is aborted", errUnavailable)
 	}
 	s.mu.Lock()
 	for sess := range s.mu.sessions {

@@ -26,6 +26,7 @@ import (
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
+	"golang.org/x/sync/semaphore"
 )
 
 // maxInline is the largest inline payload announced: the frame limit less
@@ -78,9 +79,11 @@ type session struct {
 
 	commits sync.WaitGroup
 
-	// frame: the bytes of Server.frames that the frame being read or
-	// applied holds (0: none). Owned by the reader goroutine.
-	frame int64
+	// frame: the bytes of Server.frames, and of the peer uid's share
+	// uidFrames, that the frame being read or applied holds (0: none).
+	// Owned by the reader goroutine.
+	frame     int64
+	uidFrames *semaphore.Weighted
 
 	memfds memfdCache // mappings of the sealed memfds its batches pass again
 }
@@ -159,14 +162,20 @@ func (s *Server) newSession(conn *net.UnixConn) *session {
 		bound = fmt.Sprintf("%d connections open from uid %d, the most --max-connections-per-uid allows", s.mu.perUID[cred.UID], cred.UID)
 	}
 	if bound != "" {
-		log.Warn("refusing connection: " + bound)
-		s.metrics.Errors.WithLabelValues(protocol.CodeResourceExhausted.String()).Inc()
-		conn.SetWriteDeadline(time.Now().Add(time.Second))
-		_ = protocol.WriteFrame(conn, 0, protocol.Errorf(protocol.CodeResourceExhausted, "%s", bound))
-		conn.Close()
+		go func() { // not under s.mu: the peer may not read
+			log.Warn("refusing connection: " + bound)
+			s.metrics.Errors.WithLabelValues(protocol.CodeResourceExhausted.String()).Inc()
+			conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = protocol.WriteFrame(conn, 0, protocol.Errorf(protocol.CodeResourceExhausted, "%s", bound))
+			conn.Close()
+		}()
 		return nil
 	}
 	s.mu.perUID[cred.UID]++
+	if s.mu.uidFrames[cred.UID] == nil {
+		s.mu.uidFrames[cred.UID] = semaphore.NewWeighted(uidFrameShare(s.cfg))
+	}
+	sess.uidFrames = s.mu.uidFrames[cred.UID]
 	s.mu.sessions[sess] = struct{}{}
 	s.sessions.Add(1)
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
@@ -192,13 +201,26 @@ func (sess *session) close() {
 const stopWriteTimeout = time.Second
 
 // closeWith ends the session from outside (shutdown) after telling the
-// client why: a connection-level Error (request id 0) with err's code.
-// The commits it cancels answer first if they can; a client that does not
-// read holds it up for at most about stopWriteTimeout per response.
+// client why: the Commits it cancels answer (Aborted) first, if they end
+// within stopWriteTimeout, then a connection-level Error (request id 0)
+// with err's code goes out. A client that does not read holds it up for
+// at most 2 × stopWriteTimeout: the connection closes then whatever is
+// being written.
 func (sess *session) closeWith(err error) {
 	sess.stopping.Store(true)
 	sess.conn.SetWriteDeadline(time.Now().Add(stopWriteTimeout)) // a write blocked on the client gives up
+	cut := time.AfterFunc(2*stopWriteTimeout, func() { sess.conn.Close() })
+	defer cut.Stop()
 	sess.cancel()
+	answered := make(chan struct{})
+	go func() {
+		sess.commits.Wait()
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(stopWriteTimeout):
+	}
 	sess.reply(0, err)
 	sess.conn.Close()
 }
@@ -215,12 +237,20 @@ const frameAdmitMin = 64 << 10
 // take to arrive; past it the connection is closed (a framing error).
 var frameReadTimeout = time.Minute
 
+// uidFrameShare is what the frames of one peer uid may hold of
+// Config.FrameMemory: half of it, or one frame if that is more.
+func uidFrameShare(c Config) int64 { return max(c.FrameMemory/2, int64(c.MaxFrame)) }
+
 // admitFrame takes n bytes of the daemon's frame memory for the payload
-// about to be read, waiting while other connections hold it; the frame
-// then has frameReadTimeout to arrive. releaseFrame gives the bytes back
-// once the request is applied.
+// about to be read, within the peer uid's share, waiting while other
+// connections hold them; the frame then has frameReadTimeout to arrive.
+// releaseFrame gives the bytes back once the request is applied.
 func (sess *session) admitFrame(n int) error {
+	if err := sess.uidFrames.Acquire(sess.ctx, int64(n)); err != nil {
+		return fmt.Errorf("waiting for uid %d's share of --frame-memory for a frame of %d bytes: %w", sess.cred.UID, n, err)
+	}
 	if err := sess.s.frames.Acquire(sess.ctx, int64(n)); err != nil {
+		sess.uidFrames.Release(int64(n))
 		return fmt.Errorf("waiting for --frame-memory for a frame of %d bytes: %w", n, err)
 	}
 	sess.frame = int64(n)
@@ -231,6 +261,7 @@ func (sess *session) admitFrame(n int) error {
 func (sess *session) releaseFrame() {
 	if sess.frame > 0 {
 		sess.s.frames.Release(sess.frame)
+		sess.uidFrames.Release(sess.frame)
 		sess.frame = 0
 		sess.conn.SetReadDeadline(time.Time{})
 	}
@@ -742,6 +773,7 @@ func (s *Server) sessionEnded(sess *session) {
 	delete(s.mu.sessions, sess)
 	if s.mu.perUID[sess.cred.UID]--; s.mu.perUID[sess.cred.UID] <= 0 {
 		delete(s.mu.perUID, sess.cred.UID)
+		delete(s.mu.uidFrames, sess.cred.UID)
 	}
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
 	s.sessions.Done()
@@ -824,20 +856,46 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 // allowedDir resolves a client-named local dir and checks that it is a
 // directory under one of the allowed roots, after symlinks. Whether the
 // peer owns it is checked on the opened directory (checkLocalDirs).
+//
+// Resolving runs with the daemon's rights, so what its errors say must be
+// about the allowed roots' trees only, never about what lies where the peer
+// cannot look: the path as given must name an allowed root (as configured
+// or resolved) first, and it is then resolved beneath that root
+// (resolveBeneath), where a step out of it is refused before the kernel
+// looks further. A path that leads out of its root (a symbolic link to
+// another allowed root aside) gets one answer, whatever is there.
 func (s *Server) allowedDir(dir string) (string, error) {
-	// The path as given must lie under an allowed root (as configured or
-	// resolved) before the daemon resolves it: resolving runs with the
-	// daemon's rights, and its errors would tell a peer what exists where
-	// it cannot look.
-	clean, lexical := filepath.Clean(dir), false
-	for i, root := range s.roots {
-		lexical = lexical || underDir(clean, root) || underDir(clean, filepath.Clean(s.cfg.AllowedRoots[i]))
+	clean, root := filepath.Clean(dir), ""
+	for i, r := range s.roots {
+		for _, cand := range []string{r, filepath.Clean(s.cfg.AllowedRoots[i])} {
+			if root == "" && underDir(clean, cand) {
+				root = cand
+			}
+		}
 	}
-	if !lexical {
+	if root == "" {
 		return "", fmt.Errorf("%w: %q is not under an allowed root %v", errPermission, dir, s.cfg.AllowedRoots)
 	}
-	resolved, err := filepath.EvalSymlinks(dir)
+	rel, err := filepath.Rel(root, clean)
 	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+	}
+	resolved, err := resolveBeneath(root, rel)
+	switch {
+	case errors.Is(err, errEscapes):
+		// Only a link into another allowed root is followed; the answer
+		// is the same whether the path leads nowhere, to a file or to a
+		// directory outside the roots.
+		if r, err := filepath.EvalSymlinks(dir); err == nil && s.underRoots(r) {
+			resolved = r
+			break
+		}
+		return "", fmt.Errorf("%w: %q %v, to nothing under an allowed root %v", errPermission, dir, errEscapes, s.cfg.AllowedRoots)
+	case errors.Is(err, errNoBeneath):
+		if resolved, err = filepath.EvalSymlinks(dir); err != nil {
+			return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+		}
+	case err != nil:
 		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
 	}
 	if fi, err := s.fs.Stat(resolved); err != nil {
@@ -845,12 +903,21 @@ func (s *Server) allowedDir(dir string) (string, error) {
 	} else if !fi.IsDir() {
 		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
 	}
+	if !s.underRoots(resolved) {
+		return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errPermission, dir, resolved, s.roots)
+	}
+	return resolved, nil
+}
+
+// underRoots reports whether the resolved path p lies under an allowed
+// root.
+func (s *Server) underRoots(p string) bool {
 	for _, root := range s.roots {
-		if underDir(resolved, root) {
-			return resolved, nil
+		if underDir(p, root) {
+			return true
 		}
 	}
-	return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errPermission, dir, resolved, s.roots)
+	return false
 }
 
 // underDir reports whether the clean path p is dir or lies below it.
