@@ -8,7 +8,9 @@ import java.util.Objects;
  * {@code with*} methods.
  *
  * @param clientName the name sent in Hello, for the daemon's logs (at most 255 bytes of UTF-8)
- * @param connectTimeout bounds connecting and the handshake
+ * @param connectTimeout bounds connecting and the handshake, together: connect(2) too, which
+ *     blocks while a daemon that stopped accepting has a full listen backlog ({@link
+ *     java.net.SocketTimeoutException} after it)
  * @param requestTimeout bounds the wait for each response; zero waits for ever. A request that
  *     times out fails with {@link java.net.SocketTimeoutException}; its map output can then only
  *     be aborted. A request whose frame is not written within it (the daemon stopped reading)

@@ -68,16 +68,22 @@ final class Connection {
     writer.setDaemon(true);
   }
 
-  /** Connects and performs the handshake within {@code o.connectTimeout()}. */
+  /**
+   * Connects and performs the handshake, both within {@code o.connectTimeout()}: connect(2) itself
+   * is bounded too (a daemon that stopped accepting leaves it blocked once its listen backlog is
+   * full), failing with {@link SocketTimeoutException}.
+   */
   static Connection open(Path socket, ClientOptions o, boolean wantFd) throws IOException {
-    Transport t = Platform.connect(socket, wantFd);
+    long deadline = System.nanoTime() + o.connectTimeout().toNanos();
+    Transport t = Platform.connect(socket, wantFd, o.connectTimeout());
     Connection c = new Connection(t, socket, o);
     c.reader.start();
     c.writer.start();
     try {
       Wire.Hello hello = new Wire.Hello(Wire.MIN_VERSION, Wire.MAX_VERSION, o.clientName());
-      Wire.ServerHello sh =
-          (Wire.ServerHello) c.call(hello, null, -1, "handshake", o.connectTimeout());
+      // What connecting left of the timeout; at least a millisecond (zero would wait for ever).
+      Duration left = Duration.ofNanos(Math.max(1_000_000, deadline - System.nanoTime()));
+      Wire.ServerHello sh = (Wire.ServerHello) c.call(hello, null, -1, "handshake", left);
       if (sh.version() < Wire.MIN_VERSION || sh.version() > Wire.MAX_VERSION) {
         throw new ProtocolException(
             "handshake: daemon chose version " + sh.version() + ", client speaks "
@@ -90,6 +96,13 @@ final class Connection {
       if (e.getCause() instanceof ShuffledException se) {
         // The daemon refused the connection (id 0 Error): its code is the answer.
         ShuffledException r = new ShuffledException(se.rawCode(), se.daemonMessage(), "connect to " + socket);
+        r.initCause(e);
+        throw r;
+      }
+      if (e.getCause() instanceof ProtocolException pe) {
+        // A ServerHello that breaks the protocol (e.g. max_inline 0): name the field and value.
+        ProtocolException r =
+            new ProtocolException("handshake with the daemon at " + socket + ": " + pe.getMessage());
         r.initCause(e);
         throw r;
       }
@@ -129,6 +142,60 @@ final class Connection {
 
   private Wire.Msg call(Wire.Msg m, ByteBuffer tail, int fd, String what, Duration timeout)
       throws IOException {
+    Sent s = send(m, tail, fd, what, false);
+    awaitWritten(s.job, s.id, what, timeout);
+    Frame f = awaitResponse(s.p, s.id, what, timeout);
+    return decode(f, m.type() | Wire.RESPONSE, what);
+  }
+
+  /**
+   * A cleanup request ({@code m} without a tail, e.g. Abort), sent whatever the thread's interrupt
+   * status: a task that Spark kills is interrupted and cleans up on that thread, and an interrupt
+   * must not drop the request, or the daemon keeps what it should release until the connection
+   * ends. The interrupt status is left as it was. On a thread that is interrupted (before or
+   * while waiting), the answer is not waited for, so that a killed task ends at once; the reader
+   * discards it. Otherwise as {@link #call}.
+   *
+   * @return the answer, or null when it was not waited for
+   */
+  Wire.Msg cleanup(Wire.Msg m, String what) throws IOException {
+    boolean interrupted = Thread.interrupted();
+    try {
+      Sent s = send(m, null, -1, what, true);
+      interrupted |= Thread.interrupted();
+      if (interrupted) {
+        s.p.abandoned = true;
+        return null;
+      }
+      awaitWritten(s.job, s.id, what, requestTimeout);
+      Frame f;
+      try {
+        f = awaitResponse(s.p, s.id, what, requestTimeout);
+      } catch (SocketTimeoutException te) {
+        throw te;
+      } catch (InterruptedIOException ie) {
+        interrupted |= Thread.interrupted(); // awaitResponse set it again
+        return null; // the request is out; the reader discards its answer
+      }
+      return decode(f, m.type() | Wire.RESPONSE, what);
+    } finally {
+      interrupted |= Thread.interrupted();
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** A request handed to the writer thread. */
+  private record Sent(int id, Pending p, Job job) {}
+
+  /**
+   * Takes a request slot and hands the frame to the writer thread. With {@code cleanup}, waiting
+   * for the slot ignores interrupts (they are kept for the caller) and is bounded by the request
+   * timeout instead.
+   */
+  private Sent send(Wire.Msg m, ByteBuffer tail, int fd, String what, boolean cleanup)
+      throws IOException {
     Wire.Enc e = new Wire.Enc(64);
     e.skip(Wire.HEADER_SIZE);
     if (m instanceof Wire.Batch b) {
@@ -143,7 +210,7 @@ final class Connection {
           what + ": " + Wire.typeName(m.type()) + " frame of " + length
               + " bytes exceeds the daemon's max_frame " + si.maxFrame() + "; nothing was sent");
     }
-    acquireSlot(what);
+    acquireSlot(what, cleanup);
     int id;
     Pending p = new Pending();
     while (true) {
@@ -166,17 +233,27 @@ final class Connection {
       forget(id); // the writer may have gone: nobody would take the job
       throw lost(what);
     }
-    awaitWritten(job, id, what, timeout);
-    Frame f = awaitResponse(p, id, what, timeout);
-    return decode(f, m.type() | Wire.RESPONSE, what);
+    return new Sent(id, p, job);
   }
 
-  private void acquireSlot(String what) throws IOException {
+  /**
+   * Waits for a request slot. A cleanup request's wait goes on through interrupts (restored
+   * afterwards) and ends with {@link SocketTimeoutException} after the request timeout; any other
+   * request's wait ends at an interrupt ({@link InterruptedIOException}).
+   */
+  private void acquireSlot(String what, boolean cleanup) throws IOException {
     boolean interrupted = false;
+    boolean bounded = cleanup && !requestTimeout.isZero();
+    long deadline = bounded ? System.nanoTime() + requestTimeout.toNanos() : 0;
     try {
       while (true) {
         if (failure != null) {
           throw lost(what);
+        }
+        if (bounded && System.nanoTime() - deadline > 0) {
+          throw new SocketTimeoutException(
+              what + ": no request slot free within " + requestTimeout + " (" + maxOutstanding
+                  + " requests in flight)");
         }
         try {
           if (slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
@@ -188,7 +265,9 @@ final class Connection {
           }
         } catch (InterruptedException ie) {
           interrupted = true;
-          throw new InterruptedIOException(what + ": interrupted waiting for a request slot");
+          if (!cleanup) {
+            throw new InterruptedIOException(what + ": interrupted waiting for a request slot");
+          }
         }
       }
     } finally {

@@ -65,11 +65,19 @@ public final class MapOutput implements AutoCloseable {
   }
 
   /**
-   * The largest payload one batch may carry: the daemon's max_inline for the inline plane; for
-   * memfd, bounded only by memory (Integer.MAX_VALUE - 8 for one byte array).
+   * The largest payload one batch may carry. For the inline plane, the daemon's max_inline, or
+   * less where the Batch frame's head (handle, flags, and 8 bytes for each of numPartitions+1
+   * offsets) would take the frame past the daemon's max_frame: the smaller of max_inline and
+   * max_frame less that head (0 when the head alone exceeds it). For memfd, bounded only by
+   * memory (Integer.MAX_VALUE - 8 for one byte array).
    */
   public long maxBatchBytes() {
-    return plane == DataPlane.INLINE ? conn.info().maxInline() : Integer.MAX_VALUE - 8;
+    if (plane != DataPlane.INLINE) {
+      return Integer.MAX_VALUE - 8;
+    }
+    ServerInfo si = conn.info();
+    long room = si.maxFrame() - Wire.Batch.headSize(numPartitions, Wire.PLANE_INLINE);
+    return Math.max(0, Math.min(si.maxInline(), room));
   }
 
   /**
@@ -127,11 +135,19 @@ public final class MapOutput implements AutoCloseable {
     if (bad != null) {
       throw new IllegalArgumentException(name + ": partitionOffsets: " + bad);
     }
-    if (len > maxBatchBytes()) {
+    long max = maxBatchBytes();
+    if (len > max) {
+      String limit;
+      if (plane != DataPlane.INLINE) {
+        limit = "the limit " + max;
+      } else if (max == conn.info().maxInline()) {
+        limit = "the daemon's max_inline " + max;
+      } else {
+        limit = "the " + max + " bytes that the daemon's max_frame " + conn.info().maxFrame()
+            + " leaves after the Batch head of " + numPartitions + " partitions";
+      }
       throw new IllegalArgumentException(
-          name + ": batch of " + len + " bytes exceeds " + (plane == DataPlane.INLINE
-              ? "the daemon's max_inline " : "the limit ") + maxBatchBytes()
-              + "; split it; nothing was sent");
+          name + ": batch of " + len + " bytes exceeds " + limit + "; split it; nothing was sent");
     }
     boolean last;
     synchronized (lock) {
@@ -283,6 +299,10 @@ public final class MapOutput implements AutoCloseable {
    * Discards the map output; nothing is committed. A no-op for one already aborted (by an error,
    * an earlier abort, or a lost connection).
    *
+   * <p>An interrupted thread aborts too (Spark interrupts the tasks it kills, which then clean up
+   * on that thread): the Abort is sent whatever the thread's interrupt status, which is left as it
+   * was; on an interrupted thread the call does not wait for the daemon's answer.
+   *
    * @throws IllegalStateException after a successful commit
    */
   public void abort() throws IOException {
@@ -296,7 +316,7 @@ public final class MapOutput implements AutoCloseable {
     }
     try {
       if (conn.failure() == null) {
-        conn.call(new Wire.Abort(handle), null, -1, "abort " + name);
+        conn.cleanup(new Wire.Abort(handle), "abort " + name);
       }
     } catch (ShuffledException e) {
       if (e.code() != ErrorCode.NOT_FOUND && e.code() != ErrorCode.ABORTED) {
@@ -317,7 +337,10 @@ public final class MapOutput implements AutoCloseable {
     }
   }
 
-  /** Aborts the map output unless it was committed; failures of that abort are not thrown. */
+  /**
+   * Aborts the map output unless it was committed, on an interrupted thread too (see {@link
+   * #abort()}); failures of that abort are not thrown.
+   */
   @Override
   public void close() {
     synchronized (lock) {

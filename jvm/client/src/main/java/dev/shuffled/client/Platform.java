@@ -3,6 +3,7 @@ package dev.shuffled.client;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.time.Duration;
 
 /**
  * What the JDK offers. This is the JDK 17 version: a {@link java.nio.channels.SocketChannel}-based transport and no
@@ -22,9 +23,12 @@ final class Platform {
     return "JDK " + feature + " has no FFM API (memfd needs JDK 22+)";
   }
 
-  /** Connects; {@code wantFd} asks for a transport that can pass descriptors. */
-  static Transport connect(Path socket, boolean wantFd) throws IOException {
-    return ChannelTransport.connect(socket);
+  /**
+   * Connects within {@code timeout} ({@link java.net.SocketTimeoutException} after it); {@code
+   * wantFd} asks for a transport that can pass descriptors.
+   */
+  static Transport connect(Path socket, boolean wantFd, Duration timeout) throws IOException {
+    return ChannelTransport.connect(socket, timeout);
   }
 
   /**

@@ -33,6 +33,12 @@ public final class ShuffledClient implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger("dev.shuffled.client");
   private static final AtomicBoolean FALLBACK_LOGGED = new AtomicBoolean();
 
+  /**
+   * The most partitions one map output may have: the protocol's bound on OpenMapOutput's
+   * num_partitions, 2^20 (docs/protocol.md).
+   */
+  public static final int MAX_PARTITIONS = Wire.MAX_PARTITIONS;
+
   private record Registration(String appId, String executorId, List<String> dirs, int subDirs) {}
 
   private final Path socket;
@@ -56,8 +62,9 @@ public final class ShuffledClient implements AutoCloseable {
    * Connects to the daemon's socket and performs the handshake.
    *
    * @throws ShuffledException if the daemon refuses the handshake (e.g. VersionMismatch)
-   * @throws IOException if the socket cannot be reached, or the handshake does not end within the
-   *     connect timeout ({@link java.net.SocketTimeoutException})
+   * @throws IOException if the socket cannot be reached, or connecting and the handshake do not
+   *     end within the connect timeout ({@link java.net.SocketTimeoutException}), or the daemon's
+   *     ServerHello breaks the protocol (e.g. a max_inline of 0; the message names the field)
    */
   public static ShuffledClient connect(Path socket, ClientOptions options) throws IOException {
     java.util.Objects.requireNonNull(socket, "socket");
@@ -218,7 +225,8 @@ public final class ShuffledClient implements AutoCloseable {
    *
    * @param shuffleId >= 0
    * @param mapId >= 0 (Spark's map task attempt id)
-   * @param numPartitions 1..16777216
+   * @param numPartitions 1..{@link #MAX_PARTITIONS} (2^20, the protocol's bound)
+   * @throws IllegalArgumentException for an argument out of range, before anything is sent
    * @throws IllegalStateException before {@link #register}
    */
   public MapOutput openMapOutput(int shuffleId, long mapId, int numPartitions, OpenOptions options)
@@ -231,7 +239,8 @@ public final class ShuffledClient implements AutoCloseable {
     }
     if (numPartitions < 1 || numPartitions > Wire.MAX_PARTITIONS) {
       throw new IllegalArgumentException(
-          "numPartitions " + numPartitions + ": want 1.." + Wire.MAX_PARTITIONS);
+          "numPartitions " + numPartitions + ": want 1.." + MAX_PARTITIONS
+              + " (the protocol's bound, 2^20)");
     }
     java.util.Objects.requireNonNull(options, "options");
     Connection c;

@@ -53,7 +53,8 @@ final class Wire {
   static final int MAX_BLOCK_SIZE = 32 << 20;
   static final int MAX_COLUMNS = 1 << 14;
   static final int MAX_SPARK_TYPE = 1024;
-  static final int MAX_PARTITIONS = 1 << 24;
+  /** OpenMapOutput.num_partitions is 1..2^20 (docs/protocol.md). */
+  static final int MAX_PARTITIONS = 1 << 20;
   static final int MAX_STATS = 4096;
   static final int MAX_STAT_NAME = 64;
   static final int MAX_SHUFFLES = 1 << 20;
@@ -164,8 +165,12 @@ final class Wire {
       String server = d.str("Server", MAX_NAME);
       d.finish();
       d.check(version >= 1, "Version", version + ", want >= 1");
-      d.check(maxFrame >= MIN_MAX_FRAME, "MaxFrame", maxFrame + " below " + MIN_MAX_FRAME);
-      d.check(maxInline <= maxFrame, "MaxInline", maxInline + " exceeds MaxFrame " + maxFrame);
+      d.check(maxFrame >= MIN_MAX_FRAME, "MaxFrame",
+          maxFrame + ", want >= " + MIN_MAX_FRAME + " (the protocol's minimum)");
+      // 0 would leave no room for any inline byte: a writer cutting batches in pieces of
+      // max_inline would never advance.
+      d.check(maxInline >= 1 && maxInline <= maxFrame, "MaxInline",
+          maxInline + ", want 1..MaxFrame (" + maxFrame + ")");
       return new ServerHello(version, maxFrame, maxInline, features, server);
     }
   }

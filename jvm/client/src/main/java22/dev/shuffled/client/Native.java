@@ -29,6 +29,8 @@ final class Native {
   static final int SOL_SOCKET = 1;
   static final int SCM_RIGHTS = 1;
   static final int SHUT_RDWR = 2;
+  /** SO_SNDTIMEO of asm-generic (x86-64, aarch64): struct timeval, 16 bytes on LP64. */
+  static final int SO_SNDTIMEO = 21;
   static final int MFD_CLOEXEC = 1;
   static final int MFD_ALLOW_SEALING = 2;
   static final int F_ADD_SEALS = 1033;
@@ -45,7 +47,7 @@ final class Native {
   private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG;
   private static final java.lang.foreign.AddressLayout ADDR = ValueLayout.ADDRESS;
 
-  private static MethodHandle SOCKET, CONNECT, READ, SEND, SENDMSG, SHUTDOWN, CLOSE;
+  private static MethodHandle SOCKET, CONNECT, SETSOCKOPT, READ, SEND, SENDMSG, SHUTDOWN, CLOSE;
   private static MethodHandle MEMFD_CREATE, FCNTL, STRERROR;
   /** write(2) that may read a heap array in place (a critical call: no errno, no safepoint). */
   private static MethodHandle WRITE_HEAP;
@@ -77,6 +79,7 @@ final class Native {
     try {
       SOCKET = fn("socket", FunctionDescriptor.of(INT, INT, INT, INT));
       CONNECT = fn("connect", FunctionDescriptor.of(INT, INT, ADDR, INT));
+      SETSOCKOPT = fn("setsockopt", FunctionDescriptor.of(INT, INT, INT, INT, ADDR, INT));
       READ = fn("read", FunctionDescriptor.of(LONG, INT, ADDR, LONG));
       SEND = fn("send", FunctionDescriptor.of(LONG, INT, ADDR, LONG, INT));
       SENDMSG = fn("sendmsg", FunctionDescriptor.of(LONG, INT, ADDR, INT));
@@ -136,23 +139,42 @@ final class Native {
     }
   }
 
-  /** connect(2) to a socket path, retrying on EINTR. */
-  static void connect(int fd, String path) throws IOException {
+  /**
+   * connect(2) to a socket path within {@code timeout}, retrying on EINTR. A Unix socket's connect
+   * blocks while the listener's backlog is full (a daemon that stopped accepting); SO_SNDTIMEO
+   * bounds that wait in the kernel (EAGAIN once it passes), and is cleared again afterwards.
+   *
+   * @throws java.net.SocketTimeoutException not accepted within {@code timeout}
+   */
+  static void connect(int fd, String path, java.time.Duration timeout) throws IOException {
     byte[] p = path.getBytes(StandardCharsets.UTF_8);
     if (p.length >= 108) {
       throw new IOException("socket path " + path + ": " + p.length + " bytes, want < 108");
     }
+    long deadline = System.nanoTime() + timeout.toNanos();
     try (Arena a = Arena.ofConfined()) {
       MemorySegment st = a.allocate(ERRNO_STATE);
       MemorySegment addr = a.allocate(110);
       addr.set(ValueLayout.JAVA_SHORT, 0, (short) AF_UNIX);
       MemorySegment.copy(p, 0, addr, ValueLayout.JAVA_BYTE, 2, p.length);
+      MemorySegment tv = a.allocate(16, 8);
       while (true) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          throw timedOut(path, timeout);
+        }
+        // At least a microsecond: a zero timeval means no timeout at all.
+        long us = Math.max(1, left / 1000);
+        sendTimeout(fd, tv, us / 1_000_000, us % 1_000_000, st);
         int r = (int) CONNECT.invokeExact(st, fd, addr, 2 + p.length + 1);
+        int e = r == 0 ? 0 : errno(st);
+        sendTimeout(fd, tv, 0, 0, st); // sends block as before
         if (r == 0) {
           return;
         }
-        int e = errno(st);
+        if (e == EAGAIN) {
+          throw timedOut(path, timeout);
+        }
         if (e != EINTR) {
           throw err("connect " + path, e);
         }
@@ -161,6 +183,22 @@ final class Native {
       throw e;
     } catch (Throwable t) {
       throw new IOException("connect", t);
+    }
+  }
+
+  private static IOException timedOut(String path, java.time.Duration timeout) {
+    return new java.net.SocketTimeoutException(
+        "connect to " + path + ": not accepted within " + timeout
+            + " (the daemon is not accepting connections: its listen backlog is full)");
+  }
+
+  /** setsockopt(SO_SNDTIMEO) to sec s + us microseconds (0, 0: no timeout). */
+  private static void sendTimeout(int fd, MemorySegment tv, long s, long us, MemorySegment st)
+      throws Throwable {
+    tv.set(LONG, 0, s);
+    tv.set(LONG, 8, us);
+    if ((int) SETSOCKOPT.invokeExact(st, fd, SOL_SOCKET, SO_SNDTIMEO, tv, 16) != 0) {
+      throw err("setsockopt(SO_SNDTIMEO)", errno(st));
     }
   }
 

@@ -5,6 +5,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.time.Duration;
 
 /**
  * {@link Transport} on a Unix socket made and driven through the FFM API, so that it can pass
@@ -26,10 +27,11 @@ final class NativeTransport implements Transport {
     this.fd = fd;
   }
 
-  static NativeTransport connect(Path socket) throws IOException {
+  /** Connects within {@code timeout} ({@link java.net.SocketTimeoutException} after it). */
+  static NativeTransport connect(Path socket, Duration timeout) throws IOException {
     int fd = Native.socket();
     try {
-      Native.connect(fd, socket.toString());
+      Native.connect(fd, socket.toString(), timeout);
     } catch (IOException | RuntimeException e) {
       Native.close(fd);
       throw e;

@@ -3,6 +3,7 @@ package dev.shuffled.client;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.time.Duration;
 
 /**
  * What the JDK offers: the JDK 22+ version, from the multi-release jar. It calls memfd_create,
@@ -19,12 +20,15 @@ final class Platform {
     return UNAVAILABLE;
   }
 
-  /** Connects; {@code wantFd} asks for a transport that can pass descriptors. */
-  static Transport connect(Path socket, boolean wantFd) throws IOException {
+  /**
+   * Connects within {@code timeout} ({@link java.net.SocketTimeoutException} after it); {@code
+   * wantFd} asks for a transport that can pass descriptors.
+   */
+  static Transport connect(Path socket, boolean wantFd, Duration timeout) throws IOException {
     if (wantFd && UNAVAILABLE == null) {
-      return NativeTransport.connect(socket);
+      return NativeTransport.connect(socket, timeout);
     }
-    return ChannelTransport.connect(socket);
+    return ChannelTransport.connect(socket, timeout);
   }
 
   /**

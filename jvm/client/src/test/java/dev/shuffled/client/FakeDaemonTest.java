@@ -96,6 +96,11 @@ class FakeDaemonTest {
    * records each request it reads, in order.
    */
   private Path serveMapOutputs(long features, List<Wire.Msg> got) throws IOException {
+    return serveMapOutputs(new Wire.ServerHello(1, 1 << 20, 1 << 19, features, "fake"), got);
+  }
+
+  /** {@link #serveMapOutputs(long, List)} answering Hello with {@code hello}. */
+  private Path serveMapOutputs(Wire.ServerHello hello, List<Wire.Msg> got) throws IOException {
     return serve(
         ch -> {
           int parts = 0;
@@ -104,7 +109,7 @@ class FakeDaemonTest {
             got.add(r.m());
             Wire.Msg answer;
             if (r.m() instanceof Wire.Hello) {
-              answer = new Wire.ServerHello(1, 1 << 20, 1 << 19, features, "fake");
+              answer = hello;
             } else if (r.m() instanceof Wire.Register) {
               answer = new Wire.Registered(List.of("/var/lib/shuffled/app/exec"));
             } else if (r.m() instanceof Wire.Open o) {
@@ -297,5 +302,115 @@ class FakeDaemonTest {
         types,
         "the requests the daemon read");
     assertEquals(List.of(Wire.BATCH_LAST, Wire.BATCH_LAST), batchFlags(got));
+  }
+
+  /** Waits up to 5 s for an Abort of {@code handle} among the requests the fake read. */
+  private static boolean abortArrives(List<Wire.Msg> got, long handle) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    while (System.nanoTime() < deadline) {
+      for (Wire.Msg m : got) {
+        if (m instanceof Wire.Abort a && a.handle() == handle) {
+          return true;
+        }
+      }
+      Thread.sleep(10);
+    }
+    return false;
+  }
+
+  /** The handle the fake gave the map output whose Open was the {@code n}-th request it read. */
+  private static long handleOf(List<Wire.Msg> got, int shuffle, long map) {
+    for (int i = 0; i < got.size(); i++) {
+      if (got.get(i) instanceof Wire.Open o && o.shuffleId() == shuffle && o.mapId() == map) {
+        return i + 1; // serveMapOutputs answers Opened(requests read so far)
+      }
+    }
+    throw new AssertionError("no Open of " + shuffle + "/" + map + " in " + got);
+  }
+
+  @Test
+  void interruptedThreadStillSendsTheAbort() throws Exception {
+    // Spark kills a task by interrupting it; the task then closes its map output on that thread.
+    // The Abort must still go out, or the daemon keeps the output open until the connection ends.
+    List<Wire.Msg> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Path sock = serveMapOutputs(ServerInfo.FEATURE_LIFECYCLE, got);
+    try (ShuffledClient c = ShuffledClient.connect(sock)) {
+      c.register("app", "exec");
+      MapOutput closed = c.openMapOutput(3, 7, 2, OpenOptions.DEFAULTS);
+      closed.writeOpaque("abc".getBytes(), TWO);
+      MapOutput aborted = c.openMapOutput(3, 8, 2, OpenOptions.DEFAULTS);
+
+      Thread.currentThread().interrupt();
+      try {
+        closed.close();
+        assertTrue(Thread.currentThread().isInterrupted(), "close() kept the interrupt");
+        aborted.abort(); // no InterruptedIOException either
+        assertTrue(Thread.currentThread().isInterrupted(), "abort() kept the interrupt");
+      } finally {
+        Thread.interrupted();
+      }
+      assertTrue(closed.isFinished());
+      assertTrue(aborted.isFinished());
+      assertTrue(abortArrives(got, handleOf(got, 3, 7)), "no Abort of 3/7 after close(): " + got);
+      assertTrue(abortArrives(got, handleOf(got, 3, 8)), "no Abort of 3/8 after abort(): " + got);
+      c.ping(); // the connection is intact: the answers to the Aborts were taken and dropped
+    }
+  }
+
+  @Test
+  void serverHelloOutOfBoundsFailsTheHandshake() throws Exception {
+    // max_inline 0 would leave a writer that cuts batches in max_inline pieces looping for ever.
+    Path sock = serveMapOutputs(new Wire.ServerHello(1, 1 << 20, 0, 0, "fake"), new ArrayList<>());
+    IOException e = assertThrows(IOException.class, () -> ShuffledClient.connect(sock));
+    assertTrue(e.getMessage().contains("handshake"), e.getMessage());
+    assertTrue(e.getMessage().contains("MaxInline: 0, want 1..MaxFrame (1048576)"), e.getMessage());
+
+    Path sock2 = serveMapOutputs(new Wire.ServerHello(1, 4096, 1024, 0, "fake"), new ArrayList<>());
+    e = assertThrows(IOException.class, () -> ShuffledClient.connect(sock2));
+    assertTrue(e.getMessage().contains("MaxFrame: 4096, want >= 65536"), e.getMessage());
+  }
+
+  @Test
+  void inlineBatchAndItsHeadFitMaxFrame() throws Exception {
+    // A daemon announcing max_inline = max_frame: a payload of max_inline bytes plus the Batch
+    // head would be a frame over max_frame. The limit is what the head leaves.
+    List<Wire.Msg> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Path sock = serveMapOutputs(new Wire.ServerHello(1, 1 << 20, 1 << 20, 0, "fake"), got);
+    try (ShuffledClient c =
+        ShuffledClient.connect(sock, ClientOptions.DEFAULTS.withDataPlane(DataPlane.INLINE))) {
+      c.register("app", "exec");
+      try (MapOutput o = c.openMapOutput(0, 1, 2, OpenOptions.DEFAULTS)) {
+        int head = 8 + 4 + 4 + 8 * 3 + 4; // handle, kind..reserved, count, offsets, inline length
+        assertEquals((1 << 20) - head, o.maxBatchBytes());
+        byte[] over = new byte[(int) o.maxBatchBytes() + 1];
+        IllegalArgumentException e =
+            assertThrows(
+                IllegalArgumentException.class,
+                () -> o.writeOpaque(over, new long[] {0, 1, over.length}));
+        assertTrue(e.getMessage().contains("max_frame 1048576"), e.getMessage());
+        byte[] fits = new byte[(int) o.maxBatchBytes()];
+        o.writeOpaque(fits, new long[] {0, 1, fits.length}); // a frame of exactly max_frame
+        o.commit();
+      }
+    }
+    assertEquals(1, got.stream().filter(m -> m instanceof Wire.Batch).count());
+  }
+
+  @Test
+  void partitionCountBoundIsTheProtocols() throws Exception {
+    assertEquals(1 << 20, ShuffledClient.MAX_PARTITIONS);
+    List<Wire.Msg> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Path sock = serveMapOutputs(ServerInfo.FEATURE_LIFECYCLE, got);
+    try (ShuffledClient c = ShuffledClient.connect(sock)) {
+      c.register("app", "exec");
+      IllegalArgumentException e =
+          assertThrows(
+              IllegalArgumentException.class,
+              () -> c.openMapOutput(0, 1, (1 << 20) + 1, OpenOptions.DEFAULTS));
+      assertTrue(e.getMessage().contains("want 1..1048576"), e.getMessage());
+      c.openMapOutput(0, 2, 1 << 20, OpenOptions.DEFAULTS).abort();
+    }
+    List<String> types = got.stream().map(m -> Wire.typeName(m.type())).toList();
+    assertEquals(List.of("Hello", "RegisterExecutor", "OpenMapOutput", "Abort"), types);
   }
 }

@@ -239,4 +239,91 @@ class FaultIT {
             () -> ShuffledClient.connect(java.nio.file.Path.of("/tmp/no-such-shuffled.sock")));
     assertFalse(e instanceof ShuffledException, e.toString());
   }
+
+  @Test
+  void connectTimeoutBoundsAStalledConnect() throws Exception {
+    // A daemon that stopped accepting: once its listen backlog is full, connect(2) blocks. The
+    // connect timeout bounds that too, on both transports (memfd's is the FFM one on JDK 22+).
+    java.nio.file.Path dir = java.nio.file.Files.createTempDirectory(java.nio.file.Path.of("/tmp"), "shuffled-jvm-");
+    java.nio.file.Path sock = dir.resolve("stalled.sock");
+    java.net.UnixDomainSocketAddress addr = java.net.UnixDomainSocketAddress.of(sock);
+    List<java.nio.channels.SocketChannel> queued = new ArrayList<>();
+    try (java.nio.channels.ServerSocketChannel ss =
+        java.nio.channels.ServerSocketChannel.open(java.net.StandardProtocolFamily.UNIX)) {
+      ss.bind(addr, 1); // never accepts
+      boolean full = false;
+      for (int i = 0; i < 64 && !full; i++) {
+        java.nio.channels.SocketChannel ch =
+            java.nio.channels.SocketChannel.open(java.net.StandardProtocolFamily.UNIX);
+        ch.configureBlocking(false);
+        try {
+          ch.connect(addr);
+          queued.add(ch);
+        } catch (IOException backlogFull) {
+          ch.close();
+          full = true;
+        }
+      }
+      assertTrue(full, "the listen backlog never filled");
+      for (DataPlane plane : DataPlane.values()) {
+        ClientOptions o =
+            ClientOptions.DEFAULTS.withConnectTimeout(Duration.ofMillis(300)).withDataPlane(plane);
+        long t0 = System.nanoTime();
+        SocketTimeoutException e =
+            assertTimeoutPreemptively(
+                Duration.ofSeconds(10),
+                () -> assertThrows(SocketTimeoutException.class, () -> ShuffledClient.connect(sock, o)),
+                plane + ": connect did not end within 10 s");
+        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+        assertTrue(ms >= 250 && ms < 5000, plane + ": gave up after " + ms + " ms");
+        assertTrue(e.getMessage().contains("not accepted within PT0.3S"), e.getMessage());
+      }
+    } finally {
+      for (java.nio.channels.SocketChannel ch : queued) {
+        ch.close();
+      }
+      java.nio.file.Files.deleteIfExists(sock);
+      java.nio.file.Files.deleteIfExists(dir);
+    }
+    // Connecting threads do not outlive the attempts.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    while (clientThreads().stream().anyMatch(t -> t.getName().equals("shuffled-client-connect"))
+        && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    assertTrue(
+        clientThreads().stream().noneMatch(t -> t.getName().equals("shuffled-client-connect")),
+        "connect threads left: " + clientThreads());
+  }
+
+  @Test
+  void interruptedCloseAbortsOnTheDaemon() throws Exception {
+    // A killed Spark task closes its map output on its interrupted thread: the daemon must release
+    // the output then, not when the (long-lived) executor's connection ends.
+    try (Daemon d = Daemon.start();
+        ShuffledClient watcher = d.connect();
+        ShuffledClient c = d.connect()) {
+      c.register("app-f", "exec");
+      long aborts = watcher.stats().get(ShuffledClient.STAT_ABORTS_TOTAL);
+      List<MapOutput> outs = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        MapOutput m = c.openMapOutput(0, i, 2, OpenOptions.DEFAULTS);
+        m.writeOpaque(new byte[10], new long[] {0, 4, 10});
+        outs.add(m);
+      }
+      assertEquals(3L, watcher.stats().get("open_map_outputs"));
+      Thread.currentThread().interrupt();
+      try {
+        for (MapOutput m : outs) {
+          m.close();
+        }
+        assertTrue(Thread.currentThread().isInterrupted());
+      } finally {
+        Thread.interrupted();
+      }
+      assertEquals(0L, Daemon.awaitStat(watcher, "open_map_outputs", 0));
+      assertEquals(aborts + 3, Daemon.awaitStat(watcher, ShuffledClient.STAT_ABORTS_TOTAL, aborts + 3));
+      c.ping();
+    }
+  }
 }

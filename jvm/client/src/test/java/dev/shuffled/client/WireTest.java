@@ -45,13 +45,18 @@ class WireTest {
 
   @Test
   void countsAreCheckedBeforeAllocating() {
-    // A CommitResult claiming 2^24 lengths in a 16-byte payload.
-    byte[] p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
+    // A CommitResult claiming 2^20 lengths (the most a map output has) in a 16-byte payload.
+    byte[] p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0};
     ProtocolException e =
         assertThrows(
             ProtocolException.class,
             () -> Wire.decode(Wire.COMMIT | Wire.RESPONSE, ByteBuffer.wrap(p)));
     assertTrue(e.getMessage().contains("do not fit"), e.getMessage());
+    // Beyond the protocol's bound, the count itself is refused.
+    byte[] q = {0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0x10, 0, 0, 0, 0, 0};
+    e = assertThrows(
+        ProtocolException.class, () -> Wire.decode(Wire.COMMIT | Wire.RESPONSE, ByteBuffer.wrap(q)));
+    assertTrue(e.getMessage().contains("1048577 entries exceed 1048576"), e.getMessage());
   }
 
   @Test

@@ -37,6 +37,11 @@ final class Daemon {
   }
 
   void start() throws IOException, InterruptedException {
+    start(List.of());
+  }
+
+  /** Starts the daemon with {@code extra} flags of {@code shuffled serve} besides the suite's. */
+  void start(List<String> extra) throws IOException, InterruptedException {
     List<String> cmd = new ArrayList<>(List.of(
         bin.toString(), "serve",
         "--socket", socket.toString(),
@@ -45,6 +50,7 @@ final class Daemon {
         "--metrics-addr", "127.0.0.1:" + metricsPort,
         "--limit", "128MiB",
         "--log-level", "warn"));
+    cmd.addAll(extra);
     ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true)
         .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
     process = pb.start();
@@ -74,6 +80,16 @@ final class Daemon {
   void kill() throws InterruptedException {
     process.destroyForcibly();
     process.waitFor();
+  }
+
+  /** SIGTERM: the daemon drains (refusing new map outputs), then exits; not waited for. */
+  void terminate() {
+    process.destroy();
+  }
+
+  /** Waits for the daemon to exit; whether it did within {@code seconds}. */
+  boolean awaitExit(long seconds) throws InterruptedException {
+    return process.waitFor(seconds, java.util.concurrent.TimeUnit.SECONDS);
   }
 
   int starts() {

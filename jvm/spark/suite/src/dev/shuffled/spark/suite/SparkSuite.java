@@ -40,6 +40,8 @@ import scala.Tuple2;
  */
 public final class SparkSuite {
   static final String MANAGER = "org.apache.spark.shuffle.shuffled.ShuffledShuffleManager";
+  static final boolean SPARK4 =
+      !org.apache.spark.package$.MODULE$.SPARK_VERSION().startsWith("3.");
 
   private final Path work;
   private final Path localRoot;
@@ -116,9 +118,13 @@ public final class SparkSuite {
           lz4Blocks(t0, 5, "32k, Spark's default");
           removal(spark);
         });
-    context("plugin: Java serializer, lz4 in 64k blocks, ADLER32",
+    // CRC32C is Spark 4's; Spark 3.5 takes ADLER32 and CRC32 only, and so does the plugin there.
+    String checksum = SPARK4 ? "CRC32C" : "ADLER32";
+    context("plugin: Java serializer, lz4 in 64k blocks, " + checksum
+            + "; beyond 2^20 partitions; removal with the daemon down",
         plugin(2).set("spark.io.compression.codec", "lz4")
             .set("spark.io.compression.lz4.blockSize", "64k")
+            .set("spark.shuffle.checksum.algorithm", checksum)
             .set("spark.shuffled.batchBytes", "1m"),
         (spark, l) -> {
           long t0 = System.currentTimeMillis() - 2000; // file times may be coarse
@@ -129,7 +135,13 @@ public final class SparkSuite {
           lz4Blocks(t0, 6, "64k");
           long aborts = daemon.stat(ShuffledClient.STAT_ABORTS_TOTAL) - a0;
           check(aborts == 0, "the daemon aborted " + aborts + " map outputs (Stats aborts_total)");
+          checksumFiles(checksum);
+          beyondTheProtocolsPartitions(spark, l);
+          removalWithTheDaemonDown(spark, l);
         });
+    if (!SPARK4) {
+      crc32cRefused();
+    }
     context("plugin: Kryo, zstd level 3, CRC32",
         plugin(2).set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
             .set("spark.io.compression.codec", "zstd")
@@ -139,6 +151,7 @@ public final class SparkSuite {
           for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SQL_JOIN_AGG)) {
             compared(spark, l, j);
           }
+          killedTasks(spark, l);
         });
     context("plugin: Kryo, spark.shuffle.compress=false, fallback off; the daemon killed",
         plugin(2).set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
@@ -151,7 +164,19 @@ public final class SparkSuite {
             compared(spark, l, j);
           }
           daemonKilled(spark, l);
+          daemonDrained(spark, l);
         });
+
+    // A daemon at its partition-state bound: Spark's writer takes the tasks it refuses.
+    daemon.kill();
+    daemon.start(List.of("--partition-state-limit=64KiB"));
+    try {
+      context("plugin: the daemon's --partition-state-limit under a 2000-partition shuffle",
+          plugin(2), this::resourceExhausted);
+    } finally {
+      daemon.kill();
+      daemon.start();
+    }
 
     // Fallbacks: Spark's writer, correct results, nothing through the daemon.
     context("fallback: no daemon at spark.shuffled.socket, fallback on",
@@ -584,6 +609,224 @@ public final class SparkSuite {
             + committedBefore + " committed before the kill, " + open + " open at the kill)");
   }
 
+  // --- killed tasks, a draining daemon, the daemon's bounds ------------------------
+
+  /**
+   * Tasks killed mid-write (a job group cancelled with interruptOnCancel: Spark interrupts the
+   * task threads) abort their map outputs on the daemon, although their threads are interrupted:
+   * the daemon holds none of them afterwards, with the executors' connections still up.
+   */
+  private void killedTasks(SparkSession spark, Tasks l) throws Exception {
+    JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    l.reset(spark);
+    long a0 = daemon.stat(ShuffledClient.STAT_ABORTS_TOTAL);
+    Throwable[] error = new Throwable[1];
+    Thread job = new Thread(() -> {
+      sc.setJobGroup("shuffled-killed", "map tasks killed while they write", true);
+      try {
+        Jobs.SLOW.job().run(spark);
+      } catch (Throwable e) {
+        error[0] = e;
+      }
+    });
+    job.start();
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    long open = 0;
+    while (System.nanoTime() < deadline && (open = daemon.metric("shuffled_open_map_outputs")) < 2) {
+      Thread.sleep(20);
+    }
+    sc.cancelJobGroup("shuffled-killed");
+    job.join(120_000);
+    // The job ends at the cancel; its tasks end on the executors after it, and are reported later.
+    long left = -1;
+    long aborts = 0;
+    deadline = System.nanoTime() + 15_000_000_000L;
+    while (System.nanoTime() < deadline) {
+      l.drain(spark);
+      left = daemon.metric("shuffled_open_map_outputs");
+      aborts = daemon.stat(ShuffledClient.STAT_ABORTS_TOTAL) - a0;
+      if (left == 0 && l.killedMapTasks.get() >= 1 && aborts >= 1) {
+        break;
+      }
+      Thread.sleep(50);
+    }
+    check(error[0] != null && l.killedMapTasks.get() >= 1 && left == 0
+            && aborts >= 1,
+        "killed tasks: " + l.killedMapTasks.get() + " map tasks killed (" + open + " map outputs"
+            + " open at the kill), " + aborts + " map outputs aborted and " + left + " left open"
+            + " on the daemon (want 0: the killed tasks' interrupted threads sent Abort); the job "
+            + (error[0] == null ? "succeeded" : "was cancelled"));
+  }
+
+  /**
+   * SIGTERM mid-stage: the daemon drains, answering Unavailable to new map outputs while one stays
+   * open (held by the suite for two seconds), then exits, and is started again. Map tasks that met
+   * it draining or gone wait for it (spark.shuffled.reconnectTimeout) instead of failing.
+   */
+  private void daemonDrained(SparkSession spark, Tasks l) throws Exception {
+    l.reset(spark);
+    long c0 = daemon.metric("shuffled_commits_total");
+    String[] result = new String[1];
+    Throwable[] error = new Throwable[1];
+    Thread job = new Thread(() -> {
+      try {
+        result[0] = Jobs.SLOW.job().run(spark);
+      } catch (Throwable e) {
+        error[0] = e;
+      }
+    });
+    job.start();
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    while (System.nanoTime() < deadline && daemon.metric("shuffled_commits_total") - c0 < 2) {
+      Thread.sleep(20);
+    }
+    boolean exited;
+    String refusals = "shuffled_errors_total{code=\"Unavailable\"}";
+    long u0 = daemon.metric(refusals);
+    long unavailable;
+    try (ShuffledClient holder = ShuffledClient.connect(daemon.socket)) {
+      holder.register("shuffled-suite-drain", "holder");
+      dev.shuffled.client.MapOutput held =
+          holder.openMapOutput(0, 0, 1, dev.shuffled.client.OpenOptions.DEFAULTS);
+      daemon.terminate();
+      Thread.sleep(2000); // the executors' next map tasks meet Unavailable meanwhile
+      try {
+        unavailable = daemon.metric(refusals) - u0;
+      } catch (IOException e) {
+        unavailable = -1; // the metrics went with the drain
+      }
+      held.abort();
+      exited = daemon.awaitExit(60);
+    }
+    Thread.sleep(500);
+    daemon.start();
+    job.join(300_000);
+    l.drain(spark);
+    check(exited && error[0] == null && expected.get(Jobs.SLOW.name()).equals(result[0])
+            && l.failedMapTasks.get() == 0 && unavailable > 0,
+        "daemon drained (SIGTERM) mid-stage: result " + result[0]
+            + (error[0] != null ? " (" + error[0] + ")" : "") + "; the draining daemon answered "
+            + unavailable + " Opens Unavailable, and " + l.failedMapTasks.get()
+            + " map tasks failed (want 0: they waited for the restarted daemon)"
+            + (l.failures.isEmpty() ? "" : "; " + firstLine(l.failures.get(0))));
+  }
+
+  /** The daemon refuses the 2000-partition shuffle's map outputs: Spark's writer takes them. */
+  private void resourceExhausted(SparkSession spark, Tasks l) throws Exception {
+    long c0 = daemon.metric("shuffled_commits_total");
+    l.reset(spark);
+    String got = Jobs.WIDE.job().run(spark);
+    l.drain(spark);
+    long commits = daemon.metric("shuffled_commits_total") - c0;
+    check(got.equals(expected.get(Jobs.WIDE.name())) && l.mapTasks.get() > 0 && commits == 0
+            && l.failedMapTasks.get() == 0,
+        "partition-state limit 64KiB: " + Jobs.WIDE.name() + " (2000 partitions, 96000 bytes of"
+            + " state per map output) gives " + got + "; " + l.mapTasks.get() + " map tasks"
+            + " written by Spark's writer after ResourceExhausted, " + commits
+            + " through the daemon, " + l.failedMapTasks.get() + " failed");
+    compared(spark, l, Jobs.REDUCE_BY_KEY); // 8 partitions fit: through the daemon
+  }
+
+  /** A shuffle of 2^20 + 1 partitions, over the protocol's bound, is Spark's writer's. */
+  private void beyondTheProtocolsPartitions(SparkSession spark, Tasks l) throws Exception {
+    int parts = ShuffledClient.MAX_PARTITIONS + 1;
+    long c0 = daemon.metric("shuffled_commits_total");
+    l.reset(spark);
+    JavaPairRDD<Integer, Integer> pairs = Jobs.generate(spark, 2, 1000, s -> {
+      List<Tuple2<Integer, Integer>> out = new ArrayList<>();
+      for (int i = s * 1000; i < (s + 1) * 1000; i++) {
+        out.add(new Tuple2<>(i, -i));
+      }
+      return out.iterator();
+    });
+    // Only the map stage and the first reduce partition run (key 0 lands in partition 0).
+    List<Tuple2<Integer, Integer>> first =
+        pairs.partitionBy(new org.apache.spark.HashPartitioner(parts)).take(1);
+    l.drain(spark);
+    long commits = daemon.metric("shuffled_commits_total") - c0;
+    check(first.size() == 1 && first.get(0)._1() == 0 && l.mapTasks.get() == 2 && commits == 0
+            && l.failedMapTasks.get() == 0,
+        parts + " partitions: " + first + "; " + l.mapTasks.get() + " map tasks written by"
+            + " Spark's writer, " + commits + " through the daemon, " + l.failedMapTasks.get()
+            + " failed");
+  }
+
+  /** The checksum files of the map outputs are the algorithm's. */
+  private void checksumFiles(String algorithm) throws IOException {
+    long n;
+    try (Stream<Path> s = Files.walk(localRoot)) {
+      n = s.filter(p -> p.getFileName().toString().matches(
+          "shuffle_\\d+_\\d+_0\\.checksum\\." + algorithm)).count();
+    } catch (java.io.UncheckedIOException e) {
+      n = -1;
+    }
+    check(n > 0, n + " checksum files shuffle_S_M_0.checksum." + algorithm);
+  }
+
+  /**
+   * RemoveShuffle fails (the daemon is down at cleanup): the executors delete the files of the map
+   * outputs they wrote through it themselves, as Spark does for its own writer's.
+   */
+  private void removalWithTheDaemonDown(SparkSession spark, Tasks l) throws Exception {
+    JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    // First with the daemon up: the driver's plugin connects for removals too (and keeps it).
+    for (int id : shuffleIds()) {
+      sc.sc().cleaner().get().doCleanupShuffle(id, true);
+    }
+    awaitNoShuffleFiles();
+    compared(spark, l, Jobs.REDUCE_BY_KEY);
+    Set<Integer> before = shuffleIds();
+    daemon.kill();
+    Set<Integer> after;
+    try {
+      for (int id : before) {
+        sc.sc().cleaner().get().doCleanupShuffle(id, true);
+      }
+      after = awaitNoShuffleFiles();
+    } finally {
+      daemon.start();
+    }
+    check(!before.isEmpty() && after.isEmpty(),
+        "daemon down at cleanup of shuffles " + before + ": files left of " + after
+            + " (the executors delete what they wrote through the daemon themselves)");
+  }
+
+  /** Waits up to 10 s for no shuffle files under the local dirs; returns the shuffles left. */
+  private Set<Integer> awaitNoShuffleFiles() throws Exception {
+    Set<Integer> left = shuffleIds();
+    for (int i = 0; i < 100 && !left.isEmpty(); i++) {
+      Thread.sleep(100);
+      left = shuffleIds();
+    }
+    return left;
+  }
+
+  /** Spark 3.5 refuses CRC32C, and so does the plugin there, with its own message. */
+  private void crc32cRefused() {
+    System.out.println("== plugin: spark.shuffle.checksum.algorithm=CRC32C on Spark 3.5");
+    SparkSession spark = null;
+    try {
+      spark = SparkSession.builder().appName("shuffled suite: CRC32C on Spark 3.5")
+          .config(plugin(1).set("spark.shuffle.checksum.algorithm", "CRC32C")).getOrCreate();
+      fail("a SparkContext with CRC32C on Spark 3.5 started");
+    } catch (Throwable e) {
+      String why = null;
+      for (Throwable t = e; t != null && why == null; t = t.getCause()) {
+        if (String.valueOf(t.getMessage()).contains("CRC32C needs Spark 4")) {
+          why = t.getMessage();
+        }
+      }
+      check(why != null, "CRC32C on Spark 3.5 fails at start with the plugin's message: "
+          + (why != null ? why : e));
+    } finally {
+      if (spark != null) {
+        spark.stop();
+      }
+      SparkSession.clearActiveSession();
+      SparkSession.clearDefaultSession();
+    }
+  }
+
   private static String firstLine(String s) {
     int i = s.indexOf('\n');
     return i < 0 ? s : s.substring(0, i);
@@ -594,6 +837,8 @@ public final class SparkSuite {
     final AtomicLong mapTasks = new AtomicLong();
     final AtomicLong mapTasksWithRecords = new AtomicLong(); // successful, records written > 0
     final AtomicLong failedMapTasks = new AtomicLong();
+    final AtomicLong killedMapTasks = new AtomicLong(); // of the failed ones
+    final List<String> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
     final Map<String, Integer> mapTasksByExecutor = new ConcurrentHashMap<>();
 
     void reset(SparkSession spark) throws Exception {
@@ -601,6 +846,8 @@ public final class SparkSuite {
       mapTasks.set(0);
       mapTasksWithRecords.set(0);
       failedMapTasks.set(0);
+      killedMapTasks.set(0);
+      failures.clear();
       mapTasksByExecutor.clear();
     }
 
@@ -621,6 +868,12 @@ public final class SparkSuite {
         mapTasksByExecutor.merge(e.taskInfo().executorId(), 1, Integer::sum);
       } else {
         failedMapTasks.incrementAndGet();
+        if (e.reason() instanceof org.apache.spark.TaskKilled) {
+          killedMapTasks.incrementAndGet();
+        }
+        if (e.reason() instanceof org.apache.spark.TaskFailedReason r) {
+          failures.add(r.toErrorString());
+        }
       }
     }
   }

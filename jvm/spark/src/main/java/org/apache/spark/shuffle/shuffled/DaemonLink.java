@@ -33,6 +33,10 @@ final class DaemonLink implements AutoCloseable {
   /** A removal-only connection failed: no daemon here; removals are skipped. */
   private boolean unreachable;
   private String appId;
+  /** Write-side connection attempts ended, for the tasks that waited for one (see forWriting). */
+  private volatile long attempts;
+  /** What the last write-side attempt failed with (fallback off); guarded by this. */
+  private IOException lastFailure;
 
   DaemonLink(ShuffledConf conf) {
     this.conf = conf;
@@ -42,16 +46,37 @@ final class DaemonLink implements AutoCloseable {
    * The registered client for map outputs, or null when this executor writes with Spark's own
    * writer because the daemon was unreachable at its first map task.
    *
+   * <p>One attempt runs at a time, bounded by {@code spark.shuffled.connectTimeout} (connect(2)
+   * and the handshake, then the registration). Tasks that waited for another task's attempt take
+   * its outcome rather than each spend the timeout again in turn.
+   *
    * @throws IOException the daemon cannot be reached or refused the registration, and fallback is
    *     off
    */
-  synchronized ShuffledClient forWriting() throws IOException {
-    if (fellBack) {
-      return null;
+  ShuffledClient forWriting() throws IOException {
+    long seen = attempts;
+    synchronized (this) {
+      if (fellBack) {
+        return null;
+      }
+      if (registered) {
+        return client;
+      }
+      if (attempts != seen && lastFailure != null) {
+        throw new IOException(
+            lastFailure.getMessage() + " (the attempt of another task, which this one waited for)",
+            lastFailure);
+      }
+      try {
+        return connectForWriting();
+      } finally {
+        attempts++;
+      }
     }
-    if (registered) {
-      return client;
-    }
+  }
+
+  /** One write-side attempt: connect and register; the caller holds the lock. */
+  private ShuffledClient connectForWriting() throws IOException {
     SparkEnv env = SparkEnv.get();
     DiskBlockManager disks = env.blockManager().diskBlockManager();
     List<String> dirs = new ArrayList<>();
@@ -68,6 +93,7 @@ final class DaemonLink implements AutoCloseable {
       registered = true;
       appId = app;
       unreachable = false;
+      lastFailure = null;
       LOG.info(
           "shuffled: executor {} of {} writes its shuffle output through the daemon at {} into {}",
           executor, app, conf.socket, resolved);
@@ -87,7 +113,8 @@ final class DaemonLink implements AutoCloseable {
                 + " ({}=true)", what, ShuffledConf.FALLBACK);
         return null;
       }
-      throw new IOException(what + " (" + ShuffledConf.FALLBACK + "=false)", e);
+      lastFailure = new IOException(what + " (" + ShuffledConf.FALLBACK + "=false)", e);
+      throw lastFailure;
     }
   }
 

@@ -25,6 +25,7 @@ final class ShuffledConf {
   static final String CONNECT_TIMEOUT = "spark.shuffled.connectTimeout";
   static final String RECONNECT_TIMEOUT = "spark.shuffled.reconnectTimeout";
 
+  static final String CHECKSUM_ALGORITHM = "spark.shuffle.checksum.algorithm";
   static final String LZ4_BLOCK_SIZE = "spark.io.compression.lz4.blockSize";
   static final String SNAPPY_BLOCK_SIZE = "spark.io.compression.snappy.blockSize";
   static final String ZSTD_LEVEL = "spark.io.compression.zstd.level";
@@ -124,24 +125,52 @@ final class ShuffledConf {
     codecNote = note;
 
     if (booleanSetting(conf, "spark.shuffle.checksum.enabled", true)) {
-      String a = conf.get("spark.shuffle.checksum.algorithm", "ADLER32").trim();
-      try {
-        checksum = ChecksumAlgorithm.fromName(a);
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException(
-            "spark.shuffle.checksum.algorithm=\"" + a + "\": want ADLER32, CRC32 or CRC32C", e);
-      }
-      if (checksum == ChecksumAlgorithm.NONE) {
-        throw new IllegalArgumentException(
-            "spark.shuffle.checksum.algorithm=\"" + a
-                + "\": want ADLER32, CRC32 or CRC32C (spark.shuffle.checksum.enabled=false turns"
-                + " checksums off)");
-      }
+      checksum = checksumAlgorithm(
+          conf.get(CHECKSUM_ALGORITHM, "ADLER32"), org.apache.spark.package$.MODULE$.SPARK_VERSION());
     } else {
       checksum = ChecksumAlgorithm.NONE;
     }
 
     encryption = booleanSetting(conf, "spark.io.encryption.enabled", false);
+  }
+
+  /**
+   * The checksum algorithm of {@code spark.shuffle.checksum.algorithm} under Spark {@code
+   * sparkVersion}: ADLER32 or CRC32, and CRC32C from Spark 4 on. Spark 3.5 itself takes only
+   * ADLER32 and CRC32 (its own writer and the reducers' corruption diagnosis refuse the rest), so
+   * the plugin refuses CRC32C there rather than write checksum files Spark cannot read.
+   */
+  static ChecksumAlgorithm checksumAlgorithm(String setting, String sparkVersion) {
+    String a = setting.trim();
+    boolean crc32c = sparkMajor(sparkVersion) >= 4;
+    String want = crc32c
+        ? "want ADLER32, CRC32 or CRC32C"
+        : "want ADLER32 or CRC32 (Spark " + sparkVersion + " takes no other; CRC32C needs Spark 4)";
+    ChecksumAlgorithm c;
+    try {
+      c = ChecksumAlgorithm.fromName(a);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(CHECKSUM_ALGORITHM + "=\"" + a + "\": " + want, e);
+    }
+    if (c == ChecksumAlgorithm.NONE) {
+      throw new IllegalArgumentException(
+          CHECKSUM_ALGORITHM + "=\"" + a + "\": " + want
+              + " (spark.shuffle.checksum.enabled=false turns checksums off)");
+    }
+    if (c == ChecksumAlgorithm.CRC32C && !crc32c) {
+      throw new IllegalArgumentException(CHECKSUM_ALGORITHM + "=\"" + a + "\": " + want);
+    }
+    return c;
+  }
+
+  /** The major version of a Spark version string such as 3.5.9 or 4.0.0-preview2 (0 if none). */
+  static int sparkMajor(String version) {
+    int n = 0;
+    int i = 0;
+    while (i < version.length() && Character.isDigit(version.charAt(i)) && n < 1000) {
+      n = n * 10 + (version.charAt(i++) - '0');
+    }
+    return n;
   }
 
   OpenOptions openOptions() {

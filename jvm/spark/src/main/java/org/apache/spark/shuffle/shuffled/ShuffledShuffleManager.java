@@ -3,6 +3,9 @@ package org.apache.spark.shuffle.shuffled;
 import dev.shuffled.client.Removed;
 import dev.shuffled.client.ShuffledClient;
 import java.io.IOException;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -27,11 +30,17 @@ import org.slf4j.LoggerFactory;
  * spark.shuffled.fallback.enabled}, when the daemon cannot be reached at the executor's first map
  * task.
  *
+ * <p>A shuffle of more partitions than the protocol takes ({@link ShuffledClient#MAX_PARTITIONS},
+ * 2^20) is written by Spark's own writer, with a warning once per process.
+ *
  * <p>Lifecycle: {@link #unregisterShuffle} removes the shuffle's outputs from the daemon
- * (RemoveShuffle), on every executor and on the driver where a daemon answers; the driver's
- * {@link #stop} removes the whole application (RemoveApplication) from the daemon on its node.
- * Daemons on other nodes remove an application when its last executor has been gone for their
- * {@code --retention}, or when Spark's cluster manager deletes the executor dirs.
+ * (RemoveShuffle), on every executor and on the driver where a daemon answers. Each process also
+ * records the map ids it wrote through the daemon, as Spark's writer records its own: where
+ * RemoveShuffle fails (the daemon is gone, or does not answer), the process deletes those map
+ * outputs' files itself, through the block resolver, as Spark does for its own writer's. The
+ * driver's {@link #stop} removes the whole application (RemoveApplication) from the daemon on its
+ * node. Daemons on other nodes remove an application when its last executor has been gone for
+ * their {@code --retention}, or when Spark's cluster manager deletes the executor dirs.
  */
 public class ShuffledShuffleManager extends SortShuffleManager {
   private static final Logger LOG = LoggerFactory.getLogger(ShuffledShuffleManager.class);
@@ -42,6 +51,9 @@ public class ShuffledShuffleManager extends SortShuffleManager {
   private final String unsupported;
   private final DaemonLink link;
   private boolean warnedUnsupported;
+  private final AtomicBoolean warnedPartitions = new AtomicBoolean();
+  /** Map ids this process wrote through the daemon, by shuffle (Spark records its writer's). */
+  private final ConcurrentHashMap<Integer, Set<Long>> daemonMaps = new ConcurrentHashMap<>();
 
   /** The constructor Spark calls (SparkEnv instantiates the class named by spark.shuffle.manager). */
   public ShuffledShuffleManager(SparkConf sparkConf, boolean isDriver) {
@@ -66,6 +78,18 @@ public class ShuffledShuffleManager extends SortShuffleManager {
       warnUnsupported();
       return super.getWriter(handle, mapId, context, metrics);
     }
+    @SuppressWarnings("unchecked")
+    BaseShuffleHandle<K, V, Object> h = (BaseShuffleHandle<K, V, Object>) handle;
+    int partitions = h.dependency().partitioner().numPartitions();
+    if (partitions > ShuffledClient.MAX_PARTITIONS) {
+      if (warnedPartitions.compareAndSet(false, true)) {
+        LOG.warn("shuffled: shuffle {} has {} partitions, more than the {} a map output of the"
+            + " daemon may have (its protocol's bound); Spark's own writer writes it, and any"
+            + " other such shuffle (logged once)", h.shuffleId(), partitions,
+            ShuffledClient.MAX_PARTITIONS);
+      }
+      return super.getWriter(handle, mapId, context, metrics);
+    }
     ShuffledClient client;
     try {
       client = link.forWriting();
@@ -75,8 +99,7 @@ public class ShuffledShuffleManager extends SortShuffleManager {
     if (client == null) {
       return super.getWriter(handle, mapId, context, metrics);
     }
-    @SuppressWarnings("unchecked")
-    BaseShuffleHandle<K, V, Object> h = (BaseShuffleHandle<K, V, Object>) handle;
+    daemonMaps.computeIfAbsent(h.shuffleId(), id -> ConcurrentHashMap.newKeySet()).add(mapId);
     return new ShuffledShuffleWriter<>(
         client,
         h,
@@ -86,7 +109,9 @@ public class ShuffledShuffleManager extends SortShuffleManager {
         conf.openOptions(),
         conf.batchBytes,
         conf.reconnectTimeout,
-        SparkEnv.get().blockManager().shuffleServerId());
+        SparkEnv.get().blockManager().shuffleServerId(),
+        // A daemon at its bounds (ResourceExhausted at Open): Spark's writer takes the task.
+        () -> ShuffledShuffleManager.super.getWriter(handle, mapId, context, metrics));
   }
 
   private synchronized void warnUnsupported() {
@@ -100,21 +125,52 @@ public class ShuffledShuffleManager extends SortShuffleManager {
   @Override
   public boolean unregisterShuffle(int shuffleId) {
     boolean removed = super.unregisterShuffle(shuffleId);
+    Set<Long> maps = daemonMaps.remove(shuffleId);
     if (unsupported == null) {
       ShuffledClient c = link.forRemoval();
+      boolean done = false;
       if (c != null) {
         String app = appId();
         try {
-          Removed r = c.removeShuffle(app, shuffleId);
+          Removed r = uninterrupted(() -> c.removeShuffle(app, shuffleId));
+          done = true;
           LOG.debug("shuffled: removed shuffle {} of {}: {} map outputs, {} bytes",
               shuffleId, app, r.mapOutputs(), r.bytes());
         } catch (IOException | RuntimeException e) {
-          LOG.warn("shuffled: removing shuffle {} of {} from the daemon at {} failed: {}",
-              shuffleId, app, conf.socket, e.getMessage());
+          LOG.warn("shuffled: removing shuffle {} of {} from the daemon at {} failed: {}{}",
+              shuffleId, app, conf.socket, e.getMessage(), maps == null ? ""
+                  : "; deleting the files of the " + maps.size() + " map outputs this process"
+                      + " wrote through it");
+        }
+      }
+      if (!done && maps != null) {
+        // As SortShuffleManager does for the map outputs its own writer wrote.
+        for (long mapId : maps) {
+          shuffleBlockResolver().removeDataByMap(shuffleId, mapId);
         }
       }
     }
     return removed;
+  }
+
+  private interface Removal {
+    Removed run() throws IOException;
+  }
+
+  /**
+   * Runs a removal with the thread's interrupt status cleared, and restores it afterwards: a
+   * removal is cleanup (ContextCleaner's thread, a stopping SparkContext), which an interrupt
+   * must not cut short before the request is even sent.
+   */
+  private static Removed uninterrupted(Removal r) throws IOException {
+    boolean interrupted = Thread.interrupted();
+    try {
+      return r.run();
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
   }
 
   @Override
@@ -125,7 +181,7 @@ public class ShuffledShuffleManager extends SortShuffleManager {
         if (c != null) {
           String app = appId();
           try {
-            Removed r = c.removeApplication(app);
+            Removed r = uninterrupted(() -> c.removeApplication(app));
             LOG.info("shuffled: removed application {} from the daemon at {}: {} map outputs,"
                 + " {} bytes", app, conf.socket, r.mapOutputs(), r.bytes());
           } catch (IOException | RuntimeException e) {

@@ -1,6 +1,7 @@
 package org.apache.spark.shuffle.shuffled;
 
 import dev.shuffled.client.CommitResult;
+import dev.shuffled.client.ErrorCode;
 import dev.shuffled.client.MapOutput;
 import dev.shuffled.client.OpenOptions;
 import dev.shuffled.client.ShuffledClient;
@@ -10,6 +11,8 @@ import java.io.InterruptedIOException;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.TaskContext;
@@ -22,6 +25,8 @@ import org.apache.spark.shuffle.BaseShuffleHandle;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.storage.BlockManagerId;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import scala.Option;
 import scala.Product2;
 import scala.reflect.ClassTag;
@@ -44,9 +49,18 @@ import scala.reflect.ClassTag$;
  * <p>The flush after the record iterator is exhausted is the map output's last batch, and is
  * marked so ({@link MapOutput#markLast()}): the daemon may start merging the output's runs before
  * commit. A task with no records sends no batch.
+ *
+ * <p>The map output is opened before the first record is read. A daemon that is away (restarting)
+ * or draining (it answers Unavailable) is waited for, up to {@code
+ * spark.shuffled.reconnectTimeout}. A daemon at one of its bounds (ResourceExhausted: too many
+ * open map outputs, its partition-state budget, a full disk) has the task written by Spark's own
+ * writer instead: no record has been read yet, so Spark's writer writes the whole map output, the
+ * same files in the same place, and the task neither fails nor waits for other tasks to finish.
  */
 final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private static final ClassTag<Object> OBJECT = ClassTag$.MODULE$.Object();
+  private static final Logger LOG = LoggerFactory.getLogger(ShuffledShuffleWriter.class);
+  private static final AtomicBoolean WARNED_EXHAUSTED = new AtomicBoolean();
 
   private final ShuffledClient client;
   private final BaseShuffleHandle<K, V, C> handle;
@@ -57,8 +71,12 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final long batchBytes;
   private final Duration reconnectTimeout;
   private final BlockManagerId location;
+  /** Spark's own writer for this task, for a daemon at its bounds; null: fail instead. */
+  private final Supplier<ShuffleWriter<K, V>> sparkWriter;
 
   private MapOutput output;
+  /** Spark's writer, when it writes this task's map output instead (see the class comment). */
+  private ShuffleWriter<K, V> fallback;
   private long[] lengths;
   private MapStatus status;
   private boolean stopping;
@@ -72,7 +90,8 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       OpenOptions options,
       long batchBytes,
       Duration reconnectTimeout,
-      BlockManagerId location) {
+      BlockManagerId location,
+      Supplier<ShuffleWriter<K, V>> sparkWriter) {
     this.client = client;
     this.handle = handle;
     this.mapId = mapId;
@@ -82,12 +101,16 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     this.batchBytes = batchBytes;
     this.reconnectTimeout = reconnectTimeout;
     this.location = location;
+    this.sparkWriter = sparkWriter;
   }
 
   @Override
-  @SuppressWarnings("unchecked")
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
     ShuffleDependency<K, V, C> dep = handle.dependency();
+    if (!start(dep.shuffleId(), dep.partitioner().numPartitions())) {
+      fallback.write(records);
+      return;
+    }
     scala.collection.Iterator<? extends Product2<K, ?>> it = records;
     if (dep.mapSideCombine()) {
       // As SortShuffleWriter: combine on the map side when the dependency asks for it; the
@@ -118,10 +141,39 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   }
 
   /**
-   * Opens the map output, serializes the records into their partitions' buffers and sends the
-   * batches: one each time {@code spark.shuffled.batchBytes} are buffered and more records follow,
-   * then the rest, marked as the last, once the records are exhausted (so the batch holding the
-   * last record is always the marked one). Package-private for the tests.
+   * Opens the map output, before any record is read. Returns false when Spark's own writer writes
+   * this task instead (the daemon answered ResourceExhausted; {@link #fallback} is then set).
+   * Package-private for the tests.
+   */
+  boolean start(int shuffleId, int numPartitions) throws IOException {
+    long t0 = System.nanoTime();
+    try {
+      output = open(shuffleId, numPartitions);
+      return true;
+    } catch (ShuffledException e) {
+      if (e.code() != ErrorCode.RESOURCE_EXHAUSTED || sparkWriter == null) {
+        throw e;
+      }
+      String why = "map output (shuffle " + shuffleId + ", map " + mapId + "): " + e.getMessage()
+          + "; Spark's own writer writes this task's output";
+      if (WARNED_EXHAUSTED.compareAndSet(false, true)) {
+        LOG.warn("shuffled: {} (logged once; later ones at info)", why);
+      } else {
+        LOG.info("shuffled: {}", why);
+      }
+      fallback = sparkWriter.get();
+      return false;
+    } finally {
+      metrics.incWriteTime(System.nanoTime() - t0);
+    }
+  }
+
+  /**
+   * Serializes the records into their partitions' buffers and sends the batches: one each time
+   * {@code spark.shuffled.batchBytes} are buffered and more records follow, then the rest, marked
+   * as the last, once the records are exhausted (so the batch holding the last record is always
+   * the marked one). Opens the map output first unless {@link #start} did. Package-private for
+   * the tests.
    */
   void writeBatches(
       int shuffleId,
@@ -131,13 +183,20 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       throws IOException {
     int numPartitions = partitioner.numPartitions();
     SerializerInstance ser = serializer.newInstance();
-    PartitionBuffers bufs = new PartitionBuffers(numPartitions);
     long[] offsets = new long[numPartitions + 1];
 
-    long t0 = System.nanoTime();
-    output = open(shuffleId, numPartitions);
-    metrics.incWriteTime(System.nanoTime() - t0);
-    long limit = Math.min(batchBytes, output.maxBatchBytes());
+    if (output == null && !start(shuffleId, numPartitions)) {
+      throw new IllegalStateException("writeBatches of a task that Spark's writer writes");
+    }
+    long max = output.maxBatchBytes();
+    if (max < 1) {
+      throw new IOException(
+          "shuffled daemon's max_frame " + client.serverInfo().maxFrame() + " leaves no room for"
+              + " inline bytes in a Batch of " + numPartitions + " partitions (map output of"
+              + " shuffle " + shuffleId + ", map " + mapId + ")");
+    }
+    long limit = Math.min(batchBytes, max);
+    PartitionBuffers bufs = new PartitionBuffers(numPartitions, limit);
 
     long pending = 0; // records serialized but not yet counted in the metrics
     if (serializer.supportsRelocationOfSerializedObjects()) {
@@ -197,9 +256,11 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   }
 
   /**
-   * Opens the map output. A daemon that went away (a restart) is waited for, up to
-   * spark.shuffled.reconnectTimeout, so that the task does not fail at once; nothing has been sent
-   * yet, so trying again is safe. An answer of the daemon (an error) is not retried.
+   * Opens the map output. A daemon that went away (a restart) or is draining (it answers
+   * Unavailable, as on SIGTERM, until it exits) is waited for, up to
+   * spark.shuffled.reconnectTimeout, so that the task does not fail at once: the client connects
+   * and registers again once the connection is gone, and nothing has been sent for this map
+   * output yet, so trying again is safe. Any other answer of the daemon (an error) is not retried.
    */
   private MapOutput open(int shuffleId, int numPartitions) throws IOException {
     long deadline = System.nanoTime() + reconnectTimeout.toNanos();
@@ -207,14 +268,17 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     while (true) {
       try {
         return client.openMapOutput(shuffleId, mapId, numPartitions, options);
-      } catch (ShuffledException e) {
-        throw e;
       } catch (IOException e) {
+        boolean draining = e instanceof ShuffledException se && se.code() == ErrorCode.UNAVAILABLE;
+        if (e instanceof ShuffledException && !draining) {
+          throw e;
+        }
         if (System.nanoTime() + pause * 1_000_000 > deadline) {
+          String state = draining ? "draining (it answered Unavailable)" : "unreachable";
           throw new IOException(
-              "shuffled daemon unreachable for map output (shuffle " + shuffleId + ", map " + mapId
-                  + ") within " + ShuffledConf.RECONNECT_TIMEOUT + "=" + reconnectTimeout.toMillis()
-                  + "ms: " + e.getMessage(), e);
+              "shuffled daemon " + state + " for map output (shuffle " + shuffleId + ", map "
+                  + mapId + ") within " + ShuffledConf.RECONNECT_TIMEOUT + "="
+                  + reconnectTimeout.toMillis() + "ms: " + e.getMessage(), e);
         }
         try {
           Thread.sleep(pause);
@@ -235,7 +299,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     bufs.assemble(offsets);
     int n = offsets.length - 1;
     long total = offsets[n];
-    long max = output.maxBatchBytes();
+    long max = output.maxBatchBytes(); // within max_inline and, with the Batch head, max_frame
     long t0 = System.nanoTime();
     if (total <= max) {
       if (last) {
@@ -268,6 +332,9 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
 
   @Override
   public Option<MapStatus> stop(boolean success) {
+    if (fallback != null) {
+      return fallback.stop(success);
+    }
     if (stopping) {
       return Option.apply(null);
     }
@@ -280,14 +347,20 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       return Option.apply(status);
     }
     if (output != null) {
-      output.close(); // aborts unless committed
+      // Aborts unless committed, on the interrupted thread of a killed task too.
+      output.close();
     }
     return Option.apply(null);
   }
 
   @Override
   public long[] getPartitionLengths() {
-    return lengths;
+    return fallback != null ? fallback.getPartitionLengths() : lengths;
+  }
+
+  /** Spark's writer, when it writes this task's output instead; for the tests. */
+  ShuffleWriter<K, V> fallback() {
+    return fallback;
   }
 
   /** The stream relocatable serializers write into: appends to the current record's partition. */

@@ -16,7 +16,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 /**
  * A scripted daemon for the writer's tests, written from docs/protocol.md: it serves one
  * connection, accepts every request of map outputs' lives (inline batches only: it does not
- * announce memfd) and records the requests' types and the batches it reads, in order.
+ * announce memfd), or answers the next Opens with the errors {@link #failOpens} queued, and
+ * records the requests' types and the batches it reads, in order.
  */
 final class FakeDaemon implements AutoCloseable {
   /** One Batch frame as read: its flags byte, partition offsets and inline payload. */
@@ -29,12 +30,21 @@ final class FakeDaemon implements AutoCloseable {
   static final int COMMIT = 5;
   static final int ABORT = 6;
   static final int RESPONSE = 0x8000;
+  static final int ERROR = 0xFFFF;
+  static final int UNAVAILABLE = 9;
+  static final int RESOURCE_EXHAUSTED = 6;
+  static final int INVALID_ARGUMENT = 1;
   static final long FEATURE_LAST_BATCH = 1L << 5;
   static final int LAST = 0x01;
 
   final Path socket;
   final List<Integer> types = new CopyOnWriteArrayList<>();
   final List<Batch> batches = new CopyOnWriteArrayList<>();
+  /** Error codes the next Opens are answered with, in order. */
+  private final java.util.Queue<Integer> openErrors =
+      new java.util.concurrent.ConcurrentLinkedQueue<>();
+  /** The max_frame ServerHello announces; set before the client connects. */
+  volatile int maxFrame = 1 << 20;
   private final ServerSocketChannel server;
   private final long features;
   private final long maxInline;
@@ -63,11 +73,20 @@ final class FakeDaemon implements AutoCloseable {
         ByteBuffer p = read(ch, h.getInt(12));
         types.add(type);
         ByteBuffer answer =
-            ByteBuffer.allocate(64 + 8 * numPartitions).order(ByteOrder.LITTLE_ENDIAN);
+            ByteBuffer.allocate(256 + 8 * numPartitions).order(ByteOrder.LITTLE_ENDIAN);
+        int answerType = type | RESPONSE;
+        Integer error = type == OPEN ? openErrors.poll() : null;
+        if (error != null) {
+          byte[] msg = ("scripted error " + error).getBytes(StandardCharsets.UTF_8);
+          answer.putInt(error).putShort((short) msg.length).put(msg);
+          answerType = ERROR;
+          type = -1; // no success answer below
+        }
         switch (type) {
+          case -1 -> {}
           case HELLO -> {
             byte[] name = "fake".getBytes(StandardCharsets.UTF_8);
-            answer.putShort((short) 1).putShort((short) 0).putInt(1 << 20).putInt((int) maxInline)
+            answer.putShort((short) 1).putShort((short) 0).putInt(maxFrame).putInt((int) maxInline)
                 .putLong(features).putShort((short) name.length).put(name);
           }
           case REGISTER -> {
@@ -87,7 +106,7 @@ final class FakeDaemon implements AutoCloseable {
         }
         answer.flip();
         ByteBuffer f = ByteBuffer.allocate(16 + answer.remaining()).order(ByteOrder.LITTLE_ENDIAN);
-        f.put((byte) 'S').put((byte) 'H').putShort((short) (type | RESPONSE)).putShort((short) 0)
+        f.put((byte) 'S').put((byte) 'H').putShort((short) answerType).putShort((short) 0)
             .putShort((short) 0).putInt(id).putInt(answer.remaining()).put(answer).flip();
         while (f.hasRemaining()) {
           ch.write(f);
@@ -96,6 +115,22 @@ final class FakeDaemon implements AutoCloseable {
     } catch (IOException | RuntimeException e) {
       // the client hung up, close(), or a frame this fake does not read: the session is over
     }
+  }
+
+  /** Answers each of the next {@code times} Opens with Error {@code code}. */
+  void failOpens(int code, int times) {
+    for (int i = 0; i < times; i++) {
+      openErrors.add(code);
+    }
+  }
+
+  /** Waits up to 5 s for a request of {@code type}; whether one came. */
+  boolean awaitRequest(int type) throws InterruptedException {
+    long deadline = System.nanoTime() + 5_000_000_000L;
+    while (!types.contains(type) && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    return types.contains(type);
   }
 
   /** An inline opaque Batch: handle, kind, plane, flags, reserved, offsets, payload. */

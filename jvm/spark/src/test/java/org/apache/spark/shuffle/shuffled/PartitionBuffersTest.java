@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.shuffled;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -14,7 +15,7 @@ class PartitionBuffersTest {
   @Test
   void assemblesPartitionsInOrderAndEmpties() throws IOException {
     int n = 7;
-    PartitionBuffers b = new PartitionBuffers(n);
+    PartitionBuffers b = new PartitionBuffers(n, 1 << 20);
     ByteArrayOutputStream[] want = new ByteArrayOutputStream[n];
     for (int p = 0; p < n; p++) {
       want[p] = new ByteArrayOutputStream();
@@ -57,5 +58,74 @@ class PartitionBuffersTest {
     b.assemble(offsets);
     assertArrayEquals(new long[] {0, 0, 0, 0, 1, 1, 1, 1}, offsets);
     assertEquals(42, b.payload()[0]);
+  }
+
+  /** Writes {@code bytes} to partition p in records of 100 bytes, as a serializer would. */
+  private static void fill(PartitionBuffers b, int p, int bytes, byte v) {
+    byte[] rec = new byte[100];
+    Arrays.fill(rec, v);
+    for (int done = 0; done < bytes; done += rec.length) {
+      b.write(p, rec, 0, Math.min(rec.length, bytes - done));
+    }
+  }
+
+  @Test
+  void clusteredInputRetainsOnlyABatchsWorth() {
+    // Keys sorted or clustered: each batch goes to another partition. Every partition's array
+    // grew to about twice a batch once; kept, they would add up to partitions x 2 batches.
+    int n = 64;
+    int batch = 64 << 10;
+    PartitionBuffers b = new PartitionBuffers(n, batch);
+    long[] offsets = new long[n + 1];
+    long most = 0;
+    for (int k = 0; k < n; k++) {
+      fill(b, k, batch, (byte) k);
+      b.assemble(offsets);
+      assertEquals(batch, offsets[n]);
+      assertEquals(batch, offsets[k + 1] - offsets[k], "batch " + k + " is partition " + k);
+      assertEquals((byte) k, b.payload()[0]);
+      most = Math.max(most, b.retainedBytes());
+    }
+    assertTrue(most <= 8L * batch,
+        "retained up to " + most + " bytes over " + n + " clustered batches of " + batch
+            + " (at most 8 batches' worth wanted)");
+  }
+
+  @Test
+  void evenInputKeepsItsArrays() {
+    // Every partition gets its share of every batch: the arrays are kept (nothing over the cap).
+    int n = 64;
+    int batch = 64 << 10;
+    PartitionBuffers b = new PartitionBuffers(n, batch);
+    long[] offsets = new long[n + 1];
+    long first = -1;
+    for (int round = 0; round < 10; round++) {
+      for (int p = 0; p < n; p++) {
+        fill(b, p, batch / n, (byte) p);
+      }
+      b.assemble(offsets);
+      assertEquals(batch, offsets[n]);
+      if (first < 0) {
+        first = b.retainedBytes();
+      }
+      assertEquals(first, b.retainedBytes(), "round " + round + ": arrays reallocated");
+    }
+    assertTrue(first <= 4L * batch, first + " bytes retained for batches of " + batch);
+  }
+
+  @Test
+  void manyPartitionsStartSmall() {
+    // 2^20 partitions and 8 MiB batches: 512-byte first arrays would be 512 MiB for one byte in
+    // each partition; a partition's first array is its share of the batch instead (16 B at least).
+    int n = 1 << 20;
+    PartitionBuffers b = new PartitionBuffers(n, 8 << 20);
+    for (int p = 0; p < n; p++) {
+      b.write(p, p);
+    }
+    assertTrue(b.retainedBytes() <= 16L * n, b.retainedBytes() + " bytes for " + n + " bytes");
+    long[] offsets = new long[n + 1];
+    b.assemble(offsets);
+    assertEquals(n, offsets[n]);
+    assertEquals(7, b.payload()[7]);
   }
 }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.shuffled.client.ChecksumAlgorithm;
 import dev.shuffled.client.Codec;
 import java.util.HashMap;
 import java.util.Map;
@@ -83,5 +84,25 @@ class ShuffledConfTest {
         () -> params(Codec.LZ4, "spark.io.compression.lz4.blockSize", "64m"));
     assertThrows(IllegalArgumentException.class,
         () -> params(Codec.ZSTD, "spark.io.compression.zstd.level", "x"));
+  }
+
+  @Test
+  void crc32cOnlyOnSpark4() {
+    assertEquals(ChecksumAlgorithm.ADLER32, ShuffledConf.checksumAlgorithm("ADLER32", "3.5.9"));
+    assertEquals(ChecksumAlgorithm.CRC32, ShuffledConf.checksumAlgorithm(" crc32 ", "3.5.9"));
+    assertEquals(ChecksumAlgorithm.CRC32C, ShuffledConf.checksumAlgorithm("CRC32C", "4.0.4"));
+    assertEquals(ChecksumAlgorithm.CRC32C, ShuffledConf.checksumAlgorithm("crc32c", "4.1.0-preview1"));
+    // Spark 3.5 itself takes only ADLER32 and CRC32.
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> ShuffledConf.checksumAlgorithm("CRC32C", "3.5.9"));
+    assertTrue(e.getMessage().contains("spark.shuffle.checksum.algorithm=\"CRC32C\""), e.getMessage());
+    assertTrue(e.getMessage().contains("Spark 3.5.9"), e.getMessage());
+    assertTrue(e.getMessage().contains("CRC32C needs Spark 4"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> ShuffledConf.checksumAlgorithm("none", "4.0.4"));
+    assertTrue(e.getMessage().contains("checksum.enabled=false"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> ShuffledConf.checksumAlgorithm("MD5", "4.0.4"));
+    assertEquals(3, ShuffledConf.sparkMajor("3.5.9"));
+    assertEquals(4, ShuffledConf.sparkMajor("4.0.0-preview2"));
   }
 }

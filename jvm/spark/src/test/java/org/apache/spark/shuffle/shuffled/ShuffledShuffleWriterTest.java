@@ -2,8 +2,10 @@ package org.apache.spark.shuffle.shuffled;
 
 import static org.junit.jupiter.api.Assertions.*;
 
+import dev.shuffled.client.ErrorCode;
 import dev.shuffled.client.OpenOptions;
 import dev.shuffled.client.ShuffledClient;
+import dev.shuffled.client.ShuffledException;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -21,9 +23,12 @@ import org.apache.spark.serializer.DeserializationStream;
 import org.apache.spark.serializer.SerializationStream;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import scala.Option;
 import scala.Product2;
 import scala.Tuple2;
 import scala.reflect.ClassTag;
@@ -57,7 +62,7 @@ class ShuffledShuffleWriterTest {
       c.register("app", "exec");
       ShuffledShuffleWriter<Integer, String, String> w =
           new ShuffledShuffleWriter<>(c, null, 7, null, new Metrics(), OpenOptions.DEFAULTS,
-              batchBytes, Duration.ofSeconds(1), null);
+              batchBytes, Duration.ofSeconds(1), null, null);
       w.writeBatches(3, new Iter(records), new ModPartitioner(), ser);
       w.output().commit();
     }
@@ -173,6 +178,159 @@ class ShuffledShuffleWriterTest {
     assertEquals(
         List.of(FakeDaemon.HELLO, FakeDaemon.REGISTER, FakeDaemon.OPEN, FakeDaemon.COMMIT),
         d.types);
+  }
+
+  /** A writer of map 7 on {@code c}, Spark's writer being {@code spark} (null: none). */
+  private static ShuffledShuffleWriter<Integer, String, String> writer(
+      ShuffledClient c, Duration reconnectTimeout, ShuffleWriter<Integer, String> spark) {
+    return new ShuffledShuffleWriter<>(c, null, 7, null, new Metrics(),
+        OpenOptions.DEFAULTS.withPlane(dev.shuffled.client.DataPlane.INLINE), 1 << 20,
+        reconnectTimeout, null, spark == null ? null : () -> spark);
+  }
+
+  private static long opens(FakeDaemon d) {
+    return d.types.stream().filter(t -> t == FakeDaemon.OPEN).count();
+  }
+
+  @Test
+  void drainingDaemonIsWaitedFor() throws IOException {
+    // A daemon draining on SIGTERM answers Open with Unavailable; the protocol says to retry on
+    // a restarted daemon, the README to wait up to spark.shuffled.reconnectTimeout.
+    try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      d.failOpens(FakeDaemon.UNAVAILABLE, 3);
+      ShuffledShuffleWriter<Integer, String, String> w = writer(c, Duration.ofSeconds(30), null);
+      long t0 = System.nanoTime();
+      w.writeBatches(3, new Iter(records(20)), new ModPartitioner(), new Lines(true, 64));
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      assertEquals(4, opens(d), "Opens: three answered Unavailable, then the one that worked");
+      assertTrue(ms >= 300, "retried after " + ms + " ms, want backoff of 50+100+200 ms");
+      assertEquals(PARTS, w.output().commit().lengths().length);
+    }
+  }
+
+  @Test
+  void drainingDaemonPastTheReconnectTimeoutFailsTheTask() throws IOException {
+    try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      d.failOpens(FakeDaemon.UNAVAILABLE, 1000);
+      ShuffledShuffleWriter<Integer, String, String> w = writer(c, Duration.ofMillis(400), null);
+      long t0 = System.nanoTime();
+      IOException e = assertThrows(IOException.class, () -> w.start(3, PARTS));
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      assertTrue(ms >= 250 && ms < 5000, "gave up after " + ms + " ms");
+      assertTrue(e.getMessage().contains("draining (it answered Unavailable)"), e.getMessage());
+      assertTrue(e.getMessage().contains("spark.shuffled.reconnectTimeout=400ms"), e.getMessage());
+      assertTrue(opens(d) >= 3, opens(d) + " Opens");
+    }
+  }
+
+  @Test
+  void otherDaemonErrorsAreNotRetried() throws IOException {
+    try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      d.failOpens(FakeDaemon.INVALID_ARGUMENT, 1);
+      ShuffledShuffleWriter<Integer, String, String> w =
+          writer(c, Duration.ofSeconds(30), new StubWriter());
+      ShuffledException e = assertThrows(ShuffledException.class, () -> w.start(3, PARTS));
+      assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+      assertEquals(1, opens(d));
+      assertNull(w.fallback());
+    }
+  }
+
+  @Test
+  void daemonAtItsBoundsHandsTheTaskToSparksWriter() throws IOException {
+    // ResourceExhausted at Open (too many open map outputs, the partition-state budget, a full
+    // disk): no record has been read yet, so Spark's own writer writes the whole map output.
+    try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      d.failOpens(FakeDaemon.RESOURCE_EXHAUSTED, 1);
+      StubWriter spark = new StubWriter();
+      ShuffledShuffleWriter<Integer, String, String> w = writer(c, Duration.ofSeconds(30), spark);
+      assertFalse(w.start(3, PARTS), "Spark's writer takes the task");
+      assertSame(spark, w.fallback());
+      assertEquals(1, opens(d), "not retried");
+      assertArrayEquals(spark.getPartitionLengths(), w.getPartitionLengths());
+      assertTrue(w.stop(true).isEmpty());
+      assertEquals(List.of(true), spark.stops, "stop goes to Spark's writer");
+
+      // Without Spark's writer to hand it to, the task fails with the daemon's answer.
+      d.failOpens(FakeDaemon.RESOURCE_EXHAUSTED, 1);
+      ShuffledShuffleWriter<Integer, String, String> alone = writer(c, Duration.ofSeconds(30), null);
+      ShuffledException e = assertThrows(ShuffledException.class, () -> alone.start(3, PARTS));
+      assertEquals(ErrorCode.RESOURCE_EXHAUSTED, e.code());
+    }
+  }
+
+  @Test
+  void killedTaskAbortsItsMapOutput() throws Exception {
+    // Spark kills a task by interrupting its thread, then calls stop(false) on that thread.
+    try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      ShuffledShuffleWriter<Integer, String, String> w = writer(c, Duration.ofSeconds(30), null);
+      assertTrue(w.start(3, PARTS));
+      Thread.currentThread().interrupt();
+      try {
+        assertTrue(w.stop(false).isEmpty());
+        assertTrue(Thread.currentThread().isInterrupted(), "the interrupt is kept");
+      } finally {
+        Thread.interrupted();
+      }
+      assertTrue(d.awaitRequest(FakeDaemon.ABORT), "no Abort reached the daemon: " + d.types);
+    }
+  }
+
+  @Test
+  void piecesAndTheirBatchHeadFitMaxFrame() throws IOException {
+    // A daemon whose max_inline is its whole max_frame: a piece of max_inline bytes plus the
+    // Batch head (8 bytes per partition offset and more) would be a frame over max_frame.
+    List<Product2<Integer, String>> recs = new ArrayList<>();
+    for (int i = 0; i < 3000; i++) {
+      recs.add(new Tuple2<>(i, "v".repeat(1000)));
+    }
+    FakeDaemon d = new FakeDaemon(dir, 0, 1 << 20, PARTS);
+    try (d;
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      ShuffledShuffleWriter<Integer, String, String> w =
+          new ShuffledShuffleWriter<>(c, null, 7, null, new Metrics(),
+              OpenOptions.DEFAULTS.withPlane(dev.shuffled.client.DataPlane.INLINE), 8 << 20,
+              Duration.ofSeconds(1), null, null);
+      w.writeBatches(3, new Iter(recs), new ModPartitioner(), new Lines(false, 1 << 20));
+      w.output().commit();
+    }
+    assertTrue(d.batches.size() >= 3, d.batches.size() + " batches");
+    int head = 8 + 4 + 4 + 8 * (PARTS + 1) + 4;
+    for (FakeDaemon.Batch b : d.batches) {
+      assertTrue(head + b.payload().length <= 1 << 20,
+          "a Batch frame of " + (head + b.payload().length) + " bytes, max_frame " + (1 << 20));
+    }
+    assertArrayEquals(expected(recs), partitions(d), "partitions' bytes");
+  }
+
+  /** Spark's writer, as far as the fallback goes: remembers its stops. */
+  private static final class StubWriter extends ShuffleWriter<Integer, String> {
+    final List<Boolean> stops = new ArrayList<>();
+
+    @Override
+    public void write(scala.collection.Iterator<Product2<Integer, String>> records) {}
+
+    @Override
+    public Option<MapStatus> stop(boolean success) {
+      stops.add(success);
+      return Option.empty();
+    }
+
+    @Override
+    public long[] getPartitionLengths() {
+      return new long[] {1, 2, 3, 4};
+    }
   }
 
   /** Partition = key mod PARTS. */
