@@ -429,32 +429,15 @@ func statAt(dfd int, name, path string) (fs.FileInfo, error) {
 }
 
 // Stat describes name. A name that is a symbolic link is refused.
-func (c *osConfined) Stat(name string) (fs.FileInfo, error) {
-	c.mu.RLock()
-	fd, _, rel, err := c.at(name)
-	if err == nil && rel == "." {
-		defer c.mu.RUnlock()
-		return statAt(fd, ".", name)
-	}
-	c.mu.RUnlock()
-	if err != nil {
-		return nil, pathErr("stat", name, err)
-	}
-	var fi fs.FileInfo
-	err = c.withParent("stat", name, func(pfd int, last string) error {
-		var err error
-		fi, err = statAt(pfd, last, name)
-		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return &RefusedError{Path: name, Reason: "is a symbolic link"}
-		}
-		return err
-	})
-	return fi, err
-}
+func (c *osConfined) Stat(name string) (fs.FileInfo, error) { return c.stat("stat", name, true) }
 
 // Lstat describes name without following it: a symbolic link as the last
 // component is described; one above it is refused, as everywhere.
-func (c *osConfined) Lstat(name string) (fs.FileInfo, error) {
+func (c *osConfined) Lstat(name string) (fs.FileInfo, error) { return c.stat("lstat", name, false) }
+
+// stat describes name, its last component not followed; refuseLink
+// refuses it when that is a symbolic link.
+func (c *osConfined) stat(op, name string, refuseLink bool) (fs.FileInfo, error) {
 	c.mu.RLock()
 	fd, _, rel, err := c.at(name)
 	if err == nil && rel == "." {
@@ -463,12 +446,15 @@ func (c *osConfined) Lstat(name string) (fs.FileInfo, error) {
 	}
 	c.mu.RUnlock()
 	if err != nil {
-		return nil, pathErr("lstat", name, err)
+		return nil, pathErr(op, name, err)
 	}
 	var fi fs.FileInfo
-	err = c.withParent("lstat", name, func(pfd int, last string) error {
+	err = c.withParent(op, name, func(pfd int, last string) error {
 		var err error
 		fi, err = statAt(pfd, last, name)
+		if err == nil && refuseLink && fi.Mode()&fs.ModeSymlink != 0 {
+			return &RefusedError{Path: name, Reason: "is a symbolic link"}
+		}
 		return err
 	})
 	return fi, err
