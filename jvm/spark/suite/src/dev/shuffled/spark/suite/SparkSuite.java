@@ -569,39 +569,57 @@ public final class SparkSuite {
     }
   }
 
+  /** Jobs.SLOW on a thread of its own: its result, or what it threw, once the thread ends. */
+  private static final class SlowJob {
+    final Thread thread;
+    volatile String result;
+    volatile Throwable error;
+
+    SlowJob(SparkSession spark) {
+      thread = new Thread(() -> {
+        try {
+          result = Jobs.SLOW.job().run(spark);
+        } catch (Throwable e) {
+          error = e;
+        }
+      });
+    }
+  }
+
+  /**
+   * Starts Jobs.SLOW and returns once the daemon has committed two map outputs more than c0 (or
+   * two minutes have passed): its next map tasks are then writing.
+   */
+  private SlowJob startSlowJob(SparkSession spark, long c0) throws Exception {
+    SlowJob job = new SlowJob(spark);
+    job.thread.start();
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    while (System.nanoTime() < deadline && daemon.metric("shuffled_commits_total") - c0 < 2) {
+      Thread.sleep(20);
+    }
+    return job;
+  }
+
   // --- the daemon killed during a map stage ----------------------------------
 
   private void daemonKilled(SparkSession spark, Tasks l) throws Exception {
     l.reset(spark);
     long c0 = daemon.metric("shuffled_commits_total");
-    String[] result = new String[1];
-    Throwable[] error = new Throwable[1];
-    Thread job = new Thread(() -> {
-      try {
-        result[0] = Jobs.SLOW.job().run(spark);
-      } catch (Throwable e) {
-        error[0] = e;
-      }
-    });
-    job.start();
     // Kill once the first map tasks have committed, in the middle of the next ones (the map tasks
     // of this job run in step and each takes over a second, sleeping included).
-    long deadline = System.nanoTime() + 120_000_000_000L;
-    while (System.nanoTime() < deadline && daemon.metric("shuffled_commits_total") - c0 < 2) {
-      Thread.sleep(20);
-    }
+    SlowJob job = startSlowJob(spark, c0);
     Thread.sleep(500);
     long committedBefore = daemon.metric("shuffled_commits_total") - c0;
     long open = daemon.metric("shuffled_open_map_outputs");
     daemon.kill();
     Thread.sleep(300);
     daemon.start();
-    job.join(300_000);
+    job.thread.join(300_000);
     l.drain(spark);
     long commitsAfter = daemon.metric("shuffled_commits_total");
-    check(error[0] == null && Jobs.SLOW.name() != null
-            && expected.get(Jobs.SLOW.name()).equals(result[0]),
-        "daemon killed: result " + result[0] + (error[0] != null ? " (" + error[0] + ")" : "")
+    check(job.error == null && Jobs.SLOW.name() != null
+            && expected.get(Jobs.SLOW.name()).equals(job.result),
+        "daemon killed: result " + job.result + (job.error != null ? " (" + job.error + ")" : "")
             + " equals the sort shuffle's " + expected.get(Jobs.SLOW.name()));
     check(l.failedMapTasks.get() >= 1 && commitsAfter >= 1,
         "daemon killed: " + l.failedMapTasks.get() + " map tasks failed and were retried, "
@@ -666,20 +684,7 @@ public final class SparkSuite {
   private void daemonDrained(SparkSession spark, Tasks l) throws Exception {
     l.reset(spark);
     long c0 = daemon.metric("shuffled_commits_total");
-    String[] result = new String[1];
-    Throwable[] error = new Throwable[1];
-    Thread job = new Thread(() -> {
-      try {
-        result[0] = Jobs.SLOW.job().run(spark);
-      } catch (Throwable e) {
-        error[0] = e;
-      }
-    });
-    job.start();
-    long deadline = System.nanoTime() + 120_000_000_000L;
-    while (System.nanoTime() < deadline && daemon.metric("shuffled_commits_total") - c0 < 2) {
-      Thread.sleep(20);
-    }
+    SlowJob job = startSlowJob(spark, c0);
     boolean exited;
     String refusals = "shuffled_errors_total{code=\"Unavailable\"}";
     long u0 = daemon.metric(refusals);
@@ -700,12 +705,12 @@ public final class SparkSuite {
     }
     Thread.sleep(500);
     daemon.start();
-    job.join(300_000);
+    job.thread.join(300_000);
     l.drain(spark);
-    check(exited && error[0] == null && expected.get(Jobs.SLOW.name()).equals(result[0])
+    check(exited && job.error == null && expected.get(Jobs.SLOW.name()).equals(job.result)
             && l.failedMapTasks.get() == 0 && unavailable > 0,
-        "daemon drained (SIGTERM) mid-stage: result " + result[0]
-            + (error[0] != null ? " (" + error[0] + ")" : "") + "; the draining daemon answered "
+        "daemon drained (SIGTERM) mid-stage: result " + job.result
+            + (job.error != null ? " (" + job.error + ")" : "") + "; the draining daemon answered "
             + unavailable + " Opens Unavailable, and " + l.failedMapTasks.get()
             + " map tasks failed (want 0: they waited for the restarted daemon)"
             + (l.failures.isEmpty() ? "" : "; " + firstLine(l.failures.get(0))));
