@@ -140,7 +140,8 @@ final class Connection {
     return call(m, tail, fd, what, requestTimeout);
   }
 
-  private Wire.Msg call(Wire.Msg m, ByteBuffer tail, int fd, String what, Duration timeout)
+  /** {@link #call(Wire.Msg, ByteBuffer, int, String)} with its own timeout (zero: none). */
+  Wire.Msg call(Wire.Msg m, ByteBuffer tail, int fd, String what, Duration timeout)
       throws IOException {
     Sent s = send(m, tail, fd, what, false);
     awaitWritten(s.job, s.id, what, timeout);
@@ -161,7 +162,7 @@ final class Connection {
   Wire.Msg cleanup(Wire.Msg m, String what) throws IOException {
     boolean interrupted = Thread.interrupted();
     try {
-      Sent s = send(m, null, -1, what, true);
+      Sent s = send(m, null, -1, what, true, interrupted);
       interrupted |= Thread.interrupted();
       if (interrupted) {
         s.p.abandoned = true;
@@ -172,6 +173,8 @@ final class Connection {
       try {
         f = awaitResponse(s.p, s.id, what, requestTimeout);
       } catch (SocketTimeoutException te) {
+        // SocketTimeoutException extends InterruptedIOException: a timeout is the caller's to
+        // see, not an interrupt to swallow below.
         throw te;
       } catch (InterruptedIOException ie) {
         interrupted |= Thread.interrupted(); // awaitResponse set it again
@@ -192,9 +195,16 @@ final class Connection {
   /**
    * Takes a request slot and hands the frame to the writer thread. With {@code cleanup}, waiting
    * for the slot ignores interrupts (they are kept for the caller) and is bounded by the request
-   * timeout instead.
+   * timeout instead, or by {@link #INTERRUPTED_SLOT_WAIT} on an interrupted thread ({@code
+   * interrupted}: the caller cleared the status).
    */
   private Sent send(Wire.Msg m, ByteBuffer tail, int fd, String what, boolean cleanup)
+      throws IOException {
+    return send(m, tail, fd, what, cleanup, false);
+  }
+
+  private Sent send(
+      Wire.Msg m, ByteBuffer tail, int fd, String what, boolean cleanup, boolean interrupted)
       throws IOException {
     Wire.Enc e = new Wire.Enc(64);
     e.skip(Wire.HEADER_SIZE);
@@ -210,7 +220,7 @@ final class Connection {
           what + ": " + Wire.typeName(m.type()) + " frame of " + length
               + " bytes exceeds the daemon's max_frame " + si.maxFrame() + "; nothing was sent");
     }
-    acquireSlot(what, cleanup);
+    acquireSlot(what, cleanup, interrupted);
     int id;
     Pending p = new Pending();
     while (true) {
@@ -237,14 +247,30 @@ final class Connection {
   }
 
   /**
-   * Waits for a request slot. A cleanup request's wait goes on through interrupts (restored
-   * afterwards) and ends with {@link SocketTimeoutException} after the request timeout; any other
-   * request's wait ends at an interrupt ({@link InterruptedIOException}).
+   * How long a cleanup request on an interrupted thread (a killed task) waits for a request slot
+   * when all are taken: briefly, so that the task ends at once; the request is then dropped, and
+   * the connection's end releases what it would have.
    */
-  private void acquireSlot(String what, boolean cleanup) throws IOException {
+  static final Duration INTERRUPTED_SLOT_WAIT = Duration.ofSeconds(1);
+
+  /**
+   * Waits for a request slot. A cleanup request's wait goes on through interrupts (restored
+   * afterwards) and ends with {@link SocketTimeoutException} after the request timeout, or after
+   * {@link #INTERRUPTED_SLOT_WAIT} once the thread is interrupted ({@code interrupted}: before the
+   * call); any other request's wait ends at an interrupt ({@link InterruptedIOException}).
+   */
+  private void acquireSlot(String what, boolean cleanup, boolean interruptedBefore)
+      throws IOException {
     boolean interrupted = false;
+    long deadline = System.nanoTime() + requestTimeout.toNanos();
     boolean bounded = cleanup && !requestTimeout.isZero();
-    long deadline = bounded ? System.nanoTime() + requestTimeout.toNanos() : 0;
+    Duration bound = requestTimeout;
+    if (cleanup && interruptedBefore) {
+      interrupted = true; // restored by the caller too; harmless twice
+      deadline = shorten(bounded, deadline);
+      bounded = true;
+      bound = INTERRUPTED_SLOT_WAIT;
+    }
     try {
       while (true) {
         if (failure != null) {
@@ -252,8 +278,9 @@ final class Connection {
         }
         if (bounded && System.nanoTime() - deadline > 0) {
           throw new SocketTimeoutException(
-              what + ": no request slot free within " + requestTimeout + " (" + maxOutstanding
-                  + " requests in flight)");
+              what + ": no request slot free within " + bound + " (" + maxOutstanding
+                  + " requests in flight" + (interrupted ? "; the thread is interrupted" : "")
+                  + ")");
         }
         try {
           if (slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
@@ -264,17 +291,29 @@ final class Connection {
             return;
           }
         } catch (InterruptedException ie) {
-          interrupted = true;
           if (!cleanup) {
+            interrupted = true;
             throw new InterruptedIOException(what + ": interrupted waiting for a request slot");
           }
+          if (bound != INTERRUPTED_SLOT_WAIT) {
+            deadline = shorten(bounded, deadline);
+            bounded = true;
+            bound = INTERRUPTED_SLOT_WAIT;
+          }
+          interrupted = true;
         }
       }
     } finally {
-      if (interrupted) {
+      if (interrupted && !(cleanup && interruptedBefore)) {
         Thread.currentThread().interrupt();
       }
     }
+  }
+
+  /** The earlier of {@code deadline} (when {@code bounded}) and INTERRUPTED_SLOT_WAIT from now. */
+  private static long shorten(boolean bounded, long deadline) {
+    long soon = System.nanoTime() + INTERRUPTED_SLOT_WAIT.toNanos();
+    return bounded && deadline - soon < 0 ? deadline : soon;
   }
 
   /**

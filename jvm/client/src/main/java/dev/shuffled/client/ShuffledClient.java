@@ -1,6 +1,10 @@
 package dev.shuffled.client;
 
 import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.net.SocketTimeoutException;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 import java.lang.System.Logger.Level;
 import java.nio.file.Path;
 import java.util.List;
@@ -47,6 +51,12 @@ public final class ShuffledClient implements AutoCloseable {
   private Connection conn; // guarded by lock
   private Registration registration; // guarded by lock
   private boolean closed; // guarded by lock
+  /** A reconnect is in progress (outside the lock; see current(Duration)). Guarded by lock. */
+  private boolean dialing;
+  /** Reconnects ended, interrupted ones aside. Guarded by lock. */
+  private long dialGeneration;
+  /** What the last reconnect counted in dialGeneration failed with, or null. Guarded by lock. */
+  private IOException dialFailure;
 
   private ShuffledClient(Path socket, ClientOptions options) {
     this.socket = socket;
@@ -70,13 +80,13 @@ public final class ShuffledClient implements AutoCloseable {
     java.util.Objects.requireNonNull(socket, "socket");
     java.util.Objects.requireNonNull(options, "options");
     ShuffledClient c = new ShuffledClient(socket, options);
-    c.conn = c.dial();
+    c.conn = c.dial(options);
     return c;
   }
 
-  private Connection dial() throws IOException {
-    boolean wantFd = options.dataPlane() == DataPlane.MEMFD;
-    Connection c = Connection.open(socket, options, wantFd);
+  private Connection dial(ClientOptions o) throws IOException {
+    boolean wantFd = o.dataPlane() == DataPlane.MEMFD;
+    Connection c = Connection.open(socket, o, wantFd);
     if (wantFd && !usable(c)) {
       logFallback(c);
     }
@@ -101,44 +111,137 @@ public final class ShuffledClient implements AutoCloseable {
 
   /** The connection now, connecting again (and registering again) if the last one was lost. */
   private Connection current() throws IOException {
-    synchronized (lock) {
-      if (closed) {
-        throw new ConnectionLostException("client of " + socket + " is closed", null);
-      }
-      if (conn.failure() == null) {
-        return conn;
-      }
-      Connection c;
-      try {
-        c = dial();
-      } catch (ShuffledException e) {
-        throw e;
-      } catch (IOException e) {
-        throw new ConnectionLostException(
-            conn.failure().getMessage() + "; reconnecting failed: " + e.getMessage(), e);
-      }
-      Registration r = registration;
-      if (r != null) {
-        try {
-          sendRegister(c, r);
-        } catch (IOException | RuntimeException e) {
-          c.close();
-          throw e;
-        }
-      }
-      conn = c;
-      return c;
-    }
+    return current(options.connectTimeout());
   }
 
-  private static List<String> sendRegister(Connection c, Registration r) throws IOException {
+  /**
+   * The connection now; if the last one was lost, connects again (and registers again), the
+   * handshake and the registration within {@code min(connectTimeout, limit)}. One attempt runs at
+   * a time, outside the lock: a caller that finds one in progress waits for it (at most {@code
+   * limit}) and takes its outcome, its connection or its failure, rather than spend the timeout
+   * again in turn. An interrupted attempt decides nothing: a waiter then tries itself.
+   *
+   * @throws SocketTimeoutException the attempt in progress did not end within {@code limit}
+   * @throws InterruptedIOException the thread was interrupted while connecting or waiting
+   */
+  private Connection current(Duration limit) throws IOException {
+    long deadline = System.nanoTime() + limit.toNanos();
+    Registration r;
+    synchronized (lock) {
+      while (true) {
+        if (closed) {
+          throw new ConnectionLostException("client of " + socket + " is closed", null);
+        }
+        if (conn.failure() == null) {
+          return conn;
+        }
+        if (!dialing) {
+          break;
+        }
+        long gen = dialGeneration;
+        while (dialing && gen == dialGeneration && !closed) {
+          long left = deadline - System.nanoTime();
+          if (left <= 0) {
+            throw new SocketTimeoutException(
+                conn.failure().getMessage() + "; reconnecting (another caller's attempt) did not"
+                    + " end within " + limit);
+          }
+          try {
+            TimeUnit.NANOSECONDS.timedWait(lock, left);
+          } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+            throw new InterruptedIOException("interrupted waiting to reconnect to " + socket);
+          }
+        }
+        if (gen != dialGeneration && dialFailure != null && conn.failure() != null && !closed) {
+          throw new ConnectionLostException(
+              conn.failure().getMessage() + "; reconnecting failed (the attempt of another"
+                  + " caller, which this one waited for): " + dialFailure.getMessage(),
+              dialFailure);
+        }
+        // a new connection (checked above), or an interrupted attempt: look again
+      }
+      dialing = true;
+      r = registration;
+    }
+    Connection c = null;
+    IOException failed = null;
+    boolean interrupted = false;
+    try {
+      long left = Math.max(1_000_000, deadline - System.nanoTime());
+      Duration bound = Duration.ofNanos(Math.min(options.connectTimeout().toNanos(), left));
+      c = dial(options.withConnectTimeout(bound));
+      if (r != null) {
+        // Registering again belongs to the attempt: bounded by what is left of it.
+        sendRegister(c, r, Duration.ofNanos(Math.max(1_000_000, deadline - System.nanoTime())));
+      }
+    } catch (InterruptedIOException e) {
+      if (!(e instanceof SocketTimeoutException)) {
+        interrupted = true;
+      }
+      failed = e;
+    } catch (IOException e) {
+      failed = e;
+    } catch (RuntimeException | Error e) {
+      try {
+        finish(c, new IOException(e.toString(), e), false);
+      } catch (IOException published) {
+        // the waiters take it; this caller throws e itself
+      }
+      throw e;
+    }
+    return finish(c, failed, interrupted);
+  }
+
+  /** Ends one attempt of {@link #current(Duration)}: publishes its outcome to the waiters. */
+  private Connection finish(Connection c, IOException failed, boolean interrupted)
+      throws IOException {
+    ConnectionLostException old;
+    boolean wasClosed;
+    synchronized (lock) {
+      dialing = false;
+      old = conn.failure();
+      wasClosed = closed;
+      if (!interrupted) {
+        // An interrupted attempt is no verdict on the daemon: waiters try for themselves.
+        dialGeneration++;
+        dialFailure = failed;
+      }
+      if (failed == null && !closed) {
+        conn = c;
+      }
+      lock.notifyAll();
+    }
+    if (failed != null && c != null) {
+      c.close();
+    }
+    if (failed == null) {
+      if (wasClosed) {
+        c.close();
+        throw new ConnectionLostException("client of " + socket + " is closed", null);
+      }
+      return c;
+    }
+    if (failed instanceof ShuffledException
+        || (failed instanceof InterruptedIOException && !(failed instanceof SocketTimeoutException))) {
+      throw failed;
+    }
+    throw new ConnectionLostException(
+        (old == null ? "connection to " + socket + " lost" : old.getMessage())
+            + "; reconnecting failed: " + failed.getMessage(),
+        failed);
+  }
+
+  private static List<String> sendRegister(Connection c, Registration r, Duration timeout)
+      throws IOException {
     Wire.Registered res =
         (Wire.Registered)
             c.call(
                 new Wire.Register(r.appId, r.executorId, r.subDirs, r.dirs),
                 null,
                 -1,
-                "register executor " + r.appId + "/" + r.executorId);
+                "register executor " + r.appId + "/" + r.executorId,
+                timeout);
     return res.dirs();
   }
 
@@ -207,7 +310,7 @@ public final class ShuffledClient implements AutoCloseable {
         throw new IllegalStateException(
             "already registered as " + registration.appId + "/" + registration.executorId);
       }
-      List<String> resolved = sendRegister(current(), r);
+      List<String> resolved = sendRegister(current(), r, options.requestTimeout());
       registration = r;
       return resolved;
     }
@@ -231,6 +334,26 @@ public final class ShuffledClient implements AutoCloseable {
    */
   public MapOutput openMapOutput(int shuffleId, long mapId, int numPartitions, OpenOptions options)
       throws IOException {
+    return openMapOutput(shuffleId, mapId, numPartitions, options, this.options.connectTimeout());
+  }
+
+  /**
+   * {@link #openMapOutput(int, long, int, OpenOptions)}, with a reconnect it needs (the last
+   * connection was lost) bounded by {@code min(connectTimeout, reconnectWithin)}: connecting, the
+   * handshake and registering again, or waiting for another caller's attempt in progress, whose
+   * outcome (its failure too) this call then takes.
+   *
+   * @param reconnectWithin > 0
+   * @throws java.net.SocketTimeoutException no connection within the bound
+   * @throws InterruptedIOException the thread was interrupted while it connected or waited
+   */
+  public MapOutput openMapOutput(
+      int shuffleId, long mapId, int numPartitions, OpenOptions options, Duration reconnectWithin)
+      throws IOException {
+    java.util.Objects.requireNonNull(reconnectWithin, "reconnectWithin");
+    if (reconnectWithin.isNegative() || reconnectWithin.isZero()) {
+      throw new IllegalArgumentException("reconnectWithin " + reconnectWithin + ": want > 0");
+    }
     if (shuffleId < 0) {
       throw new IllegalArgumentException("shuffleId " + shuffleId + ": want >= 0");
     }
@@ -243,13 +366,12 @@ public final class ShuffledClient implements AutoCloseable {
               + " (the protocol's bound, 2^20)");
     }
     java.util.Objects.requireNonNull(options, "options");
-    Connection c;
     synchronized (lock) {
       if (registration == null) {
         throw new IllegalStateException("openMapOutput before register");
       }
-      c = current();
     }
+    Connection c = current(reconnectWithin);
     DataPlane plane = options.plane() == null ? this.options.dataPlane() : options.plane();
     if (plane == DataPlane.MEMFD && !usable(c)) {
       logFallback(c);

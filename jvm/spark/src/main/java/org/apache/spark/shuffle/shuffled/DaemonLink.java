@@ -4,6 +4,8 @@ import dev.shuffled.client.ClientOptions;
 import dev.shuffled.client.ShuffledClient;
 import java.io.File;
 import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkEnv;
@@ -25,7 +27,14 @@ import org.slf4j.LoggerFactory;
 final class DaemonLink implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(DaemonLink.class);
 
-  private final ShuffledConf conf;
+  /** What of ShuffledConf the link uses. */
+  record Settings(
+      java.nio.file.Path socket,
+      boolean fallback,
+      java.time.Duration connectTimeout,
+      dev.shuffled.client.DataPlane dataPlane) {}
+
+  private final Settings conf;
   private ShuffledClient client;
   private boolean registered;
   /** The first write-side connection failed and fallback is on: Spark's writer from now on. */
@@ -39,6 +48,11 @@ final class DaemonLink implements AutoCloseable {
   private IOException lastFailure;
 
   DaemonLink(ShuffledConf conf) {
+    this(new Settings(conf.socket, conf.fallback, conf.connectTimeout, conf.dataPlane));
+  }
+
+  /** Package-private for the tests (a ShuffledConf needs a SparkConf). */
+  DaemonLink(Settings conf) {
     this.conf = conf;
   }
 
@@ -46,14 +60,36 @@ final class DaemonLink implements AutoCloseable {
    * The registered client for map outputs, or null when this executor writes with Spark's own
    * writer because the daemon was unreachable at its first map task.
    *
-   * <p>One attempt runs at a time, bounded by {@code spark.shuffled.connectTimeout} (connect(2)
-   * and the handshake, then the registration). Tasks that waited for another task's attempt take
-   * its outcome rather than each spend the timeout again in turn.
+   * <p>One attempt runs at a time: connect(2) and the handshake within {@code
+   * spark.shuffled.connectTimeout}, then the registration within the client's request timeout.
+   * Tasks that waited for another task's attempt take its outcome rather than each spend the
+   * timeout again in turn. An attempt whose task was interrupted (killed) while it connected
+   * decides nothing: it throws {@link InterruptedIOException}, and the next task tries again.
    *
    * @throws IOException the daemon cannot be reached or refused the registration, and fallback is
    *     off
+   * @throws InterruptedIOException the thread was interrupted while it connected (not a {@link
+   *     SocketTimeoutException}), with fallback on too
    */
   ShuffledClient forWriting() throws IOException {
+    return forWriting(DaemonLink::sparkExecutor);
+  }
+
+  /** What the executor registers: its application, id and DiskBlockManager dirs. */
+  record Executor(String app, String executor, List<String> dirs, int subDirs) {}
+
+  private static Executor sparkExecutor() {
+    SparkEnv env = SparkEnv.get();
+    DiskBlockManager disks = env.blockManager().diskBlockManager();
+    List<String> dirs = new ArrayList<>();
+    for (File d : disks.localDirs()) {
+      dirs.add(d.getAbsolutePath());
+    }
+    return new Executor(env.conf().getAppId(), env.executorId(), dirs, disks.subDirsPerLocalDir());
+  }
+
+  /** {@link #forWriting()} registering {@code who}'s answer; package-private for the tests. */
+  ShuffledClient forWriting(java.util.function.Supplier<Executor> who) throws IOException {
     long seen = attempts;
     synchronized (this) {
       if (fellBack) {
@@ -68,45 +104,53 @@ final class DaemonLink implements AutoCloseable {
             lastFailure);
       }
       try {
-        return connectForWriting();
-      } finally {
+        ShuffledClient c = connectForWriting(who.get());
         attempts++;
+        return c;
+      } catch (InterruptedIOException e) {
+        if (e instanceof SocketTimeoutException) {
+          attempts++;
+        }
+        // An interrupted attempt (a killed task) counts for nothing: the next task tries again.
+        throw e;
+      } catch (IOException | RuntimeException e) {
+        attempts++;
+        throw e;
       }
     }
   }
 
   /** One write-side attempt: connect and register; the caller holds the lock. */
-  private ShuffledClient connectForWriting() throws IOException {
-    SparkEnv env = SparkEnv.get();
-    DiskBlockManager disks = env.blockManager().diskBlockManager();
-    List<String> dirs = new ArrayList<>();
-    for (File d : disks.localDirs()) {
-      dirs.add(d.getAbsolutePath());
-    }
-    String app = env.conf().getAppId();
-    String executor = env.executorId();
+  private ShuffledClient connectForWriting(Executor who) throws IOException {
+    String app = who.app();
+    String executor = who.executor();
     try {
       if (client == null) {
         client = connect();
       }
-      List<String> resolved = client.register(app, executor, dirs, disks.subDirsPerLocalDir());
+      List<String> resolved = client.register(app, executor, who.dirs(), who.subDirs());
       registered = true;
       appId = app;
       unreachable = false;
       lastFailure = null;
       LOG.info(
           "shuffled: executor {} of {} writes its shuffle output through the daemon at {} into {}",
-          executor, app, conf.socket, resolved);
+          executor, app, conf.socket(), resolved);
       return client;
     } catch (IOException | RuntimeException e) {
       if (client != null) {
         client.close();
         client = null;
       }
+      if (interrupted(e)) {
+        // The task was killed while it connected: no verdict on the daemon, so neither the
+        // fallback for the executor's life nor a failure for the tasks that wait.
+        throw (InterruptedIOException) e;
+      }
       String what =
-          "shuffled daemon at " + ShuffledConf.SOCKET + "=" + conf.socket + " for executor "
+          "shuffled daemon at " + ShuffledConf.SOCKET + "=" + conf.socket() + " for executor "
               + executor + " of " + app + ": " + e.getMessage();
-      if (conf.fallback) {
+      if (conf.fallback()) {
         fellBack = true;
         LOG.warn(
             "{}; this executor writes its shuffle output with Spark's own writer"
@@ -138,10 +182,18 @@ final class DaemonLink implements AutoCloseable {
       client = connect();
       return client;
     } catch (IOException | RuntimeException e) {
+      if (interrupted(e)) {
+        return null; // this removal is skipped; the next one tries again
+      }
       unreachable = true;
-      LOG.info("shuffled: no daemon at {} ({}); removals are left to it", conf.socket, e.getMessage());
+      LOG.info("shuffled: no daemon at {} ({}); removals are left to it", conf.socket(), e.getMessage());
       return null;
     }
+  }
+
+  /** An interrupt of the connecting thread, not a timeout (which extends InterruptedIOException). */
+  private static boolean interrupted(Exception e) {
+    return e instanceof InterruptedIOException && !(e instanceof SocketTimeoutException);
   }
 
   /** The application this process registered, or null. */
@@ -153,9 +205,9 @@ final class DaemonLink implements AutoCloseable {
     ClientOptions o =
         ClientOptions.DEFAULTS
             .withClientName("shuffled-spark " + org.apache.spark.package$.MODULE$.SPARK_VERSION())
-            .withConnectTimeout(conf.connectTimeout)
-            .withDataPlane(conf.dataPlane);
-    return ShuffledClient.connect(conf.socket, o);
+            .withConnectTimeout(conf.connectTimeout())
+            .withDataPlane(conf.dataPlane());
+    return ShuffledClient.connect(conf.socket(), o);
   }
 
   @Override

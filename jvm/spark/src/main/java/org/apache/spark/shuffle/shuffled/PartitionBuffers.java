@@ -32,6 +32,8 @@ final class PartitionBuffers {
   private final int keepCapacity;
   /** Spare arrays up to this size are kept. */
   private final long maxSpare;
+  /** The batch size given; a payload array up to twice it is kept. */
+  private final long batchBytes;
   private long size;
   private byte[] payload = new byte[0];
   /** The largest array assemble let go, for the next partition that outgrows keepCapacity. */
@@ -48,6 +50,7 @@ final class PartitionBuffers {
     firstCapacity = (int) Math.max(MIN_FIRST_CAPACITY, Math.min(MAX_FIRST_CAPACITY, share));
     keepCapacity = (int) Math.max(firstCapacity, Math.min(MAX_ARRAY, 4 * share));
     maxSpare = Math.min(MAX_ARRAY, 4 * Math.max(1, batchBytes));
+    this.batchBytes = Math.max(1, batchBytes);
   }
 
   int numPartitions() {
@@ -140,7 +143,7 @@ final class PartitionBuffers {
     }
     if (payload.length < size) {
       payload = new byte[(int) Math.max(size, Math.min((long) payload.length * 3 / 2, MAX_ARRAY))];
-    } else if (payload.length > 2 * Math.max(size, maxSpare / 4)) {
+    } else if (payload.length > 2 * Math.max(size, batchBytes)) {
       payload = new byte[(int) size]; // an outsized batch (one huge record) is not kept
     }
     int pos = 0;

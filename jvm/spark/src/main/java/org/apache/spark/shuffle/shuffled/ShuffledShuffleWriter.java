@@ -9,6 +9,7 @@ import dev.shuffled.client.ShuffledException;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.io.OutputStream;
+import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -107,8 +108,7 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   @Override
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
     ShuffleDependency<K, V, C> dep = handle.dependency();
-    if (!start(dep.shuffleId(), dep.partitioner().numPartitions())) {
-      fallback.write(records);
+    if (handedOver(dep.shuffleId(), dep.partitioner().numPartitions(), records)) {
       return;
     }
     scala.collection.Iterator<? extends Product2<K, ?>> it = records;
@@ -138,6 +138,20 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     metrics.incBytesWritten(result.totalLength());
     status = MapStatus$.MODULE$.apply(location, lengths, mapId);
+  }
+
+  /**
+   * {@link #start}s the map output; when Spark's writer takes the task instead, it writes every
+   * one of {@code records}, and the answer is true. Package-private for the tests.
+   */
+  boolean handedOver(
+      int shuffleId, int numPartitions, scala.collection.Iterator<Product2<K, V>> records)
+      throws IOException {
+    if (start(shuffleId, numPartitions)) {
+      return false;
+    }
+    fallback.write(records);
+    return true;
   }
 
   /**
@@ -266,9 +280,14 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     long deadline = System.nanoTime() + reconnectTimeout.toNanos();
     long pause = 50;
     while (true) {
+      // A reconnect within what is left of the timeout, so that the wait ends near it.
+      Duration left = Duration.ofNanos(Math.max(1_000_000, deadline - System.nanoTime()));
       try {
-        return client.openMapOutput(shuffleId, mapId, numPartitions, options);
+        return client.openMapOutput(shuffleId, mapId, numPartitions, options, left);
       } catch (IOException e) {
+        if (e instanceof InterruptedIOException && !(e instanceof SocketTimeoutException)) {
+          throw e; // the task was killed: no daemon to wait for
+        }
         boolean draining = e instanceof ShuffledException se && se.code() == ErrorCode.UNAVAILABLE;
         if (e instanceof ShuffledException && !draining) {
           throw e;

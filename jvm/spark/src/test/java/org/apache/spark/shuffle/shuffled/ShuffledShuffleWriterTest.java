@@ -268,6 +268,42 @@ class ShuffledShuffleWriterTest {
   }
 
   @Test
+  void sparksWriterGetsTheRecordsOfATaskHandedToIt() throws IOException {
+    // ResourceExhausted at Open: write() hands every record to Spark's writer.
+    try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      d.failOpens(FakeDaemon.RESOURCE_EXHAUSTED, 1);
+      StubWriter spark = new StubWriter();
+      ShuffledShuffleWriter<Integer, String, String> w = writer(c, Duration.ofSeconds(30), spark);
+      List<Product2<Integer, String>> recs = records(5);
+      assertTrue(w.handedOver(3, PARTS, new Iter(recs)), "Spark's writer takes the task");
+      assertEquals(recs, spark.written, "the records Spark's writer wrote");
+      assertEquals(1, opens(d));
+    }
+  }
+
+  @Test
+  void killedTaskOpeningItsOutputIsNotRetried() throws IOException {
+    // Spark kills a task by interrupting it: an interrupt while the Open waits ends the task at
+    // once with that interrupt, not after reconnectTimeout as if the daemon were away.
+    try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
+        ShuffledClient c = ShuffledClient.connect(d.socket)) {
+      c.register("app", "exec");
+      ShuffledShuffleWriter<Integer, String, String> w = writer(c, Duration.ofSeconds(30), null);
+      Thread.currentThread().interrupt();
+      java.io.InterruptedIOException e;
+      try {
+        e = assertThrows(java.io.InterruptedIOException.class, () -> w.start(3, PARTS));
+      } finally {
+        Thread.interrupted();
+      }
+      assertTrue(e.getMessage().contains("open map output 3/7"), e.getMessage());
+      assertFalse(e.getMessage().contains("waiting for the shuffled daemon"), e.getMessage());
+    }
+  }
+
+  @Test
   void killedTaskAbortsItsMapOutput() throws Exception {
     // Spark kills a task by interrupting its thread, then calls stop(false) on that thread.
     try (FakeDaemon d = new FakeDaemon(dir, 0, 1 << 19, PARTS);
@@ -317,9 +353,14 @@ class ShuffledShuffleWriterTest {
   /** Spark's writer, as far as the fallback goes: remembers its stops. */
   private static final class StubWriter extends ShuffleWriter<Integer, String> {
     final List<Boolean> stops = new ArrayList<>();
+    final List<Product2<Integer, String>> written = new ArrayList<>();
 
     @Override
-    public void write(scala.collection.Iterator<Product2<Integer, String>> records) {}
+    public void write(scala.collection.Iterator<Product2<Integer, String>> records) {
+      while (records.hasNext()) {
+        written.add(records.next());
+      }
+    }
 
     @Override
     public Option<MapStatus> stop(boolean success) {
