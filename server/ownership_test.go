@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -210,7 +211,8 @@ func TestRegistryBytesBounded(t *testing.T) {
 	var refused error
 	n := 0
 	for ; n < 10; n++ {
-		end, err := registerAs(d, peerA, protocol.RegisterExecutor{AppID: "app-" + strconv.Itoa(n), ExecutorID: "1"})
+		// Each of its own uid: the bound on the whole registry, not one uid's share.
+		end, err := registerAs(d, peerA+uint32(n), protocol.RegisterExecutor{AppID: "app-" + strconv.Itoa(n), ExecutorID: "1"})
 		if err != nil {
 			refused = err
 			break
@@ -229,6 +231,35 @@ func TestRegistryBytesBounded(t *testing.T) {
 	if err != nil || fi.Size() > int64(limit)+int64(len(`{"version":1,"apps":[]}`+"\n")) {
 		t.Errorf("registry file %v, %v: past the bound %d", fi, err, limit)
 	}
+}
+
+// TestRegistryUIDShare: one uid's applications take at most a quarter of
+// the registry's bound, so one uid cannot keep the others from
+// registering; the refusal names the uid and its share.
+func TestRegistryUIDShare(t *testing.T) {
+	d := startDaemon(t, nil)
+	cost := appCost("app-0")
+	d.s.apps.mu.Lock()
+	d.s.apps.maxBytes = 8*cost + 4 // a share of 2 applications
+	d.s.apps.mu.Unlock()
+	var refused error
+	n := 0
+	for ; n < 5; n++ {
+		end, err := registerAs(d, peerA, protocol.RegisterExecutor{AppID: "app-" + strconv.Itoa(n), ExecutorID: "1"})
+		if err != nil {
+			refused = err
+			break
+		}
+		end()
+	}
+	if n != 2 || codeOfErr(refused) != protocol.CodeResourceExhausted || !strings.Contains(refused.Error(), fmt.Sprintf("uid %d", peerA)) {
+		t.Errorf("uid %d after %d applications: %v, want the third refused ResourceExhausted naming the uid", peerA, n, refused)
+	}
+	end, err := registerAs(d, peerB, protocol.RegisterExecutor{AppID: "app-9", ExecutorID: "1"})
+	if err != nil {
+		t.Fatalf("another uid, with uid %d at its share: %v", peerA, err)
+	}
+	end()
 }
 
 // TestRegistryCostBoundsFile checks that what the registry counts bounds

@@ -38,6 +38,7 @@ type registry struct {
 	// file, tombBytes what the tombstones take (appCost, setCost); tombs
 	// counts the tombstones.
 	bytes, tombBytes, tombs int
+	uidBytes                map[uint32]int // bytes, by the applications' uid
 	// The limits: maxSets distinct sets of local dirs per application,
 	// maxBytes and maxTombBytes (maxLocalSets, maxRegistryBytes,
 	// maxTombstoneBytes; tests lower them, under mu).
@@ -76,6 +77,10 @@ const (
 	// daemon writes is always one the next start reads.
 	maxRegistryBytes  = 32 << 20
 	maxTombstoneBytes = 4 << 20
+	// uidRegistryShare: one uid's registered applications take at most
+	// 1/uidRegistryShare of maxRegistryBytes, so that one uid cannot keep
+	// every other from registering.
+	uidRegistryShare = 4
 	// tombstoneTTL is how long the id of a removed application stays its
 	// owner's: another uid may not register it, list or remove it until
 	// then (or until tombstones of later removals push it out of
@@ -87,12 +92,22 @@ func newRegistry() *registry {
 	return &registry{
 		apps:         make(map[string]*application),
 		orphans:      make(map[string]bool),
+		uidBytes:     make(map[uint32]int),
 		localDirs:    make(map[string]string),
 		sweeps:       make(map[string]chan struct{}),
 		self:         uint32(os.Getuid()),
 		maxSets:      maxLocalSets,
 		maxBytes:     maxRegistryBytes,
 		maxTombBytes: maxTombstoneBytes,
+	}
+}
+
+// charge counts n more bytes (fewer, when negative) of uid's registered
+// applications in the registry file. r.mu is held.
+func (r *registry) charge(uid uint32, n int) {
+	r.bytes += n
+	if r.uidBytes[uid] += n; r.uidBytes[uid] <= 0 {
+		delete(r.uidBytes, uid)
 	}
 }
 
@@ -158,6 +173,10 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 		return c, fmt.Errorf("%w: the registry holds %d bytes of applications; registering application %q would add %d, past its limit of %d bytes",
 			errExhausted, r.bytes, app, grow, r.maxBytes)
 	}
+	if share := r.maxBytes / uidRegistryShare; grow > 0 && r.uidBytes[uid]+grow > share {
+		return c, fmt.Errorf("%w: uid %d's applications hold %d bytes of the registry; registering application %q would add %d, past the 1/%d of its %d bytes one uid may hold",
+			errExhausted, uid, r.uidBytes[uid], app, grow, uidRegistryShare, r.maxBytes)
+	}
 	switch {
 	case a == nil:
 		r.dropLocked(app) // an expired tombstone
@@ -170,7 +189,7 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 		c.changed = true
 	}
 	a.cost += grow
-	r.bytes += grow
+	r.charge(uid, grow)
 	a.sessions++
 	c.apps = len(r.apps) - r.tombs
 	if l == nil {
@@ -358,7 +377,7 @@ func (r *registry) forget(app string, gone bool, now time.Time) (int, bool) {
 			delete(r.localDirs, d)
 		}
 	}
-	r.bytes -= a.cost
+	r.charge(a.uid, -a.cost)
 	a.local, a.removed, a.cost = nil, now, appCost(app)
 	r.tombs++
 	r.tombBytes += a.cost
@@ -433,7 +452,7 @@ func (r *registry) found(apps []disks.AppUsage, now time.Time) {
 		case a.tombstone():
 			r.reviveLocked(a, now)
 			a.cost = appCost(u.App)
-			r.bytes += a.cost
+			r.charge(a.uid, a.cost)
 		case len(a.local) == 0 && a.sessions == 0 && u.ModTime.Before(a.lastSeen):
 			a.lastSeen = u.ModTime
 		}
@@ -708,7 +727,7 @@ func (r *registry) restore(rf registryFile, now time.Time) error {
 			r.tombs++
 			r.tombBytes += a.cost
 		} else {
-			r.bytes += a.cost
+			r.charge(a.uid, a.cost)
 		}
 	}
 	r.evictLocked()
