@@ -208,17 +208,8 @@ func TestRegistryBytesBounded(t *testing.T) {
 	d.s.apps.mu.Lock()
 	d.s.apps.maxBytes = limit
 	d.s.apps.mu.Unlock()
-	var refused error
-	n := 0
-	for ; n < 10; n++ {
-		// Each of its own uid: the bound on the whole registry, not one uid's share.
-		end, err := registerAs(d, peerA+uint32(n), protocol.RegisterExecutor{AppID: "app-" + strconv.Itoa(n), ExecutorID: "1"})
-		if err != nil {
-			refused = err
-			break
-		}
-		end()
-	}
+	// Each of its own uid: the bound on the whole registry, not one uid's share.
+	n, refused := registerApps(d, 10, func(n int) uint32 { return peerA + uint32(n) })
 	if n != 5 || codeOfErr(refused) != protocol.CodeResourceExhausted || !strings.Contains(refused.Error(), strconv.Itoa(limit)) {
 		t.Errorf("after %d applications: %v, want the sixth refused ResourceExhausted naming the limit %d", n, refused, limit)
 	}
@@ -233,6 +224,20 @@ func TestRegistryBytesBounded(t *testing.T) {
 	}
 }
 
+// registerApps registers applications app-0, app-1, ... (at most max), the
+// n-th as uid(n), until one is refused; it returns how many were
+// registered and the refusal.
+func registerApps(d *daemon, max int, uid func(n int) uint32) (int, error) {
+	for n := range max {
+		end, err := registerAs(d, uid(n), protocol.RegisterExecutor{AppID: "app-" + strconv.Itoa(n), ExecutorID: "1"})
+		if err != nil {
+			return n, err
+		}
+		end()
+	}
+	return max, nil
+}
+
 // TestRegistryUIDShare: one uid's applications take at most a quarter of
 // the registry's bound, so one uid cannot keep the others from
 // registering; the refusal names the uid and its share.
@@ -242,16 +247,7 @@ func TestRegistryUIDShare(t *testing.T) {
 	d.s.apps.mu.Lock()
 	d.s.apps.maxBytes = 8*cost + 4 // a share of 2 applications
 	d.s.apps.mu.Unlock()
-	var refused error
-	n := 0
-	for ; n < 5; n++ {
-		end, err := registerAs(d, peerA, protocol.RegisterExecutor{AppID: "app-" + strconv.Itoa(n), ExecutorID: "1"})
-		if err != nil {
-			refused = err
-			break
-		}
-		end()
-	}
+	n, refused := registerApps(d, 5, func(int) uint32 { return peerA })
 	if n != 2 || codeOfErr(refused) != protocol.CodeResourceExhausted || !strings.Contains(refused.Error(), fmt.Sprintf("uid %d", peerA)) {
 		t.Errorf("uid %d after %d applications: %v, want the third refused ResourceExhausted naming the uid", peerA, n, refused)
 	}
