@@ -9,9 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/internal/fifotest"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/vfs/errorfs"
 )
@@ -22,35 +22,6 @@ import (
 // another client's files. Each runs through vfs.Default and through a
 // Root's confined FS (what the daemon uses for a client's Spark local
 // dirs).
-
-// promptly runs f and fails the test if it has not returned within 10 s:
-// an open that blocks on a FIFO never returns. The FIFOs in fifos are
-// then opened for writing, so that a blocked open returns and its
-// goroutine ends.
-func promptly[T any](t *testing.T, what string, fifos []string, f func() (T, error)) (T, error) {
-	t.Helper()
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := f()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-time.After(10 * time.Second):
-		for _, p := range fifos {
-			if fd, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				syscall.Close(fd)
-			}
-		}
-		t.Fatalf("%s did not return in 10 s: it blocked opening a FIFO", what)
-		panic("unreachable")
-	}
-}
 
 // hostileFS returns the file systems to run a hostile test through over
 // the flat directory dir: vfs.Default with Flat(dir), and a Root's FS with
@@ -79,7 +50,7 @@ type doResult struct {
 // doPromptly runs c.Do (promptly).
 func doPromptly(t *testing.T, c *Commit, fifos ...string) (doResult, error) {
 	t.Helper()
-	return promptly(t, "Commit.Do", fifos, func() (doResult, error) {
+	return fifotest.Promptly(t, "Commit.Do", fifos, func() (doResult, error) {
 		l, s, ex, err := c.Do()
 		return doResult{l, s, ex}, err
 	})
@@ -194,7 +165,7 @@ func TestCommitRefusesFIFO(t *testing.T) {
 						fifo = c.plant(t, Flat(dir))
 					}
 					if c.open {
-						m, err := promptly(t, "Open", []string{fifo}, func() (*MapOutput, error) { return Open(fsys, l, id, checksum.Adler32) })
+						m, err := fifotest.Promptly(t, "Open", []string{fifo}, func() (*MapOutput, error) { return Open(fsys, l, id, checksum.Adler32) })
 						if err == nil {
 							m.Close()
 						}

@@ -11,39 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/shuffled/shuffled/internal/fifotest"
 	"golang.org/x/sys/unix"
 )
-
-// promptly runs f and fails the test if it has not returned within 10 s:
-// an open that blocks on a FIFO never returns. The FIFO at fifo (if any)
-// is then opened for writing, so that the blocked open returns and its
-// goroutine ends.
-func promptly[T any](t *testing.T, what, fifo string, f func() (T, error)) (T, error) {
-	t.Helper()
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := f()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-time.After(10 * time.Second):
-		if fifo != "" {
-			if fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-				unix.Close(fd)
-			}
-		}
-		t.Fatalf("%s did not return in 10 s: it blocked (opening a FIFO without O_NONBLOCK?)", what)
-		panic("unreachable")
-	}
-}
 
 // specials makes a FIFO, a socket and a directory in dir and returns
 // their paths and what the refusal says each is.
@@ -92,7 +63,7 @@ func wantNotRegular(t *testing.T, what string, err error, path, says string) {
 func checkOpens(t *testing.T, dir string, open func(string) (File, error)) {
 	t.Helper()
 	for p, says := range specials(t, dir) {
-		f, err := promptly(t, "Open("+p+")", p, func() (File, error) { return open(p) })
+		f, err := fifotest.Promptly(t, "Open("+p+")", []string{p}, func() (File, error) { return open(p) })
 		if err == nil {
 			f.Close()
 		}
@@ -156,7 +127,7 @@ func TestOpenDir(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	_, err = promptly(t, "OpenDir of a FIFO", fifo, func() (File, error) { return Default.OpenDir(fifo) })
+	_, err = fifotest.Promptly(t, "OpenDir of a FIFO", []string{fifo}, func() (File, error) { return Default.OpenDir(fifo) })
 	if !errors.Is(err, syscall.ENOTDIR) || !strings.Contains(err.Error(), fifo) {
 		t.Errorf("OpenDir of a FIFO = %v, want ENOTDIR naming it", err)
 	}
