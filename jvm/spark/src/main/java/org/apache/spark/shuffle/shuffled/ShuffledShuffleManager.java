@@ -14,6 +14,7 @@ import org.apache.spark.shuffle.ShuffleHandle;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.apache.spark.storage.BlockManagerId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -57,7 +58,7 @@ public class ShuffledShuffleManager extends SortShuffleManager {
 
   /** The constructor Spark calls (SparkEnv instantiates the class named by spark.shuffle.manager). */
   public ShuffledShuffleManager(SparkConf sparkConf, boolean isDriver) {
-    super(sparkConf);
+    super(checked(sparkConf));
     this.sparkConf = sparkConf;
     this.isDriver = isDriver;
     this.conf = new ShuffledConf(sparkConf);
@@ -69,6 +70,15 @@ public class ShuffledShuffleManager extends SortShuffleManager {
     if (isDriver && unsupported == null && conf.codecNote != null) {
       LOG.warn("shuffled: {}", conf.codecNote);
     }
+  }
+
+  /**
+   * Fails, naming both versions, when this jar is not built for the running Spark (SparkShim), so
+   * that the driver and each executor fail at start rather than their tasks later.
+   */
+  private static SparkConf checked(SparkConf conf) {
+    SparkShim.check();
+    return conf;
   }
 
   @Override
@@ -100,6 +110,7 @@ public class ShuffledShuffleManager extends SortShuffleManager {
       return super.getWriter(handle, mapId, context, metrics);
     }
     daemonMaps.computeIfAbsent(h.shuffleId(), id -> ConcurrentHashMap.newKeySet()).add(mapId);
+    BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
     return new ShuffledShuffleWriter<>(
         client,
         h,
@@ -109,9 +120,11 @@ public class ShuffledShuffleManager extends SortShuffleManager {
         conf.openOptions(),
         conf.batchBytes,
         conf.reconnectTimeout,
-        SparkEnv.get().blockManager().shuffleServerId(),
+        (lengths, rowChecksum) -> SparkShim.mapStatus(location, lengths, mapId, rowChecksum),
         // A daemon at its bounds (ResourceExhausted at Open): Spark's writer takes the task.
-        () -> ShuffledShuffleManager.super.getWriter(handle, mapId, context, metrics));
+        () -> ShuffledShuffleManager.super.getWriter(handle, mapId, context, metrics),
+        // A task that fails after the commit: its files go, as Spark's writers remove theirs.
+        () -> shuffleBlockResolver().removeDataByMap(h.shuffleId(), mapId));
   }
 
   private synchronized void warnUnsupported() {

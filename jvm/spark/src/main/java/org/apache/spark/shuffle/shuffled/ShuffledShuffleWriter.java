@@ -18,14 +18,12 @@ import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.serializer.SerializationStream;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.serializer.SerializerInstance;
 import org.apache.spark.shuffle.BaseShuffleHandle;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
-import org.apache.spark.storage.BlockManagerId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.Option;
@@ -57,6 +55,16 @@ import scala.reflect.ClassTag$;
  * open map outputs, its partition-state budget, a full disk) has the task written by Spark's own
  * writer instead: no record has been read yet, so Spark's writer writes the whole map output, the
  * same files in the same place, and the task neither fails nor waits for other tasks to finish.
+ *
+ * <p>From Spark 4.1 on, when the shuffle asks for row checksums (SQL shuffles with {@code
+ * spark.sql.shuffle.orderIndependentChecksum.enabled}, on by default from 4.2), every record the
+ * task reads goes through its partition's checksum before it is serialized, and their aggregate
+ * goes into the map status, as Spark's own writers do ({@link SparkShim#checksummed}).
+ *
+ * <p>Once the daemon has committed the map output, nothing may fail silently: an error while
+ * making the map status fails the task with an IOException that says the output was committed,
+ * and a task that fails after the commit has the committed output's files removed, as Spark's own
+ * writers remove theirs.
  */
 final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private static final ClassTag<Object> OBJECT = ClassTag$.MODULE$.Object();
@@ -71,15 +79,19 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final OpenOptions options;
   private final long batchBytes;
   private final Duration reconnectTimeout;
-  private final BlockManagerId location;
+  /** Makes the map status of the committed lengths and row checksum (SparkShim#mapStatus). */
+  private final MapStatusMaker statusMaker;
   /** Spark's own writer for this task, for a daemon at its bounds; null: fail instead. */
   private final Supplier<ShuffleWriter<K, V>> sparkWriter;
+  /** Removes this task's committed map output (its files); null in the tests that have none. */
+  private final Runnable removeCommitted;
 
   private MapOutput output;
   /** Spark's writer, when it writes this task's map output instead (see the class comment). */
   private ShuffleWriter<K, V> fallback;
   private long[] lengths;
   private MapStatus status;
+  private boolean committed;
   private boolean stopping;
 
   ShuffledShuffleWriter(
@@ -91,8 +103,9 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       OpenOptions options,
       long batchBytes,
       Duration reconnectTimeout,
-      BlockManagerId location,
-      Supplier<ShuffleWriter<K, V>> sparkWriter) {
+      MapStatusMaker statusMaker,
+      Supplier<ShuffleWriter<K, V>> sparkWriter,
+      Runnable removeCommitted) {
     this.client = client;
     this.handle = handle;
     this.mapId = mapId;
@@ -101,8 +114,9 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     this.options = options;
     this.batchBytes = batchBytes;
     this.reconnectTimeout = reconnectTimeout;
-    this.location = location;
+    this.statusMaker = statusMaker;
     this.sparkWriter = sparkWriter;
+    this.removeCommitted = removeCommitted;
   }
 
   @Override
@@ -111,33 +125,53 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     if (handedOver(dep.shuffleId(), dep.partitioner().numPartitions(), records)) {
       return;
     }
+    Partitioner partitioner = dep.partitioner();
+    int numPartitions = partitioner.numPartitions();
+    Object[] rowChecksums = SparkShim.rowChecksums(dep);
+    if (rowChecksums != null) {
+      if (rowChecksums.length != numPartitions) {
+        throw new IOException("shuffle " + dep.shuffleId() + " has " + rowChecksums.length
+            + " row checksums for " + numPartitions + " partitions (map " + mapId + ")");
+      }
+      records = SparkShim.checksummed(records, partitioner, rowChecksums);
+    }
     scala.collection.Iterator<? extends Product2<K, ?>> it = records;
     if (dep.mapSideCombine()) {
       // As SortShuffleWriter: combine on the map side when the dependency asks for it; the
-      // reducer then merges combiners, not values.
+      // reducer then merges combiners, not values. The row checksums saw the records before.
       it = dep.aggregator().get().combineValuesByKey(records, context);
     }
-    Partitioner partitioner = dep.partitioner();
-    int numPartitions = partitioner.numPartitions();
     writeBatches(dep.shuffleId(), it, partitioner, dep.serializer());
+    commit(dep.shuffleId(), numPartitions, rowChecksums);
+  }
 
+  /**
+   * Commits the map output and makes its map status. Anything that goes wrong after the commit (a
+   * daemon's answer that does not fit, a Spark that refuses the status) fails the task with an
+   * IOException saying that the output was committed; the task's {@link #stop}(false) then
+   * removes its files. Package-private for the tests.
+   */
+  void commit(int shuffleId, int numPartitions, Object[] rowChecksums) throws IOException {
     long t0 = System.nanoTime();
     CommitResult result = output.commit();
+    committed = true;
     metrics.incWriteTime(System.nanoTime() - t0);
-    lengths = result.lengths();
-    if (lengths.length != numPartitions) {
-      throw new IOException(
-          "shuffled daemon committed map output (shuffle "
-              + dep.shuffleId()
-              + ", map "
-              + mapId
-              + ") with "
-              + lengths.length
-              + " partition lengths, want "
-              + numPartitions);
+    String what = "map output (shuffle " + shuffleId + ", map " + mapId + ")";
+    try {
+      long[] l = result.lengths();
+      if (l.length != numPartitions) {
+        throw new IOException("the daemon's commit has " + l.length + " partition lengths, want "
+            + numPartitions);
+      }
+      long checksum = SparkShim.aggregate(rowChecksums);
+      MapStatus s = statusMaker.make(l, checksum);
+      lengths = l;
+      metrics.incBytesWritten(result.totalLength());
+      status = s;
+    } catch (IOException | RuntimeException | LinkageError e) {
+      throw new IOException("shuffled daemon committed " + what + ", and then: " + e
+          + "; the task fails and its committed files are removed", e);
     }
-    metrics.incBytesWritten(result.totalLength());
-    status = MapStatus$.MODULE$.apply(location, lengths, mapId);
   }
 
   /**
@@ -344,6 +378,11 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     metrics.incWriteTime(System.nanoTime() - t0);
   }
 
+  /** The map status of this task's map output, of its partition lengths and row checksum. */
+  interface MapStatusMaker {
+    MapStatus make(long[] lengths, long rowChecksum);
+  }
+
   /** The map output writeBatches opened; for the tests. */
   MapOutput output() {
     return output;
@@ -368,6 +407,10 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     if (output != null) {
       // Aborts unless committed, on the interrupted thread of a killed task too.
       output.close();
+    }
+    if (committed && removeCommitted != null) {
+      // Committed, and the task failed after all: remove its files, as Spark's writers do.
+      removeCommitted.run();
     }
     return Option.apply(null);
   }

@@ -39,12 +39,12 @@ import scala.reflect.ClassTag;
  * batch.
  */
 class ShuffledShuffleWriterTest {
-  private static final int PARTS = 4;
+  static final int PARTS = 4;
 
   @TempDir Path dir;
 
   /** Records (i, "value-i"): partition i mod PARTS. */
-  private static List<Product2<Integer, String>> records(int n) {
+  static List<Product2<Integer, String>> records(int n) {
     List<Product2<Integer, String>> r = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       r.add(new Tuple2<>(i, "value-" + i));
@@ -62,7 +62,7 @@ class ShuffledShuffleWriterTest {
       c.register("app", "exec");
       ShuffledShuffleWriter<Integer, String, String> w =
           new ShuffledShuffleWriter<>(c, null, 7, null, new Metrics(), OpenOptions.DEFAULTS,
-              batchBytes, Duration.ofSeconds(1), null, null);
+              batchBytes, Duration.ofSeconds(1), null, null, null);
       w.writeBatches(3, new Iter(records), new ModPartitioner(), ser);
       w.output().commit();
     }
@@ -185,7 +185,7 @@ class ShuffledShuffleWriterTest {
       ShuffledClient c, Duration reconnectTimeout, ShuffleWriter<Integer, String> spark) {
     return new ShuffledShuffleWriter<>(c, null, 7, null, new Metrics(),
         OpenOptions.DEFAULTS.withPlane(dev.shuffled.client.DataPlane.INLINE), 1 << 20,
-        reconnectTimeout, null, spark == null ? null : () -> spark);
+        reconnectTimeout, null, spark == null ? null : () -> spark, null);
   }
 
   private static long opens(FakeDaemon d) {
@@ -337,7 +337,7 @@ class ShuffledShuffleWriterTest {
       ShuffledShuffleWriter<Integer, String, String> w =
           new ShuffledShuffleWriter<>(c, null, 7, null, new Metrics(),
               OpenOptions.DEFAULTS.withPlane(dev.shuffled.client.DataPlane.INLINE), 8 << 20,
-              Duration.ofSeconds(1), null, null);
+              Duration.ofSeconds(1), null, null, null);
       w.writeBatches(3, new Iter(recs), new ModPartitioner(), new Lines(false, 1 << 20));
       w.output().commit();
     }
@@ -375,7 +375,7 @@ class ShuffledShuffleWriterTest {
   }
 
   /** Partition = key mod PARTS. */
-  private static final class ModPartitioner extends Partitioner {
+  static final class ModPartitioner extends Partitioner {
     private static final long serialVersionUID = 1L;
 
     @Override
@@ -393,7 +393,7 @@ class ShuffledShuffleWriterTest {
    * Writes each record as a line "key=value", through a buffer of {@code buffer} bytes; relocatable
    * or not as asked.
    */
-  private static final class Lines extends Serializer {
+  static final class Lines extends Serializer {
     private final boolean relocatable;
     private final int buffer;
 
@@ -477,7 +477,7 @@ class ShuffledShuffleWriterTest {
     }
   }
 
-  private static final class Iter
+  static final class Iter
       extends scala.collection.AbstractIterator<Product2<Integer, String>> {
     private final List<Product2<Integer, String>> records;
     private int next;
@@ -497,7 +497,7 @@ class ShuffledShuffleWriterTest {
     }
   }
 
-  private static final class Metrics implements ShuffleWriteMetricsReporter {
+  static final class Metrics implements ShuffleWriteMetricsReporter {
     @Override
     public void incBytesWritten(long v) {}
 
