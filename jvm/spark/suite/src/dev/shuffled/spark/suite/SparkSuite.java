@@ -35,13 +35,26 @@ import scala.Tuple2;
  * fallbacks, the external shuffle service serving the daemon's files after their executor is
  * killed, a daemon killed during a map stage, and removal.
  *
- * <p>Arguments: {@code --daemon BIN --work DIR --plugin-jar JAR}. Exit status 0 when everything
- * passed, 1 otherwise; each check prints one line.
+ * <p>Every Spark minor runs the baseline and the plugin on Spark's defaults (row checksums on
+ * from 4.2): every job's result equals the sort shuffle's, every map task committed through the
+ * daemon, the row checksums of the map statuses (4.1+) equal those of the sort shuffle's map
+ * tasks, and the executors logged no fallback to Spark's writer. {@code --checks light} stops
+ * there, with one more context of another serializer and codec; {@code --checks full} (the
+ * default) runs everything else too.
+ *
+ * <p>Arguments: {@code --daemon BIN --work DIR --plugin-jar JAR [--checks full|light]
+ * [--encryption true] [--other-jar JAR]}. With {@code --encryption true} the plugin's contexts
+ * run with {@code spark.io.encryption.enabled=true} and are judged the same way. {@code
+ * --other-jar} names the plugin's jar for other Spark versions, which must refuse to start on
+ * this one. Exit status 0 when everything passed, 1 otherwise; each check prints one line.
  */
 public final class SparkSuite {
   static final String MANAGER = "org.apache.spark.shuffle.shuffled.ShuffledShuffleManager";
-  static final boolean SPARK4 =
-      !org.apache.spark.package$.MODULE$.SPARK_VERSION().startsWith("3.");
+  static final String VERSION = org.apache.spark.package$.MODULE$.SPARK_VERSION();
+  static final boolean SPARK4 = !VERSION.startsWith("3.");
+  /** Spark 4.1+: MapStatus carries the row checksum of its map task. */
+  static final boolean ROW_CHECKSUMS = !VERSION.startsWith("3.") && !VERSION.startsWith("4.0");
+  static final String ROW_CHECKSUM_CONF = "spark.sql.shuffle.orderIndependentChecksum.enabled";
 
   private final Path work;
   private final Path localRoot;
@@ -49,6 +62,11 @@ public final class SparkSuite {
   private final Path sparkHome;
   private final Daemon daemon;
   private final Map<String, String> expected = new LinkedHashMap<>();
+  /** The row checksums of the sort shuffle's map tasks of Jobs.SQL_JOIN_AGG (4.1+). */
+  private String expectedChecksums;
+  private boolean full = true;
+  private boolean encryption;
+  private Path otherJar;
   private final List<String> failures = new ArrayList<>();
   private int checks;
 
@@ -65,15 +83,20 @@ public final class SparkSuite {
     for (int i = 0; i + 1 < args.length; i += 2) {
       a.put(args[i], args[i + 1]);
     }
+    String checks = a.getOrDefault("--checks", "full");
     for (String k : List.of("--daemon", "--work", "--plugin-jar")) {
-      if (!a.containsKey(k)) {
-        System.err.println("usage: SparkSuite --daemon BIN --work DIR --plugin-jar JAR");
+      if (!a.containsKey(k) || !(checks.equals("full") || checks.equals("light"))) {
+        System.err.println("usage: SparkSuite --daemon BIN --work DIR --plugin-jar JAR"
+            + " [--checks full|light] [--encryption true] [--other-jar JAR]");
         System.exit(2);
       }
     }
     String home = System.getenv("SPARK_HOME");
     SparkSuite s = new SparkSuite(Path.of(a.get("--daemon")), Path.of(a.get("--work")),
         Path.of(a.get("--plugin-jar")), Path.of(home));
+    s.full = checks.equals("full");
+    s.encryption = Boolean.parseBoolean(a.getOrDefault("--encryption", "false"));
+    s.otherJar = a.containsKey("--other-jar") ? Path.of(a.get("--other-jar")) : null;
     long t0 = System.nanoTime();
     int status;
     try {
@@ -81,8 +104,8 @@ public final class SparkSuite {
     } finally {
       s.daemon.close();
     }
-    System.out.printf("suite: Spark %s, %d checks, %d failed, %.0f s%n",
-        org.apache.spark.package$.MODULE$.SPARK_VERSION(), s.checks, s.failures.size(),
+    System.out.printf("suite: Spark %s (%s checks%s), %d checks, %d failed, %.0f s%n",
+        VERSION, checks, s.encryption ? ", IO encryption on" : "", s.checks, s.failures.size(),
         (System.nanoTime() - t0) / 1e9);
     for (String f : s.failures) {
       System.out.println("FAILED: " + f);
@@ -93,15 +116,54 @@ public final class SparkSuite {
   private int runAll() throws Exception {
     daemon.start();
 
-    // Spark's own sort shuffle gives the expected result of every job.
-    context("baseline: sort shuffle, Java serializer", base(2), (spark, l) -> {
-      for (Jobs.Named j : Jobs.ALL) {
-        expected.put(j.name(), j.job().run(spark));
+    // Spark's own sort shuffle gives the expected result of every job, and, from 4.1 on, the row
+    // checksums of its map tasks (turned on here for 4.1, where they are off by default).
+    List<Jobs.Named> jobs = full ? Jobs.ALL : Jobs.ALL.stream().filter(j -> j != Jobs.SLOW).toList();
+    SparkConf baseline = base(2);
+    if (ROW_CHECKSUMS) {
+      baseline.set(ROW_CHECKSUM_CONF, "true");
+    }
+    context("baseline: sort shuffle, Java serializer", baseline, (spark, l) -> {
+      for (Jobs.Named j : jobs) {
+        if (j == Jobs.SQL_JOIN_AGG && ROW_CHECKSUMS) {
+          expectedChecksums = withRowChecksums(spark, () -> expected.put(j.name(), j.job().run(spark)));
+        } else {
+          expected.put(j.name(), j.job().run(spark));
+        }
       }
     });
-    if (expected.size() != Jobs.ALL.size()) {
+    if (expected.size() != jobs.size()) {
       failures.add("the baseline did not run every job; nothing to compare with");
       return 1;
+    }
+    if (ROW_CHECKSUMS) {
+      check(expectedChecksums != null && expectedChecksums.matches(".*[1-9a-f].*"),
+          "baseline: the sort shuffle's map tasks of " + Jobs.SQL_JOIN_AGG.name()
+              + " reported row checksums " + expectedChecksums);
+    }
+
+    // The plugin on this Spark's defaults, as a user runs it.
+    defaults(jobs);
+    if (otherJar != null) {
+      otherJarRefused();
+    }
+    if (!full) {
+      SparkConf kryo = encrypted(plugin(2)
+          .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+          .set("spark.io.compression.codec", "zstd"));
+      if (ROW_CHECKSUMS) {
+        kryo.set(ROW_CHECKSUM_CONF, "true"); // opt-in on 4.1, the default later
+      }
+      String name = "plugin: Kryo, zstd" + (ROW_CHECKSUMS ? ", row checksums on" : "")
+          + (encryption ? ", spark.io.encryption.enabled=true" : "");
+      noFallbacks.add(name);
+      context(name, kryo, (spark, l) -> {
+            for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SKEWED)) {
+              compared(spark, l, j);
+            }
+            rowChecksums(spark, l);
+          });
+      return failures.isEmpty() ? 0 : 1;
     }
 
     context("plugin: Java serializer, lz4, ADLER32, batchBytes 256k",
@@ -182,9 +244,11 @@ public final class SparkSuite {
     context("fallback: no daemon at spark.shuffled.socket, fallback on",
         plugin(1).set("spark.shuffled.socket", work.resolve("nothing-here.sock").toString()),
         (spark, l) -> notThroughDaemon(spark, l, Jobs.REDUCE_BY_KEY));
-    context("fallback: spark.io.encryption.enabled=true",
-        plugin(1).set("spark.io.encryption.enabled", "true"),
-        (spark, l) -> notThroughDaemon(spark, l, Jobs.GROUP_BY_KEY));
+    if (!encryption) { // the plugin falls back to Spark's writer with IO encryption on
+      context("fallback: spark.io.encryption.enabled=true",
+          plugin(1).set("spark.io.encryption.enabled", "true"),
+          (spark, l) -> notThroughDaemon(spark, l, Jobs.GROUP_BY_KEY));
+    }
     context("no daemon at spark.shuffled.socket, fallback off",
         plugin(1).set("spark.shuffled.socket", work.resolve("nothing-here.sock").toString())
             .set("spark.shuffled.fallback.enabled", "false")
@@ -237,7 +301,7 @@ public final class SparkSuite {
       if (spark != null) {
         boolean removes = MANAGER.equals(conf.get("spark.shuffle.manager", ""))
             && daemon.socket.toString().equals(conf.get("spark.shuffled.socket", ""))
-            && !conf.getBoolean("spark.io.encryption.enabled", false);
+            && (encryption || !conf.getBoolean("spark.io.encryption.enabled", false));
         String app = spark.sparkContext().applicationId();
         long r0 = removes ? removals("application") : 0;
         spark.stop();
@@ -245,6 +309,9 @@ public final class SparkSuite {
           long r = removals("application") - r0;
           check(r == 1, "stop: the driver removed application " + app + " from the daemon ("
               + r + " RemoveApplication)");
+        }
+        if (noFallbacks.remove(name)) {
+          noFallbackLogged(app);
         }
       }
       SparkSession.clearActiveSession();
@@ -260,6 +327,136 @@ public final class SparkSuite {
       fail("reading the daemon's metrics: " + e);
       return -1;
     }
+  }
+
+  /** Contexts whose executors must log no fallback to Spark's writer (checked at their stop). */
+  private final Set<String> noFallbacks = new java.util.HashSet<>();
+
+  private SparkConf encrypted(SparkConf conf) {
+    return encryption ? conf.set("spark.io.encryption.enabled", "true") : conf;
+  }
+
+  // --- Spark's defaults ----------------------------------------------------
+
+  /**
+   * The plugin on this Spark's defaults (lz4, ADLER32, row checksums as the version has them):
+   * every job equals the sort shuffle, every map task through the daemon, the row checksums
+   * equal the sort shuffle's, and no executor fell back to Spark's writer.
+   */
+  private void defaults(List<Jobs.Named> jobs) {
+    String name = "plugin: Spark " + VERSION + "'s defaults"
+        + (encryption ? ", spark.io.encryption.enabled=true" : "");
+    noFallbacks.add(name);
+    context(name, encrypted(plugin(2)), (spark, l) -> {
+      String sums = rowChecksumSetting(spark);
+      System.out.println("   (" + ROW_CHECKSUM_CONF + " = " + sums + ")");
+      for (Jobs.Named j : jobs) {
+        if (j != Jobs.SLOW && j != Jobs.SQL_JOIN_AGG) {
+          compared(spark, l, j);
+        }
+      }
+      rowChecksums(spark, l);
+    });
+  }
+
+  /** This session's row checksum setting: its value, or "none" before Spark 4.1. */
+  private static String rowChecksumSetting(SparkSession spark) {
+    if (!ROW_CHECKSUMS) {
+      return "none (Spark " + VERSION + " has no row checksums)";
+    }
+    return spark.conf().get(ROW_CHECKSUM_CONF);
+  }
+
+  /**
+   * Jobs.SQL_JOIN_AGG through the plugin, compared; where the session has row checksums on, the
+   * checksums of its map statuses must equal those of the sort shuffle's map tasks (they do not
+   * depend on the order in which a task writes its records, so equal records give equal sums).
+   */
+  private void rowChecksums(SparkSession spark, Tasks l) throws Exception {
+    if (!ROW_CHECKSUMS || !Boolean.parseBoolean(spark.conf().get(ROW_CHECKSUM_CONF))) {
+      compared(spark, l, Jobs.SQL_JOIN_AGG);
+      return;
+    }
+    String got = withRowChecksums(spark, () -> compared(spark, l, Jobs.SQL_JOIN_AGG));
+    check(got.equals(expectedChecksums), Jobs.SQL_JOIN_AGG.name() + ": the row checksums of the"
+        + " plugin's map statuses " + got + " equal the sort shuffle's " + expectedChecksums);
+  }
+
+  interface Run {
+    Object run() throws Exception;
+  }
+
+  /**
+   * Runs r and returns the row checksums (MapStatus.checksumValue, Spark 4.1+) of the map tasks of
+   * the shuffles it made, in shuffle order and by map index: "[a,b,..][c,d,..]".
+   */
+  private static String withRowChecksums(SparkSession spark, Run r) throws Exception {
+    org.apache.spark.MapOutputTrackerMaster tracker =
+        (org.apache.spark.MapOutputTrackerMaster) org.apache.spark.SparkEnv.get().mapOutputTracker();
+    Set<Integer> before = new TreeSet<>();
+    tracker.shuffleStatuses().keys().foreach(k -> before.add((Integer) k));
+    r.run();
+    Set<Integer> after = new TreeSet<>();
+    tracker.shuffleStatuses().keys().foreach(k -> after.add((Integer) k));
+    after.removeAll(before);
+    java.lang.reflect.Method value =
+        org.apache.spark.scheduler.MapStatus.class.getMethod("checksumValue");
+    StringBuilder b = new StringBuilder();
+    for (int id : after) {
+      org.apache.spark.scheduler.MapStatus[] st =
+          tracker.shuffleStatuses().get(id).get().mapStatuses();
+      b.append('[');
+      for (int m = 0; m < st.length; m++) {
+        b.append(m == 0 ? "" : ",")
+            .append(st[m] == null ? "missing" : Long.toHexString((Long) value.invoke(st[m])));
+      }
+      b.append(']');
+    }
+    return b.toString();
+  }
+
+  /** The executors of application app logged no fallback to Spark's writer. */
+  private void noFallbackLogged(String app) {
+    List<String> lines = new ArrayList<>();
+    int logs = 0;
+    try (Stream<Path> s = Files.walk(sparkHome.resolve("work").resolve(app))) {
+      for (Path p : s.filter(p -> p.getFileName().toString().equals("stderr")).toList()) {
+        logs++;
+        for (String line : Files.readAllLines(p)) {
+          if (line.contains("Spark's own writer") || line.contains("WARN") && line.contains("shuffled")) {
+            lines.add(line);
+          }
+        }
+      }
+    } catch (IOException e) {
+      fail("reading the executor logs of " + app + ": " + e);
+      return;
+    }
+    check(logs >= 2 && lines.isEmpty(), "the " + logs + " executors of " + app
+        + " logged no fallback to Spark's writer" + (lines.isEmpty() ? "" : ": " + lines.get(0)));
+  }
+
+  /**
+   * The plugin's jar for other Spark versions refuses this one when its shuffle manager starts,
+   * as SparkEnv starts it on the driver and on each executor, naming both versions.
+   */
+  private void otherJarRefused() throws Exception {
+    System.out.println("== the plugin's jar for other Spark versions on Spark " + VERSION);
+    Path suiteJar = Path.of(SparkSuite.class.getProtectionDomain().getCodeSource().getLocation()
+        .toURI());
+    String javaBin = ProcessHandle.current().info().command().orElse("java");
+    Process p = new ProcessBuilder(javaBin, "-cp",
+        sparkHome.resolve("jars") + "/*:" + otherJar + ":" + suiteJar,
+        "dev.shuffled.spark.suite.StartManager", MANAGER)
+        .redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(),
+        java.nio.charset.StandardCharsets.UTF_8);
+    boolean exited = p.waitFor(60, TimeUnit.SECONDS);
+    String line = out.lines().filter(x -> x.startsWith("refused: ")).findFirst().orElse(out);
+    check(exited && line.startsWith("refused: ") && line.contains("Spark " + VERSION)
+            && line.contains(otherJar.getFileName().toString()) && !line.contains("NoSuchMethod"),
+        "the shuffle manager of " + otherJar.getFileName() + " refuses to start: "
+            + firstLine(line));
   }
 
   // --- checks --------------------------------------------------------------
