@@ -118,7 +118,8 @@ public final class SparkSuite {
 
     // Spark's own sort shuffle gives the expected result of every job, and, from 4.1 on, the row
     // checksums of its map tasks (turned on here for 4.1, where they are off by default).
-    List<Jobs.Named> jobs = full ? Jobs.ALL : Jobs.ALL.stream().filter(j -> j != Jobs.SLOW).toList();
+    List<Jobs.Named> jobs =
+        full ? Jobs.ALL : Jobs.ALL.stream().filter(j -> j != Jobs.SLOW).toList();
     SparkConf baseline = base(2);
     if (ROW_CHECKSUMS) {
       baseline.set(ROW_CHECKSUM_CONF, "true");
@@ -126,7 +127,8 @@ public final class SparkSuite {
     context("baseline: sort shuffle, Java serializer", baseline, (spark, l) -> {
       for (Jobs.Named j : jobs) {
         if (j == Jobs.SQL_JOIN_AGG && ROW_CHECKSUMS) {
-          expectedChecksums = withRowChecksums(spark, () -> expected.put(j.name(), j.job().run(spark)));
+          expectedChecksums =
+              withRowChecksums(spark, () -> expected.put(j.name(), j.job().run(spark)));
         } else {
           expected.put(j.name(), j.job().run(spark));
         }
@@ -388,11 +390,12 @@ public final class SparkSuite {
 
   /**
    * Runs r and returns the row checksums (MapStatus.checksumValue, Spark 4.1+) of the map tasks of
-   * the shuffles it made, in shuffle order and by map index: "[a,b,..][c,d,..]".
+   * the shuffles it made, by map index within a shuffle: "[a,b,..][c,d,..]", the shuffles sorted.
    */
   private static String withRowChecksums(SparkSession spark, Run r) throws Exception {
     org.apache.spark.MapOutputTrackerMaster tracker =
-        (org.apache.spark.MapOutputTrackerMaster) org.apache.spark.SparkEnv.get().mapOutputTracker();
+        (org.apache.spark.MapOutputTrackerMaster)
+            org.apache.spark.SparkEnv.get().mapOutputTracker();
     Set<Integer> before = new TreeSet<>();
     tracker.shuffleStatuses().keys().foreach(k -> before.add((Integer) k));
     r.run();
@@ -401,18 +404,21 @@ public final class SparkSuite {
     after.removeAll(before);
     java.lang.reflect.Method value =
         org.apache.spark.scheduler.MapStatus.class.getMethod("checksumValue");
-    StringBuilder b = new StringBuilder();
+    List<String> shuffles = new ArrayList<>();
     for (int id : after) {
       org.apache.spark.scheduler.MapStatus[] st =
           tracker.shuffleStatuses().get(id).get().mapStatuses();
-      b.append('[');
+      StringBuilder b = new StringBuilder("[");
       for (int m = 0; m < st.length; m++) {
         b.append(m == 0 ? "" : ",")
             .append(st[m] == null ? "missing" : Long.toHexString((Long) value.invoke(st[m])));
       }
-      b.append(']');
+      shuffles.add(b.append(']').toString());
     }
-    return b.toString();
+    // The job's shuffles sorted, not in id order: the join's two sides get their ids in the
+    // order their stages happen to be submitted.
+    java.util.Collections.sort(shuffles);
+    return String.join("", shuffles);
   }
 
   /** The executors of application app logged no fallback to Spark's writer. */
@@ -423,7 +429,8 @@ public final class SparkSuite {
       for (Path p : s.filter(p -> p.getFileName().toString().equals("stderr")).toList()) {
         logs++;
         for (String line : Files.readAllLines(p)) {
-          if (line.contains("Spark's own writer") || line.contains("WARN") && line.contains("shuffled")) {
+          if (line.contains("Spark's own writer")
+              || line.contains("WARN") && line.contains("shuffled")) {
             lines.add(line);
           }
         }

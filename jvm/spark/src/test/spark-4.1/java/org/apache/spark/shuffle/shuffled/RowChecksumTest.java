@@ -112,7 +112,8 @@ class RowChecksumTest {
             return null;
           }, null, null);
       RowBasedChecksum[] sums = fresh();
-      ShuffledShuffleWriterTest.ModPartitioner part = new ShuffledShuffleWriterTest.ModPartitioner();
+      ShuffledShuffleWriterTest.ModPartitioner part =
+          new ShuffledShuffleWriterTest.ModPartitioner();
       w.writeBatches(3, SparkShim.checksummed(new ShuffledShuffleWriterTest.Iter(recs), part, sums),
           part, new ShuffledShuffleWriterTest.Lines(true, 64));
       w.commit(3, PARTS, sums);
