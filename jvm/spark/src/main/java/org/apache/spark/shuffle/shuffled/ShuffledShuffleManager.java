@@ -31,6 +31,10 @@ import org.slf4j.LoggerFactory;
  * spark.shuffled.fallback.enabled}, when the daemon cannot be reached at the executor's first map
  * task.
  *
+ * <p>One jar serves the Spark minors it was built for ({@link SparkShim}): on any other Spark the
+ * constructor throws, naming the jar's and the running Spark's versions, so that the driver and
+ * every executor fail at start rather than their tasks.
+ *
  * <p>A shuffle of more partitions than the protocol takes ({@link ShuffledClient#MAX_PARTITIONS},
  * 2^20) is written by Spark's own writer, with a warning once per process.
  *
