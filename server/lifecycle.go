@@ -55,28 +55,26 @@ func (s *Server) access(uid uint32, app string) (bool, error) {
 	return s.apps.access(uid, app, time.Now())
 }
 
-// abortOutputs aborts the open map outputs of app (of one shuffle when
-// shuffle >= 0) on every connection, so that nothing of them commits after
-// the files are removed. Their later requests get Aborted.
-func (s *Server) abortOutputs(app string, shuffle int32) int {
-	s.mu.Lock()
-	var victims []*output
-	for o := range s.mu.outputs[app] {
-		if shuffle < 0 || o.id.Shuffle == shuffle {
-			victims = append(victims, o)
-		}
-	}
-	s.mu.Unlock()
+// abortOutputs aborts the map outputs of app (of one shuffle when shuffle
+// >= 0) open on any connection and waits for them: MapWriter.Abort waits for
+// a Commit in progress, which either committed before (its files are the
+// removal's to take) or ends Aborted, leaving nothing. Until end is called,
+// a map output of the shuffle (or application) opens aborted, so nothing of
+// it writes a file while the removal lists and removes them. Their later
+// requests get Aborted.
+func (s *Server) abortOutputs(app string, shuffle int32) (aborted int, end func()) {
+	victims, end := s.beginRemoval(app, shuffle)
 	for _, o := range victims {
 		_ = o.w.Abort() // a commit that already finished keeps its files; the removal takes them
 	}
-	return len(victims)
+	return len(victims), end
 }
 
 // removeShuffle removes every map output of a shuffle of app, in the
 // daemon's root and in the app's registered Spark local dirs.
 func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, error) {
-	aborted := s.abortOutputs(app, shuffle)
+	aborted, end := s.abortOutputs(app, shuffle)
+	defer end()
 	n, freed, err := s.disks.RemoveShuffle(app, shuffle)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
@@ -95,7 +93,8 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 // it is left and it has no connection, leaves a tombstone of it
 // (registry.forget).
 func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
-	aborted := s.abortOutputs(app, -1)
+	aborted, end := s.abortOutputs(app, -1)
+	defer end()
 	n, freed, err := s.disks.RemoveApplication(app)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {

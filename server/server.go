@@ -67,6 +67,15 @@ type Server struct {
 		admitted  int                             // map outputs admitted (admitOutput), all sessions
 		state     int64                           // partition-state bytes charged by admitted map outputs
 		outputs   map[string]map[*output]struct{} // open map outputs by application
+		// removing counts the removals in progress by application and
+		// shuffle (-1: the whole application): a map output of one opens
+		// aborted (beginRemoval). opening counts the Opens of each
+		// application between admitOutput and their end (openEnded), which
+		// make directories; a removal waits for them (opened, a condition
+		// on the lock).
+		removing map[string]map[int32]int
+		opening  map[string]int
+		opened   *sync.Cond
 		idle      chan struct{}                   // closed when open reaches 0 while draining
 		draining  bool
 	}
@@ -178,6 +187,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.uidFrames = make(map[uint32]*semaphore.Weighted)
 	s.frames = semaphore.NewWeighted(s.cfg.FrameMemory)
 	s.mu.outputs = make(map[string]map[*output]struct{})
+	s.mu.removing = make(map[string]map[int32]int)
+	s.mu.opening = make(map[string]int)
+	s.mu.opened = sync.NewCond(&s.mu.Mutex)
 	s.stop = make(chan struct{})
 	s.loops.Add(1)
 	go s.housekeeping()
@@ -242,10 +254,16 @@ func (s *Server) isDraining() bool {
 // admitOutput charges a map output about to open against the daemon's
 // bounds: MaxOpenOutputs outputs and PartitionStateLimit bytes of
 // per-partition state. It refuses (ResourceExhausted) rather than wait:
-// Open runs on the connection's reader.
+// Open runs on the connection's reader. It returns errRemoving, admitting
+// nothing, while a removal of the map output's shuffle or application
+// runs. An admitted Open counts as opening until openEnded.
 func (s *Server) admitOutput(o *output) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r := s.mu.removing[o.app]; r[o.id.Shuffle] > 0 || r[-1] > 0 {
+		return fmt.Errorf("%w: map output %d/%d of application %q: a removal of its shuffle or application is in progress",
+			errRemoving, o.id.Shuffle, o.id.Map, o.app)
+	}
 	if s.mu.admitted >= s.cfg.MaxOpenOutputs {
 		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errExhausted, s.mu.admitted)
 	}
@@ -255,7 +273,18 @@ func (s *Server) admitOutput(o *output) error {
 	}
 	s.mu.admitted++
 	s.mu.state += o.state
+	s.mu.opening[o.app]++
 	return nil
+}
+
+// openEnded ends an Open that admitOutput admitted, opened or not.
+func (s *Server) openEnded(app string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.opening[app]--; s.mu.opening[app] <= 0 {
+		delete(s.mu.opening, app)
+		s.mu.opened.Broadcast()
+	}
 }
 
 // chargeRun charges a run after the map output's second, n bytes of
@@ -298,6 +327,41 @@ func (s *Server) outputOpened(o *output) error {
 	byApp[o] = struct{}{}
 	s.metrics.OpenMapOutputs.Set(float64(s.mu.open))
 	return nil
+}
+
+// beginRemoval starts a removal of app's shuffle (of the whole
+// application when shuffle is -1): until end is called, a map output of it
+// opens aborted (admitOutput). It waits for the Opens of app in progress
+// and returns the map outputs of it open then, which the removal aborts
+// and waits for before it lists the files: so no map output of it makes a
+// file or directory while the removal runs.
+func (s *Server) beginRemoval(app string, shuffle int32) (open []*output, end func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.mu.removing[app]
+	if r == nil {
+		r = make(map[int32]int)
+		s.mu.removing[app] = r
+	}
+	r[shuffle]++
+	for s.mu.opening[app] > 0 { // they make directories; later ones are refused
+		s.mu.opened.Wait()
+	}
+	for o := range s.mu.outputs[app] {
+		if shuffle < 0 || o.id.Shuffle == shuffle {
+			open = append(open, o)
+		}
+	}
+	return open, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if r[shuffle]--; r[shuffle] == 0 {
+			delete(r, shuffle)
+		}
+		if len(r) == 0 {
+			delete(s.mu.removing, app)
+		}
+	}
 }
 
 // outputEnded counts a map output as committed or aborted.

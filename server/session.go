@@ -521,9 +521,19 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		return err
 	}
 	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes, schema: schema}
-	if err := s.admitOutput(o); err != nil {
+	if err := s.admitOutput(o); errors.Is(err, errRemoving) {
+		// A removal of its shuffle runs: the map output opens aborted,
+		// as the removal's own victims are, with nothing made of it; its
+		// Batch and Commit get Aborted.
+		o.failed = err
+		sess.handle++
+		sess.outputs[sess.handle] = o
+		sess.send(id, &protocol.Opened{Handle: sess.handle})
+		return nil
+	} else if err != nil {
 		return err
 	}
+	defer s.openEnded(o.app)
 	opened := false
 	defer func() {
 		if !opened {
@@ -686,6 +696,9 @@ func (sess *session) take(handle uint64) (*output, error) {
 }
 
 func (sess *session) abort(o *output, why string) {
+	if o.w == nil {
+		return // opened aborted (a removal ran): nothing was admitted
+	}
 	_ = o.w.Abort() // only a committed output refuses, and it is not in sess.outputs
 	sess.log.Debug("map output aborted", "shuffle", o.id.Shuffle, "map", o.id.Map, "why", why)
 	o.end(sess.s, true)

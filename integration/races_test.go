@@ -1,0 +1,192 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shuffled/shuffled/internal/leakcheck"
+	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/shufflefile"
+)
+
+// raceCommit is one map output a committer of TestCommitsRaceRemovals
+// wrote, with when each of its steps went out and came back.
+type raceCommit struct {
+	o                 *mapOutput
+	openSent, opened  time.Time
+	commitSent, acked time.Time // acked: zero unless a CommitResult came
+	res               protocol.CommitResult
+	err               error
+}
+
+// raceRemoval is one removal: of shuffle, or of the whole application when
+// shuffle is -1.
+type raceRemoval struct {
+	app            string
+	shuffle        int32
+	sent, answered time.Time
+}
+
+// covers reports whether r removes c's map output.
+func (r *raceRemoval) covers(c *raceCommit) bool {
+	return r.app == c.o.app && (r.shuffle < 0 || r.shuffle == c.o.id.Shuffle)
+}
+
+// TestCommitsRaceRemovals commits map outputs of two shuffles of two
+// applications (one in the daemon's root, one in Spark local dirs) from
+// several connections while others remove those shuffles and applications
+// at random moments. Every Commit must end in a CommitResult or Aborted,
+// never another error; at the end no temp file is left, every output
+// committed before a removal was sent is gone, every output a removal
+// aborted (opened before it was sent, committed after it was answered) was
+// answered Aborted, every committed output no removal overlapped is
+// intact and decodes, and whatever else is there is whole.
+func TestCommitsRaceRemovals(t *testing.T) {
+	leakcheck.Check(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	allowed := filepath.Join(dir, "spark")
+	apps := []struct {
+		name  string
+		local []string
+	}{{"race-root", nil}, {"race-local", makeLocalDirs(t, allowed, "race-local", 2)}}
+	d := startDaemon(t, config{args: []string{"--allowed-roots", allowed, "--log-level", "info"}})
+
+	run := 3 * time.Second
+	if *long {
+		run = 30 * time.Second
+	}
+	stop := time.Now().Add(run)
+	var (
+		mu       sync.Mutex
+		commits  []*raceCommit
+		removals []*raceRemoval
+		mapID    atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for _, app := range apps {
+		for w := range 3 {
+			c, reg := d.dial(t, app.name, app.local)
+			layout := layoutOf(reg, app.local)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; time.Now().Before(stop); i += 3 {
+					id := shufflefile.ID{Shuffle: int32(1 + i%2), Map: mapID.Add(1)}
+					rc := &raceCommit{o: plan(i, app.name, layout, id)}
+					rc.openSent = time.Now()
+					m, err := rc.o.open(ctx, c)
+					rc.opened = time.Now()
+					for b := 0; err == nil && b < len(rc.o.batches); b++ {
+						err = rc.o.writeBatch(ctx, m, rc.o.batches[b])
+					}
+					rc.commitSent = time.Now()
+					if err == nil {
+						if rc.res, err = m.Commit(ctx); err == nil {
+							rc.acked = time.Now()
+						}
+					} else if m != nil {
+						_ = m.Abort(ctx)
+					}
+					rc.err = err
+					mu.Lock()
+					commits = append(commits, rc)
+					mu.Unlock()
+				}
+			}()
+		}
+		c, _ := d.dial(t, app.name, app.local)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(len(app.name)), 27))
+			for time.Now().Before(stop) {
+				time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
+				r := &raceRemoval{app: app.name, shuffle: int32(1 + rng.IntN(2))}
+				if rng.IntN(6) == 0 {
+					r.shuffle = -1
+				}
+				var err error
+				r.sent = time.Now()
+				if r.shuffle < 0 {
+					_, err = c.RemoveApplication(ctx, app.name)
+				} else {
+					_, err = c.RemoveShuffle(ctx, app.name, r.shuffle)
+				}
+				r.answered = time.Now()
+				mu.Lock()
+				removals = append(removals, r) // a failed one may have removed files too
+				mu.Unlock()
+				if err != nil {
+					t.Errorf("%v: %v", r, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	dirs := []string{filepath.Join(d.root, "race-root"), allowed}
+	if left := tempFiles(t, dirs...); len(left) > 0 {
+		t.Errorf("temp files left: %q", left)
+	}
+	var acked, aborted, gone, intact int
+	for _, c := range commits {
+		if c.err != nil {
+			if code := protocol.CodeOf(c.err); code != protocol.CodeAborted {
+				t.Errorf("%v: %v (code %v), want a CommitResult or Aborted", c.o, c.err, code)
+			}
+			aborted++
+			if files := c.o.files(t, dirs...); len(files) > 0 {
+				t.Errorf("%v: aborted, but its files %q are left", c.o, files)
+			}
+			continue
+		}
+		acked++
+		var after, overlaps, aborts bool
+		for _, r := range removals {
+			if !r.covers(c) {
+				continue
+			}
+			after = after || r.sent.After(c.acked)
+			overlaps = overlaps || r.answered.After(c.openSent)
+			aborts = aborts || r.sent.After(c.opened) && r.answered.Before(c.commitSent)
+		}
+		switch files := c.o.files(t, dirs...); {
+		case aborts:
+			t.Errorf("%v: opened before a removal that was answered before its Commit, yet committed", c.o)
+		case after:
+			if len(files) > 0 {
+				t.Errorf("%v: committed before a removal was sent, yet its files %q are left", c.o, files)
+			}
+			gone++
+		case !overlaps || c.o.committed():
+			if err := c.o.verify(&c.res); err != nil {
+				t.Error(err)
+			}
+			intact++
+		case len(files) > 0:
+			t.Errorf("%v: no index, yet its files %q are left", c.o, files)
+		}
+	}
+	t.Logf("%d commits (%d acknowledged, %d aborted) raced %d removals: %d outputs removed after their commit, %d intact",
+		len(commits), acked, aborted, len(removals), gone, intact)
+	if acked == 0 || len(removals) == 0 {
+		t.Errorf("nothing raced: %d commits acknowledged, %d removals", acked, len(removals))
+	}
+	d.stop()
+	if d.log.contains("panic") {
+		t.Errorf("the daemon logged a panic:\n%s", d.log.tail(40))
+	}
+}
+
+// String names a removal in failures.
+func (r *raceRemoval) String() string {
+	return fmt.Sprintf("removal of %s shuffle %d", r.app, r.shuffle)
+}
