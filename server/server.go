@@ -76,8 +76,8 @@ type Server struct {
 		removing map[string]map[int32]int
 		opening  map[string]int
 		opened   *sync.Cond
-		idle      chan struct{}                   // closed when open reaches 0 while draining
-		draining  bool
+		idle     chan struct{} // closed when open reaches 0 while draining
+		draining bool
 	}
 }
 
