@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -189,4 +190,51 @@ func TestCommitsRaceRemovals(t *testing.T) {
 // String names a removal in failures.
 func (r *raceRemoval) String() string {
 	return fmt.Sprintf("removal of %s shuffle %d", r.app, r.shuffle)
+}
+
+// TestListMatchesRemoval registers one application's local dirs twice,
+// with different sub_dirs (so the same dirs hold files of both sets), and
+// commits map outputs through both: ListShuffles must count exactly what
+// RemoveShuffle then removes, and nothing is left.
+func TestListMatchesRemoval(t *testing.T) {
+	ctx := context.Background()
+	allowed := filepath.Join(t.TempDir(), "spark")
+	local := makeLocalDirs(t, allowed, "dup", 2)
+	d := startDaemon(t, config{args: []string{"--allowed-roots", allowed}})
+	var clients []*client.Client
+	var layouts []shufflefile.Layout
+	for i, sub := range []int32{subDirs, 3} {
+		c, err := client.Dial(ctx, d.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		reg, err := c.Register(ctx, protocol.RegisterExecutor{AppID: "dup", ExecutorID: fmt.Sprint(i), LocalDirs: local, SubDirs: sub})
+		if err != nil {
+			t.Fatalf("Register with sub_dirs %d: %v", sub, err)
+		}
+		clients = append(clients, c)
+		layouts = append(layouts, shufflefile.SparkHashed{LocalDirs: reg.Dirs, SubDirs: int(sub)})
+	}
+	for m := range 8 {
+		o := plan(m, "dup", layouts[m%2], shufflefile.ID{Shuffle: 5, Map: int64(m)})
+		if _, err := o.write(ctx, clients[m%2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := clients[0].ListShuffles(ctx, "dup")
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListShuffles = %v, %v, want shuffle 5", list, err)
+	}
+	removed, err := clients[0].RemoveShuffle(ctx, "dup", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed.MapOutputs != 8 || removed.MapOutputs != list[0].MapOutputs || removed.Bytes != list[0].Bytes {
+		t.Errorf("ListShuffles counted %d map outputs, %d bytes; RemoveShuffle removed %d, %d; want 8 outputs both, the same bytes",
+			list[0].MapOutputs, list[0].Bytes, removed.MapOutputs, removed.Bytes)
+	}
+	if left, err := clients[1].ListShuffles(ctx, "dup"); err != nil || len(left) != 0 {
+		t.Errorf("ListShuffles after the removal = %v, %v, want none", left, err)
+	}
 }

@@ -287,14 +287,17 @@ func (s *Server) listShufflesFor(uid uint32, app string) ([]protocol.ShuffleInfo
 	for _, u := range usage {
 		add(u)
 	}
+	// Sets of local dirs may share dirs (the same dirs in another order or
+	// with another sub_dirs): each file counts once, as a removal over
+	// every set removes it once.
+	var census shufflefile.Census
 	if err := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
-		usage, err := shufflefile.ListShuffles(r.FS(), r)
-		for _, u := range usage {
-			add(u)
-		}
-		return err
+		return census.Add(r.FS(), r)
 	}); err != nil {
 		return nil, err
+	}
+	for _, u := range census.Shuffles() {
+		add(u)
 	}
 	list := make([]protocol.ShuffleInfo, 0, len(byID))
 	for _, si := range byID {
