@@ -1,12 +1,19 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,5 +243,143 @@ func TestListMatchesRemoval(t *testing.T) {
 	}
 	if left, err := clients[1].ListShuffles(ctx, "dup"); err != nil || len(left) != 0 {
 		t.Errorf("ListShuffles after the removal = %v, %v, want none", left, err)
+	}
+}
+
+// hogHelper is the helper mode "hog": args socket, app, partitions. It
+// opens map outputs of that many partitions on one connection until the
+// daemon refuses one, prints "opened N: <the refusal>", and holds them
+// open until its stdin closes.
+func hogHelper(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("hog: want socket, app, partitions; got %q", args)
+	}
+	parts, err := strconv.Atoi(args[2])
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	c, err := client.Dial(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Register(ctx, protocol.RegisterExecutor{AppID: args[1], ExecutorID: "1"}); err != nil {
+		return err
+	}
+	n := 0
+	for ; n < 1000; n++ {
+		if _, err = c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: int64(n), NumPartitions: int32(parts), Kind: protocol.KindOpaque}); err != nil {
+			break
+		}
+	}
+	fmt.Printf("opened %d: %v\n", n, err)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+func init() { userHelpers["hog"] = hogHelper }
+
+// TestUIDShares has a uid other than the test's open map outputs until the
+// daemon refuses one, by partition state (outputs of 2^20 partitions,
+// 48 MiB each) and by count: the refusal names the per-uid bound, and the
+// test's own uid (root) can still open one of each.
+func TestUIDShares(t *testing.T) {
+	requireRoot(t)
+	dir, err := os.MkdirTemp("", "shuffled-shares-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	helper := helperBinary(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		parts int32
+		bound string
+	}{
+		{"partition-state", 1 << 20, "--partition-state-limit-per-uid"},
+		{"open-outputs", 4, "--max-open-outputs-per-uid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			socket := filepath.Join(dir, tc.name+".sock")
+			d := startDaemon(t, config{socket: socket, args: []string{"--socket-mode", "0666", "--allowed-uids", fmt.Sprint(execUID), "--max-open-outputs", "8"}})
+			cmd := exec.Command(helper, socket, "hog-"+tc.name, fmt.Sprint(tc.parts))
+			cmd.Env = append(os.Environ(), helperEnv+"=hog")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: execUID, Gid: execUID}}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer stdin.Close()
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil {
+				t.Fatalf("hog as uid %d: %v (%q)", execUID, err, line)
+			}
+			if !strings.Contains(line, "ResourceExhausted") || !strings.Contains(line, tc.bound) {
+				t.Errorf("hog as uid %d: %s; want its last Open refused ResourceExhausted naming %s", execUID, strings.TrimSpace(line), tc.bound)
+			}
+			c, _ := d.dial(t, "other", nil)
+			if _, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: 1, NumPartitions: tc.parts, Kind: protocol.KindOpaque}); err != nil {
+				t.Errorf("Open of %d partitions as root while uid %d holds its share: %v", tc.parts, execUID, err)
+			}
+		})
+	}
+}
+
+// TestHelloTimeout opens connections that never speak: each is closed
+// --hello-timeout after it connected, with an id-0 InvalidArgument naming
+// the deadline, while one that said Hello stays.
+func TestHelloTimeout(t *testing.T) {
+	d := startDaemon(t, config{args: []string{"--hello-timeout", "1s"}})
+	e := &hostileEnv{socket: d.socket}
+	var silent []*hostile
+	for range 2 {
+		h, err := e.dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.close()
+		silent = append(silent, h)
+	}
+	start := time.Now()
+	for i, h := range silent {
+		f, err := h.rd.ReadFrame(nil)
+		if err != nil {
+			t.Fatalf("silent connection %d: %v, want an id-0 Error", i, err)
+		}
+		m, err := protocol.DecodeFrame(&f)
+		if e, ok := m.(*protocol.Error); err != nil || !ok || f.ID != 0 || e.Code != protocol.CodeInvalidArgument || !strings.Contains(e.Message, "--hello-timeout") {
+			t.Errorf("silent connection %d got %v id %d (%v, %v), want an id-0 InvalidArgument naming --hello-timeout", i, f.Type, f.ID, m, err)
+		}
+		if err := h.closed(protocol.CodeInvalidArgument); err != nil {
+			t.Errorf("silent connection %d: %v", i, err)
+		}
+	}
+	if waited := time.Since(start); waited < 500*time.Millisecond {
+		t.Errorf("silent connections closed after %v, before --hello-timeout 1s", waited)
+	}
+	h, err := e.dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	if err := h.hello(); err != nil {
+		t.Errorf("Hello after the silent connections closed: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past --hello-timeout: a connection that said Hello stays
+	if err := h.alive(); err != nil {
+		t.Error(err)
 	}
 }

@@ -61,12 +61,16 @@ type Server struct {
 		sync.Mutex
 		listeners map[net.Listener]struct{}
 		sessions  map[*session]struct{}
-		perUID    map[uint32]int                  // sessions by peer uid
-		uidFrames map[uint32]*semaphore.Weighted  // each uid's share of frames, while it has sessions
-		open      int                             // map outputs open, all sessions
-		admitted  int                             // map outputs admitted (admitOutput), all sessions
-		state     int64                           // partition-state bytes charged by admitted map outputs
-		outputs   map[string]map[*output]struct{} // open map outputs by application
+		perUID    map[uint32]int                 // sessions by peer uid
+		uidFrames map[uint32]*semaphore.Weighted // each uid's share of frames, while it has sessions
+		open      int                            // map outputs open, all sessions
+		admitted  int                            // map outputs admitted (admitOutput), all sessions
+		state     int64                          // partition-state bytes charged by admitted map outputs
+		// uidAdmitted and uidState are admitted and state by the peer uid
+		// of the map outputs' connections (entries of 0 deleted).
+		uidAdmitted map[uint32]int
+		uidState    map[uint32]int64
+		outputs     map[string]map[*output]struct{} // open map outputs by application
 		// removing counts the removals in progress by application and
 		// shuffle (-1: the whole application): a map output of one opens
 		// aborted (beginRemoval). opening counts the Opens of each
@@ -189,6 +193,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.mu.removing = make(map[string]map[int32]int)
 	s.mu.opening = make(map[string]int)
+	s.mu.uidAdmitted = make(map[uint32]int)
+	s.mu.uidState = make(map[uint32]int64)
 	s.mu.opened = sync.NewCond(&s.mu.Mutex)
 	s.stop = make(chan struct{})
 	s.loops.Add(1)
@@ -267,12 +273,21 @@ func (s *Server) admitOutput(o *output) error {
 	if s.mu.admitted >= s.cfg.MaxOpenOutputs {
 		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errExhausted, s.mu.admitted)
 	}
+	if n, limit := s.mu.uidAdmitted[o.uid], s.cfg.uidOutputLimit(); n >= limit {
+		return fmt.Errorf("%w: %d map outputs open from uid %d, the most --max-open-outputs-per-uid (%d) allows", errExhausted, n, o.uid, limit)
+	}
 	if s.mu.state+o.state > s.cfg.PartitionStateLimit {
 		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d needs %d bytes of partition state; %d of --partition-state-limit %d are held by open map outputs",
 			errExhausted, o.state/PartitionStateBytes, o.state, s.mu.state, s.cfg.PartitionStateLimit)
 	}
+	if held, limit := s.mu.uidState[o.uid], s.cfg.uidStateLimit(); held+o.state > limit {
+		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d needs %d bytes of partition state; %d of uid %d's share, --partition-state-limit-per-uid %d, are held by its open map outputs",
+			errExhausted, o.state/PartitionStateBytes, o.state, held, o.uid, limit)
+	}
 	s.mu.admitted++
 	s.mu.state += o.state
+	s.mu.uidAdmitted[o.uid]++
+	s.mu.uidState[o.uid] += o.state
 	s.mu.opening[o.app]++
 	return nil
 }
@@ -298,7 +313,12 @@ func (s *Server) chargeRun(o *output, n int64) error {
 		return fmt.Errorf("%w: a new run (partition ids went backwards) needs %d bytes of partition state (%d partitions × %d); %d of --partition-state-limit %d are held by open map outputs",
 			errExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, s.mu.state, s.cfg.PartitionStateLimit)
 	}
+	if held, limit := s.mu.uidState[o.uid], s.cfg.uidStateLimit(); held+n > limit {
+		return fmt.Errorf("%w: a new run (partition ids went backwards) needs %d bytes of partition state (%d partitions × %d); %d of uid %d's share, --partition-state-limit-per-uid %d, are held by its open map outputs",
+			errExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, held, o.uid, limit)
+	}
 	s.mu.state += n
+	s.mu.uidState[o.uid] += n
 	o.state += n
 	return nil
 }
@@ -309,6 +329,12 @@ func (s *Server) releaseOutput(o *output) {
 	defer s.mu.Unlock()
 	s.mu.admitted--
 	s.mu.state -= o.state
+	if s.mu.uidAdmitted[o.uid]--; s.mu.uidAdmitted[o.uid] <= 0 {
+		delete(s.mu.uidAdmitted, o.uid)
+	}
+	if s.mu.uidState[o.uid] -= o.state; s.mu.uidState[o.uid] <= 0 {
+		delete(s.mu.uidState, o.uid)
+	}
 }
 
 // outputOpened counts a map output as open; it refuses while draining.

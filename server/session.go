@@ -103,6 +103,7 @@ type output struct {
 	w      *writer.MapWriter
 	kind   protocol.PayloadKind
 	app    string
+	uid    uint32 // the peer uid of its connection
 	id     shufflefile.ID
 	res    *disks.Reservation // nil outside the daemon's root
 	state  int64              // partition-state bytes charged (PartitionStateBytes each)
@@ -289,12 +290,18 @@ func (sess *session) serve() {
 		s.sessionEnded(sess)
 	}()
 	rd.SetAllocator(getFrame)
+	// A connection that does not send its Hello in time is closed: one
+	// that never speaks would hold its connection slots for good.
+	sess.conn.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	for {
 		sess.releaseFrame() // the last frame's request is applied
 		f, err := rd.ReadFrame(nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && sess.ctx.Err() == nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
+				switch {
+				case errors.Is(err, os.ErrDeadlineExceeded) && !sess.hello:
+					err = fmt.Errorf("no Hello within %v of connecting (--hello-timeout): %w", s.cfg.HelloTimeout, err)
+				case errors.Is(err, os.ErrDeadlineExceeded):
 					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", frameReadTimeout, err)
 				}
 				sess.log.Warn("closing connection: framing error", "err", err)
@@ -361,6 +368,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			return false
 		}
 		sess.hello = true
+		sess.conn.SetReadDeadline(time.Time{}) // --hello-timeout met
 		sess.log = sess.log.With("client", hello.Client)
 		// An allowed peer that completed the handshake gets its frames
 		// allocated whole; before, a declared length costs only what
@@ -520,7 +528,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	if err := oid.Validate(); err != nil {
 		return err
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes, schema: schema}
+	o := &output{kind: m.Kind, app: sess.reg.app, uid: sess.cred.UID, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes, schema: schema}
 	if err := s.admitOutput(o); errors.Is(err, errRemoving) {
 		// A removal of its shuffle runs: the map output opens aborted,
 		// as the removal's own victims are, with nothing made of it; its
