@@ -3,8 +3,10 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -381,5 +383,75 @@ func TestHelloTimeout(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past --hello-timeout: a connection that said Hello stays
 	if err := h.alive(); err != nil {
 		t.Error(err)
+	}
+}
+
+// procWchar returns the bytes process pid has written (write(2) and the
+// like, files and sockets alike: /proc/pid/io wchar).
+func procWchar(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/io has no wchar", pid)
+}
+
+// TestRegistryWriteCost registers applications one after another, each on
+// its own connection, and counts what the daemon wrote meanwhile: a
+// registration costs about what it adds to the registry's files (and its
+// connection's few responses), not the whole file again.
+func TestRegistryWriteCost(t *testing.T) {
+	d := startDaemon(t, config{args: []string{"--log-level", "info"}})
+	ctx := context.Background()
+	const apps = 400
+	logged := func() int64 { // the daemon's log lines are writes too
+		d.log.mu.Lock()
+		defer d.log.mu.Unlock()
+		return int64(d.log.buf.Len())
+	}
+	log0 := logged()
+	before, err := procWchar(d.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range apps {
+		c, err := client.Dial(ctx, d.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Register(ctx, protocol.RegisterExecutor{AppID: fmt.Sprintf("registry-cost-application-%04d", i), ExecutorID: "1"})
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the last log lines reach the buffer
+	after, err := procWchar(d.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after -= logged() - log0
+	var files int64
+	for _, name := range []string{".shuffled-registry", ".shuffled-registry.log"} {
+		fi, err := os.Stat(filepath.Join(d.root, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			files += fi.Size()
+		}
+	}
+	// Per registration: ServerHello and Registered (well under 512
+	// bytes) and its share of the files, which compaction writes about
+	// twice over.
+	written, bound := after-before, 3*files+apps*512
+	t.Logf("%d registrations wrote %d bytes; the registry's files hold %d", apps, written, files)
+	if written > bound {
+		t.Errorf("%d registrations wrote %d bytes, want at most %d (3 × the registry's %d bytes + 512 per connection)", apps, written, bound, files)
 	}
 }

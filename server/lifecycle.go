@@ -52,6 +52,7 @@ func (s *Server) access(uid uint32, app string) (bool, error) {
 	if err := disks.ValidateApp(app); err != nil {
 		return false, err
 	}
+	s.apps.unowned(app, func() bool { return s.disks.HasApplication(app) })
 	return s.apps.access(uid, app, time.Now())
 }
 
@@ -139,11 +140,11 @@ func (s *Server) eachLocalRoot(app string, f func(*shufflefile.Root) error) erro
 	return errors.Join(errs...)
 }
 
-// saveRegistry persists the registry; a failure is logged (the outputs
-// are safe; only a restart before the next successful save would miss
-// what changed).
+// saveRegistry writes the registry's changes (persistence.flush); a
+// failure is logged (the outputs are safe; only a restart before the next
+// successful write would miss what changed).
 func (s *Server) saveRegistry() {
-	if err := s.persist.save(s.apps); err != nil {
+	if err := s.persist.flush(s.apps); err != nil {
 		s.log.Error("saving the registry", "path", s.persist.path, "err", err)
 	}
 }

@@ -474,6 +474,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	s.sessions.Wait()
 	s.loops.Wait()
+	s.persist.close()
 	if err := s.eng.Close(); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

@@ -849,6 +849,7 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		reg.layout, reg.root = root, root
 	}
 
+	s.apps.unowned(m.AppID, func() bool { return s.disks.HasApplication(m.AppID) })
 	claim, err := s.apps.claim(uid, m.AppID, hashed)
 	if err != nil {
 		if reg.root != nil {
