@@ -322,8 +322,8 @@ func TestRegistryCostBoundsFile(t *testing.T) {
 // TestRemovalIsIdempotent removes an application, again and again, as its
 // owner: 0 map outputs and 0 bytes, and an empty list; its id stays its
 // owner's (a tombstone, across a restart too), until the tombstone
-// expires. An application nobody registered answers empty to any uid,
-// without looking at the disk, and leaves nothing in the registry.
+// expires. An application nobody registered, with nothing in the daemon's
+// root, answers empty to any uid and leaves nothing in the registry.
 func TestRemovalIsIdempotent(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), LimitBytes: 4 << 20, PoolSize: 2}
@@ -360,19 +360,21 @@ func TestRemovalIsIdempotent(t *testing.T) {
 	d = startDaemonWith(t, cfg)
 	check("after a restart")
 
-	// Never registered: empty, for anyone, even with files planted behind
-	// the daemon's back after it started.
+	// Never registered: empty, for anyone. With files planted behind the
+	// daemon's back after it started: no recorded owner, so another uid
+	// is refused (TestRootAppCopiedIn), and nothing is removed.
 	plantOutput(t, filepath.Join(cfg.Root, "planted", "1"), 1, 0)
-	for _, app := range []string{"never-seen", "planted"} {
-		if list, err := d.s.listShufflesFor(peerB, app); err != nil || len(list) != 0 {
-			t.Errorf("uid %d lists %s = %+v, %v; want an empty list", peerB, app, list, err)
-		}
-		if removed, err := d.s.removeApplicationFor(peerB, app); err != nil || removed != (protocol.Removed{}) {
-			t.Errorf("uid %d removes %s = %+v, %v; want 0 and 0", peerB, app, removed, err)
-		}
-		if removed, err := d.s.removeShuffleFor(peerB, app, 1); err != nil || removed != (protocol.Removed{}) {
-			t.Errorf("uid %d removes a shuffle of %s = %+v, %v; want 0 and 0", peerB, app, removed, err)
-		}
+	if list, err := d.s.listShufflesFor(peerB, "never-seen"); err != nil || len(list) != 0 {
+		t.Errorf("uid %d lists never-seen = %+v, %v; want an empty list", peerB, list, err)
+	}
+	if removed, err := d.s.removeApplicationFor(peerB, "never-seen"); err != nil || removed != (protocol.Removed{}) {
+		t.Errorf("uid %d removes never-seen = %+v, %v; want 0 and 0", peerB, removed, err)
+	}
+	if removed, err := d.s.removeShuffleFor(peerB, "never-seen", 1); err != nil || removed != (protocol.Removed{}) {
+		t.Errorf("uid %d removes a shuffle of never-seen = %+v, %v; want 0 and 0", peerB, removed, err)
+	}
+	if _, err := d.s.removeApplicationFor(peerB, "planted"); codeOfErr(err) != protocol.CodePermissionDenied {
+		t.Errorf("uid %d removes planted = %v, want PermissionDenied", peerB, err)
 	}
 	if n := len(indexes(t, filepath.Join(cfg.Root, "planted"))); n != 1 {
 		t.Errorf("planted has %d outputs after another uid's calls, want 1", n)
