@@ -23,6 +23,7 @@ import (
 	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"golang.org/x/sys/unix"
 )
 
 // raceCommit is one map output a committer of TestCommitsRaceRemovals
@@ -453,5 +454,66 @@ func TestRegistryWriteCost(t *testing.T) {
 	t.Logf("%d registrations wrote %d bytes; the registry's files hold %d", apps, written, files)
 	if written > bound {
 		t.Errorf("%d registrations wrote %d bytes, want at most %d (3 × the registry's %d bytes + 512 per connection)", apps, written, bound, files)
+	}
+}
+
+// mapsMemfd reports whether process pid maps a memfd named name.
+func mapsMemfd(pid int, name string) (bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return false, err
+	}
+	return strings.Contains(string(b), "/memfd:"+name+" "), nil
+}
+
+// TestMemfdReleasedWhenIdle sends one sealed memfd with two batches of a
+// map output (so the connection caches its mapping), commits, and closes
+// its own descriptor: with no map output open on the connection, the
+// daemon no longer maps it, though the connection stays open.
+func TestMemfdReleasedWhenIdle(t *testing.T) {
+	d := startDaemon(t, config{})
+	e := &hostileEnv{socket: d.socket}
+	h, err := e.ready(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	fd, err := unix.MemfdCreate("idle-cache", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	handle, err := h.open(1, 4, protocol.KindOpaque)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		b := memfdBatch(40)
+		b.Handle = handle
+		id, err := h.sendFD(b, fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.expect(id, protocol.TypeBatchAccepted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mapped, err := mapsMemfd(d.pid(), "idle-cache"); err != nil || !mapped {
+		t.Fatalf("the daemon maps the memfd sent twice: %v, %v; want it cached while the map output is open", mapped, err)
+	}
+	if _, err := h.call(&protocol.Commit{Handle: handle}, protocol.TypeCommitResult); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if err := h.alive(); err != nil {
+		t.Fatal(err)
+	}
+	if mapped, err := mapsMemfd(d.pid(), "idle-cache"); err != nil || mapped {
+		t.Errorf("the daemon still maps the memfd after its connection's last map output committed and the client closed it (%v)", err)
 	}
 }

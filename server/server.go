@@ -63,6 +63,7 @@ type Server struct {
 		sessions  map[*session]struct{}
 		perUID    map[uint32]int                 // sessions by peer uid
 		uidFrames map[uint32]*semaphore.Weighted // each uid's share of frames, while it has sessions
+		uidMemfds map[uint32]*memfdBudget        // each uid's budget of cached memfd mappings, likewise
 		open      int                            // map outputs open, all sessions
 		admitted  int                            // map outputs admitted (admitOutput), all sessions
 		state     int64                          // partition-state bytes charged by admitted map outputs
@@ -189,6 +190,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.sessions = make(map[*session]struct{})
 	s.mu.perUID = make(map[uint32]int)
 	s.mu.uidFrames = make(map[uint32]*semaphore.Weighted)
+	s.mu.uidMemfds = make(map[uint32]*memfdBudget)
 	s.frames = semaphore.NewWeighted(s.cfg.FrameMemory)
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.mu.removing = make(map[string]map[int32]int)

@@ -86,6 +86,9 @@ type session struct {
 	uidFrames *semaphore.Weighted
 
 	memfds memfdCache // mappings of the sealed memfds its batches pass again
+	// opened counts its map outputs that have not ended (output.end); at 0
+	// the memfd cache is dropped.
+	opened atomic.Int64
 }
 
 // registration is where a session's map outputs go: the registered Spark
@@ -103,7 +106,8 @@ type output struct {
 	w      *writer.MapWriter
 	kind   protocol.PayloadKind
 	app    string
-	uid    uint32 // the peer uid of its connection
+	uid    uint32   // the peer uid of its connection
+	sess   *session // its connection
 	id     shufflefile.ID
 	res    *disks.Reservation // nil outside the daemon's root
 	state  int64              // partition-state bytes charged (PartitionStateBytes each)
@@ -126,6 +130,9 @@ func (o *output) end(s *Server, aborted bool) {
 		}
 		s.outputEnded(o)
 		s.releaseOutput(o)
+		if o.sess != nil && o.sess.opened.Add(-1) == 0 {
+			o.sess.memfds.idle() // nothing of the connection references its mappings
+		}
 	})
 }
 
@@ -177,6 +184,10 @@ func (s *Server) newSession(conn *net.UnixConn) *session {
 		s.mu.uidFrames[cred.UID] = semaphore.NewWeighted(uidFrameShare(s.cfg))
 	}
 	sess.uidFrames = s.mu.uidFrames[cred.UID]
+	if s.mu.uidMemfds[cred.UID] == nil {
+		s.mu.uidMemfds[cred.UID] = new(memfdBudget)
+	}
+	sess.memfds.budget = s.mu.uidMemfds[cred.UID]
 	s.mu.sessions[sess] = struct{}{}
 	s.sessions.Add(1)
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
@@ -587,6 +598,8 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		return err
 	}
 	opened = true // o.end releases the admission from now on
+	o.sess = sess
+	sess.opened.Add(1)
 	sess.handle++
 	sess.outputs[sess.handle] = o
 	sess.send(id, &protocol.Opened{Handle: sess.handle})
@@ -795,6 +808,7 @@ func (s *Server) sessionEnded(sess *session) {
 	if s.mu.perUID[sess.cred.UID]--; s.mu.perUID[sess.cred.UID] <= 0 {
 		delete(s.mu.perUID, sess.cred.UID)
 		delete(s.mu.uidFrames, sess.cred.UID)
+		delete(s.mu.uidMemfds, sess.cred.UID)
 	}
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
 	s.sessions.Done()
