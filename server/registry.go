@@ -601,7 +601,7 @@ type registryRecord struct {
 	// removed at Removed, Unix seconds), opDrop (App is forgotten).
 	Op      string         `json:"op"`
 	App     string         `json:"app"`
-	UID     uint32         `json:"uid,omitempty"`
+	UID     uint32         `json:"uid"` // 0 in a drop
 	Local   *registeredSet `json:"local,omitempty"`
 	Removed int64          `json:"removed,omitempty"`
 }
