@@ -49,10 +49,10 @@ func (r *raceRemoval) covers(c *raceCommit) bool {
 	return r.app == c.o.app && (r.shuffle < 0 || r.shuffle == c.o.id.Shuffle)
 }
 
-// TestCommitsRaceRemovals commits map outputs of two shuffles of two
+// TestCommitsRaceRemovals commits map outputs of three shuffles of two
 // applications (one in the daemon's root, one in Spark local dirs) from
-// several connections while others remove those shuffles and applications
-// at random moments. Every Commit must end in a CommitResult or Aborted,
+// several connections while others remove two of those shuffles, and now
+// and then the applications, at random moments. Every Commit must end in a CommitResult or Aborted,
 // never another error; at the end no temp file is left, every output
 // committed before a removal was sent is gone, every output a removal
 // aborted (opened before it was sent, committed after it was answered) was
@@ -89,7 +89,7 @@ func TestCommitsRaceRemovals(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := w; time.Now().Before(stop); i += 3 {
-					id := shufflefile.ID{Shuffle: int32(1 + i%2), Map: mapID.Add(1)}
+					id := shufflefile.ID{Shuffle: int32(1 + i%3), Map: mapID.Add(1)}
 					rc := &raceCommit{o: plan(i, app.name, layout, id)}
 					rc.openSent = time.Now()
 					m, err := rc.o.open(ctx, c)
@@ -117,10 +117,12 @@ func TestCommitsRaceRemovals(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(len(app.name)), 27))
-			for time.Now().Before(stop) {
+			// The last third of the run has no removals: what commits
+			// then must all be there at the end.
+			for time.Now().Before(stop.Add(-run / 3)) {
 				time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 				r := &raceRemoval{app: app.name, shuffle: int32(1 + rng.IntN(2))}
-				if rng.IntN(6) == 0 {
+				if rng.IntN(10) == 0 {
 					r.shuffle = -1
 				}
 				var err error
