@@ -46,6 +46,20 @@ func (s *Set) appEntry(d *Disk, app string) (fs.DirEntry, error) {
 	return ents[i], nil
 }
 
+// HasApplication reports whether app has a directory (not a symbolic
+// link) on any disk.
+func (s *Set) HasApplication(app string) bool {
+	if validateApp(app) != nil {
+		return false
+	}
+	for _, d := range s.disks {
+		if fi, err := s.opts.fs.Lstat(filepath.Join(d.dir, app)); err == nil && fi.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
 // executorDirs lists <disk>/<app>/* directories on every disk, going on
 // past errors.
 func (s *Set) executorDirs(app string) (dirs []string, errs []error) {

@@ -477,19 +477,23 @@ func (s *Set) Refusals() uint64 { return s.refusals.Load() }
 // application may have that id.
 const RegistryName = ".shuffled-registry"
 
+// RegistryLogName is the registry's log of changes, beside RegistryName.
+// No application may have that id either.
+const RegistryLogName = RegistryName + ".log"
+
 // RegistryPath returns the path of the daemon's registry file.
 func (s *Set) RegistryPath() string { return filepath.Join(s.disks[0].dir, RegistryName) }
 
 // ValidateApp checks an application id: a plain name (protocol.ValidateName)
-// other than RegistryName.
+// other than RegistryName and RegistryLogName.
 func ValidateApp(app string) error { return validateApp(app) }
 
 func validateApp(app string) error {
 	if err := protocol.ValidateName("application id", app); err != nil {
 		return fmt.Errorf("disks: %w", err)
 	}
-	if app == RegistryName {
-		return fmt.Errorf("disks: %w: application id %q is reserved for the daemon's registry file", protocol.ErrMalformed, app)
+	if app == RegistryName || app == RegistryLogName {
+		return fmt.Errorf("disks: %w: application id %q is reserved for the daemon's registry files", protocol.ErrMalformed, app)
 	}
 	return nil
 }

@@ -406,6 +406,8 @@ func hostileCases() []hostileCase {
 		// Decodable frames that are wrong before Hello: refused and closed.
 		{"unknown-type-first", preHello(write(frame(0x0777, 0, 1, nil), false), protocol.CodeUnsupported)},
 		{"request-before-hello", preHello(write(frame(protocol.TypePing, 0, 1, nil), false), protocol.CodeFailedPrecondition)},
+		{"malformed-request-before-hello", preHello(write(frame(protocol.TypeOpen, 0, 1, []byte{1, 2, 3}), false), protocol.CodeInvalidArgument)},
+		{"response-before-hello", preHello(write(frame(protocol.TypePong, 0, 1, nil), false), protocol.CodeFailedPrecondition)},
 		{"malformed-hello", preHello(write(frame(protocol.TypeHello, 0, 1, hello[:3]), false), protocol.CodeInvalidArgument)},
 		{"unknown-versions", preHello(write(frame(protocol.TypeHello, 0, 1, unchecked(&protocol.Hello{MinVersion: 90, MaxVersion: 99})), false), protocol.CodeVersionMismatch)},
 		{"inverted-versions", preHello(write(frame(protocol.TypeHello, 0, 1, unchecked(&protocol.Hello{MinVersion: 1, MaxVersion: 0})), false), protocol.CodeInvalidArgument)},

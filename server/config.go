@@ -74,6 +74,19 @@ type Config struct {
 	// (--max-open-outputs). Default 65536; one connection holds at most
 	// MaxOutputsPerConnection of them.
 	MaxOpenOutputs int
+	// PartitionStateLimitPerUID and MaxOpenOutputsPerUID bound what the map
+	// outputs of one peer uid take of PartitionStateLimit and
+	// MaxOpenOutputs (--partition-state-limit-per-uid,
+	// --max-open-outputs-per-uid), so that one uid cannot keep every
+	// other from opening map outputs. 0 (the default) is half of each
+	// (uidStateLimit, uidOutputLimit); at most all.
+	PartitionStateLimitPerUID int64
+	MaxOpenOutputsPerUID      int
+	// HelloTimeout bounds how long a connection may take to send its Hello
+	// (--hello-timeout): one that has not sent a whole Hello by then is
+	// closed, so a connection that never speaks holds no slot of
+	// --max-connections for long. Default 10s.
+	HelloTimeout time.Duration
 	// MaxConnections bounds the connections open at once, daemon-wide
 	// (--max-connections), and MaxConnectionsPerUID those of one peer uid
 	// (--max-connections-per-uid). Defaults 4096 and 1024. A connection
@@ -174,6 +187,7 @@ var defaultConfig = Config{
 	MaxOpenOutputs:       65536,
 	MaxConnections:       4096,
 	MaxConnectionsPerUID: 1024,
+	HelloTimeout:         10 * time.Second,
 	FrameMemory:          256 << 20,
 	DefaultCodec:         "lz4",
 	DefaultChecksum:      "ADLER32",
@@ -197,6 +211,25 @@ const (
 // codecNames are the codecs a map output may name.
 var codecNames = []string{"none", "lz4", "zstd", "snappy"}
 
+// uidStateLimit is what the open map outputs of one peer uid may hold of
+// the partition state: PartitionStateLimitPerUID, or half of
+// PartitionStateLimit when that is 0.
+func (c *Config) uidStateLimit() int64 {
+	if c.PartitionStateLimitPerUID > 0 {
+		return c.PartitionStateLimitPerUID
+	}
+	return max(c.PartitionStateLimit/2, 1)
+}
+
+// uidOutputLimit is how many map outputs one peer uid may have open:
+// MaxOpenOutputsPerUID, or half of MaxOpenOutputs when that is 0.
+func (c *Config) uidOutputLimit() int {
+	if c.MaxOpenOutputsPerUID > 0 {
+		return c.MaxOpenOutputsPerUID
+	}
+	return max(c.MaxOpenOutputs/2, 1)
+}
+
 // EnsureDefaults sets every zero field to its default and spells the codec
 // and checksum names the canonical way (lz4, ADLER32). It returns c.
 func (c *Config) EnsureDefaults() *Config {
@@ -210,6 +243,7 @@ func (c *Config) EnsureDefaults() *Config {
 	setDefault(&c.MaxOpenOutputs, d.MaxOpenOutputs)
 	setDefault(&c.MaxConnections, d.MaxConnections)
 	setDefault(&c.MaxConnectionsPerUID, d.MaxConnectionsPerUID)
+	setDefault(&c.HelloTimeout, d.HelloTimeout)
 	setDefault(&c.DefaultCodec, d.DefaultCodec)
 	setDefault(&c.DefaultChecksum, d.DefaultChecksum)
 	setDefault(&c.BlockSize, d.BlockSize)
@@ -323,6 +357,15 @@ func (c *Config) Validate() error {
 	if c.MaxOpenOutputs <= 0 {
 		bad("max-open-outputs", "must be > 0, got %d", c.MaxOpenOutputs)
 	}
+	if c.PartitionStateLimitPerUID < 0 || c.PartitionStateLimitPerUID > c.PartitionStateLimit {
+		bad("partition-state-limit-per-uid", "must be >= 0 (0: half of --partition-state-limit) and at most --partition-state-limit (%d), got %d", c.PartitionStateLimit, c.PartitionStateLimitPerUID)
+	}
+	if c.MaxOpenOutputsPerUID < 0 || c.MaxOpenOutputsPerUID > c.MaxOpenOutputs {
+		bad("max-open-outputs-per-uid", "must be >= 0 (0: half of --max-open-outputs) and at most --max-open-outputs (%d), got %d", c.MaxOpenOutputs, c.MaxOpenOutputsPerUID)
+	}
+	if c.HelloTimeout <= 0 {
+		bad("hello-timeout", "must be > 0, got %v", c.HelloTimeout)
+	}
 	if c.MaxConnections <= 0 {
 		bad("max-connections", "must be > 0, got %d", c.MaxConnections)
 	}
@@ -405,6 +448,9 @@ func (c *Config) settings() []setting {
 		{"pool", "`goroutines` that serialize and compress records", intValue(&c.PoolSize)},
 		{"partition-state-limit", "memory `size` that open map outputs may hold per partition, daemon-wide", sizeValue(&c.PartitionStateLimit)},
 		{"max-open-outputs", "map outputs open at once, daemon-wide (`count`)", intValue(&c.MaxOpenOutputs)},
+		{"partition-state-limit-per-uid", "memory `size` the open map outputs of one peer uid may hold per partition (0: half of --partition-state-limit)", sizeValue(&c.PartitionStateLimitPerUID)},
+		{"max-open-outputs-per-uid", "map outputs one peer uid may have open at once (`count`; 0: half of --max-open-outputs)", intValue(&c.MaxOpenOutputsPerUID)},
+		{"hello-timeout", "`duration` a new connection has to send its Hello before it is closed", durationValue(&c.HelloTimeout)},
 		{"max-connections", "client connections open at once, daemon-wide (`count`)", intValue(&c.MaxConnections)},
 		{"max-connections-per-uid", "client connections open at once from one peer uid (`count`)", intValue(&c.MaxConnectionsPerUID)},
 		{"frame-memory", "memory `size` for the payloads of the frames connections are reading, daemon-wide (raised to --max-frame if below it)", sizeValue(&c.FrameMemory)},

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"syscall"
 
@@ -23,6 +24,9 @@ var (
 	errExhausted    = errors.New("resource exhausted")
 	errUnsupported  = errors.New("unsupported")
 	errInvalid      = errors.New("invalid argument")
+	// errRemoving: a map output opened while a removal of its shuffle or
+	// application runs; it is aborted at once (code Aborted).
+	errRemoving = fmt.Errorf("removal in progress: %w", writer.ErrAborted)
 )
 
 // codeOf maps an error onto the stable wire code, once, at the boundary.

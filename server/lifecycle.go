@@ -52,31 +52,30 @@ func (s *Server) access(uid uint32, app string) (bool, error) {
 	if err := disks.ValidateApp(app); err != nil {
 		return false, err
 	}
+	s.apps.unowned(app, func() bool { return s.disks.HasApplication(app) })
 	return s.apps.access(uid, app, time.Now())
 }
 
-// abortOutputs aborts the open map outputs of app (of one shuffle when
-// shuffle >= 0) on every connection, so that nothing of them commits after
-// the files are removed. Their later requests get Aborted.
-func (s *Server) abortOutputs(app string, shuffle int32) int {
-	s.mu.Lock()
-	var victims []*output
-	for o := range s.mu.outputs[app] {
-		if shuffle < 0 || o.id.Shuffle == shuffle {
-			victims = append(victims, o)
-		}
-	}
-	s.mu.Unlock()
+// abortOutputs aborts the map outputs of app (of one shuffle when shuffle
+// >= 0) open on any connection and waits for them: MapWriter.Abort waits for
+// a Commit in progress, which either committed before (its files are the
+// removal's to take) or ends Aborted, leaving nothing. Until end is called,
+// a map output of the shuffle (or application) opens aborted, so nothing of
+// it writes a file while the removal lists and removes them. Their later
+// requests get Aborted.
+func (s *Server) abortOutputs(app string, shuffle int32) (aborted int, end func()) {
+	victims, end := s.beginRemoval(app, shuffle)
 	for _, o := range victims {
 		_ = o.w.Abort() // a commit that already finished keeps its files; the removal takes them
 	}
-	return len(victims)
+	return len(victims), end
 }
 
 // removeShuffle removes every map output of a shuffle of app, in the
 // daemon's root and in the app's registered Spark local dirs.
 func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, error) {
-	aborted := s.abortOutputs(app, shuffle)
+	aborted, end := s.abortOutputs(app, shuffle)
+	defer end()
 	n, freed, err := s.disks.RemoveShuffle(app, shuffle)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
@@ -95,7 +94,8 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 // it is left and it has no connection, leaves a tombstone of it
 // (registry.forget).
 func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
-	aborted := s.abortOutputs(app, -1)
+	aborted, end := s.abortOutputs(app, -1)
+	defer end()
 	n, freed, err := s.disks.RemoveApplication(app)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
@@ -140,11 +140,11 @@ func (s *Server) eachLocalRoot(app string, f func(*shufflefile.Root) error) erro
 	return errors.Join(errs...)
 }
 
-// saveRegistry persists the registry; a failure is logged (the outputs
-// are safe; only a restart before the next successful save would miss
-// what changed).
+// saveRegistry writes the registry's changes (persistence.flush); a
+// failure is logged (the outputs are safe; only a restart before the next
+// successful write would miss what changed).
 func (s *Server) saveRegistry() {
-	if err := s.persist.save(s.apps); err != nil {
+	if err := s.persist.flush(s.apps); err != nil {
 		s.log.Error("saving the registry", "path", s.persist.path, "err", err)
 	}
 }
@@ -288,14 +288,17 @@ func (s *Server) listShufflesFor(uid uint32, app string) ([]protocol.ShuffleInfo
 	for _, u := range usage {
 		add(u)
 	}
+	// Sets of local dirs may share dirs (the same dirs in another order or
+	// with another sub_dirs): each file counts once, as a removal over
+	// every set removes it once.
+	var census shufflefile.Census
 	if err := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
-		usage, err := shufflefile.ListShuffles(r.FS(), r)
-		for _, u := range usage {
-			add(u)
-		}
-		return err
+		return census.Add(r.FS(), r)
 	}); err != nil {
 		return nil, err
+	}
+	for _, u := range census.Shuffles() {
+		add(u)
 	}
 	list := make([]protocol.ShuffleInfo, 0, len(byID))
 	for _, si := range byID {

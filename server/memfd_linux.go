@@ -101,12 +101,63 @@ type memfdMapping struct {
 // memfdCacheEntries mappings of memfdCacheBytes in all (least recently used
 // out first); its mappings hold the client's pages alive, and go when the
 // connection ends (a mapping batches still read goes once they let go).
+//
+// The mappings of every connection of one peer uid share that uid's
+// budget (memfdBudget, memfdUIDBytes): a mapping the budget cannot hold,
+// even once the connection's own least recently used ones are out, is not
+// cached. A connection with no map output open drops its cache (idle):
+// nothing of it references the mappings then, and a client that closed its
+// memfds gets their pages back.
 type memfdCache struct {
 	mu      sync.Mutex
 	entries []*memfdMapping // most recently used last
 	bytes   int64
 	seen    map[memfdKey]struct{}
 	closed  bool
+	budget  *memfdBudget // the peer uid's; nil: none (tests)
+}
+
+// memfdUIDBytes bounds the bytes of the cached mappings of all the
+// connections of one peer uid (a uid may hold many connections, each with
+// up to memfdCacheBytes).
+var memfdUIDBytes int64 = 1 << 30
+
+// memfdBudget is what the cached mappings of one peer uid's connections
+// hold, against memfdUIDBytes.
+type memfdBudget struct {
+	mu   sync.Mutex
+	used int64
+}
+
+// take reserves n bytes, false when they do not fit.
+func (b *memfdBudget) take(n int64) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > memfdUIDBytes {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// give returns n bytes that take reserved.
+func (b *memfdBudget) give(n int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// held returns the bytes reserved.
+func (b *memfdBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }
 
 // mapFD is mapMemfd through the cache.
@@ -158,6 +209,12 @@ func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 	for len(c.entries) > 0 && (len(c.entries) >= memfdCacheEntries || c.bytes+int64(len(mem)) > memfdCacheBytes) {
 		c.dropLocked(0)
 	}
+	for !c.budget.take(int64(len(mem))) {
+		if len(c.entries) == 0 { // the uid's other connections hold its budget
+			return data, func() { _ = unix.Munmap(mem) }, nil
+		}
+		c.dropLocked(0)
+	}
 	c.entries = append(c.entries, e)
 	c.bytes += int64(len(mem))
 	return data, c.releaser(e), nil
@@ -185,9 +242,21 @@ func (c *memfdCache) dropLocked(i int) {
 	e := c.entries[i]
 	c.entries = append(c.entries[:i], c.entries[i+1:]...)
 	c.bytes -= int64(len(e.mem))
+	c.budget.give(int64(len(e.mem)))
 	e.dead = true
 	if e.refs == 0 {
 		_ = unix.Munmap(e.mem)
+	}
+}
+
+// idle empties the cache (the memfds seen once stay known): the
+// connection has no map output open, so nothing of it references the
+// mappings. A batch still reading one unmaps it when done.
+func (c *memfdCache) idle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.entries) > 0 {
+		c.dropLocked(len(c.entries) - 1)
 	}
 }
 

@@ -159,3 +159,46 @@ func TestMemfdCacheBounds(t *testing.T) {
 		r()
 	}
 }
+
+// TestMemfdUIDBudget has two connections of one uid cache a memfd each,
+// past the uid's budget: the second is served but not cached while the
+// first holds the budget, and cached once the first connection's cache is
+// dropped (no map output open: idle).
+func TestMemfdUIDBudget(t *testing.T) {
+	const size = 3 << 16
+	old := memfdUIDBytes
+	memfdUIDBytes = size + size/2
+	t.Cleanup(func() { memfdUIDBytes = old })
+	budget := new(memfdBudget)
+	a, b := memfdCache{budget: budget}, memfdCache{budget: budget}
+	defer a.close()
+	defer b.close()
+	data := bytes.Repeat([]byte("memfd budget "), size/13+1)[:size]
+	fa, fb := sealedTestMemfd(t, data, 0), sealedTestMemfd(t, data, 0)
+	twice := func(c *memfdCache, fd int) {
+		t.Helper()
+		for range 2 {
+			mem, release, err := c.mapFD(dupFD(t, fd), 0, size)
+			if err != nil || !bytes.Equal(mem, data) {
+				t.Fatalf("mapFD: %v", err)
+			}
+			release()
+		}
+	}
+	twice(&a, fa)
+	if n, held := a.len(); n != 1 || budget.held() != held {
+		t.Fatalf("first connection caches %d mappings of %d bytes, the budget holds %d; want 1, all of them", n, held, budget.held())
+	}
+	twice(&b, fb)
+	if n, _ := b.len(); n != 0 {
+		t.Errorf("second connection caches %d mappings past the uid's budget of %d bytes, want 0", n, memfdUIDBytes)
+	}
+	a.idle()
+	if n, _ := a.len(); n != 0 || budget.held() != 0 {
+		t.Errorf("an idle connection's cache holds %d mappings, the budget %d bytes; want none", n, budget.held())
+	}
+	twice(&b, fb)
+	if n, _ := b.len(); n != 1 {
+		t.Errorf("second connection caches %d mappings once the budget is free, want 1", n)
+	}
+}

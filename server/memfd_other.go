@@ -17,4 +17,9 @@ func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 
 func (c *memfdCache) close() {}
 
+func (c *memfdCache) idle() {}
+
+// memfdBudget is the peer uid's budget of cached mappings: none here.
+type memfdBudget struct{}
+
 func (c *memfdCache) len() (int, int64) { return 0, 0 }

@@ -107,24 +107,41 @@ func TestRootAppWithoutRecordedOwner(t *testing.T) {
 	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), LimitBytes: 4 << 20, PoolSize: 2}
 	plantOutput(t, filepath.Join(cfg.Root, "legacy", "1"), 1, 0)
 	d := startDaemonWith(t, cfg)
-	if _, err := registerAs(d, peerB, protocol.RegisterExecutor{AppID: "legacy", ExecutorID: "1"}); codeOfErr(err) != protocol.CodePermissionDenied {
+	checkUnowned(t, d, "legacy")
+}
+
+// TestRootAppCopiedIn copies an application's outputs into the daemon's
+// root while it runs: no uid but root and the daemon's may take it over,
+// list or remove it, as one found there at start.
+func TestRootAppCopiedIn(t *testing.T) {
+	d := startDaemon(t, nil)
+	plantOutput(t, filepath.Join(d.root, "legacy", "1"), 1, 0)
+	checkUnowned(t, d, "legacy")
+}
+
+// checkUnowned checks that the application app in d's root, with one map
+// output and no recorded owner, is refused to uid peerB and served to the
+// daemon's own uid, and that once removed its id is free.
+func checkUnowned(t *testing.T, d *daemon, app string) {
+	t.Helper()
+	if _, err := registerAs(d, peerB, protocol.RegisterExecutor{AppID: app, ExecutorID: "1"}); codeOfErr(err) != protocol.CodePermissionDenied {
 		t.Errorf("uid %d registering an application on disk with no recorded owner = %v, want PermissionDenied", peerB, err)
 	}
-	if _, err := d.s.listShufflesFor(peerB, "legacy"); codeOfErr(err) != protocol.CodePermissionDenied {
+	if _, err := d.s.listShufflesFor(peerB, app); codeOfErr(err) != protocol.CodePermissionDenied {
 		t.Errorf("uid %d listing it = %v, want PermissionDenied", peerB, err)
 	}
-	if _, err := d.s.removeApplicationFor(peerB, "legacy"); codeOfErr(err) != protocol.CodePermissionDenied {
+	if _, err := d.s.removeApplicationFor(peerB, app); codeOfErr(err) != protocol.CodePermissionDenied {
 		t.Errorf("uid %d removing it = %v, want PermissionDenied", peerB, err)
 	}
 	self := uint32(os.Getuid())
-	if list, err := d.s.listShufflesFor(self, "legacy"); err != nil || len(list) != 1 {
+	if list, err := d.s.listShufflesFor(self, app); err != nil || len(list) != 1 {
 		t.Errorf("the daemon's uid lists it = %+v, %v; want its shuffle", list, err)
 	}
-	if removed, err := d.s.removeApplicationFor(self, "legacy"); err != nil || removed.MapOutputs != 1 {
+	if removed, err := d.s.removeApplicationFor(self, app); err != nil || removed.MapOutputs != 1 {
 		t.Errorf("the daemon's uid removes it = %+v, %v; want its output", removed, err)
 	}
 	// Removed, nothing of it is left: its id is free.
-	end, err := registerAs(d, peerB, protocol.RegisterExecutor{AppID: "legacy", ExecutorID: "1"})
+	end, err := registerAs(d, peerB, protocol.RegisterExecutor{AppID: app, ExecutorID: "1"})
 	if err != nil {
 		t.Errorf("uid %d registering the id once its outputs are gone: %v", peerB, err)
 	} else {
@@ -218,11 +235,18 @@ func TestRegistryBytesBounded(t *testing.T) {
 	} else {
 		end()
 	}
+	if err := d.s.persist.compact(d.s.apps); err != nil {
+		t.Fatal(err)
+	}
 	fi, err := os.Stat(d.s.persist.path)
-	if err != nil || fi.Size() > int64(limit)+int64(len(`{"version":1,"apps":[]}`+"\n")) {
+	if err != nil || fi.Size() > int64(limit)+snapshotHeader {
 		t.Errorf("registry file %v, %v: past the bound %d", fi, err, limit)
 	}
 }
+
+// snapshotHeader is the longest a registry snapshot with no application
+// takes: what the registry's counts leave out.
+var snapshotHeader = int64(len(`{"version":2,"seq":18446744073709551615,"log":"0123456789abcdef","apps":[]}` + "\n"))
 
 // registerApps registers applications app-0, app-1, ... (at most max), the
 // n-th as uid(n), until one is refused; it returns how many were
@@ -280,7 +304,9 @@ func TestRegistryCostBoundsFile(t *testing.T) {
 		}
 	}
 	c.Ping(context.Background())
-	d.s.saveRegistry()
+	if err := d.s.persist.compact(d.s.apps); err != nil {
+		t.Fatal(err)
+	}
 	fi, err := os.Stat(d.s.persist.path)
 	if err != nil {
 		t.Fatal(err)
@@ -288,16 +314,16 @@ func TestRegistryCostBoundsFile(t *testing.T) {
 	d.s.apps.mu.Lock()
 	counted := d.s.apps.bytes + d.s.apps.tombBytes
 	d.s.apps.mu.Unlock()
-	if header := int64(len(`{"version":1,"apps":[]}` + "\n")); fi.Size() > int64(counted)+header {
-		t.Errorf("registry file of %d bytes, the registry counts %d (+%d)", fi.Size(), counted, header)
+	if fi.Size() > int64(counted)+snapshotHeader {
+		t.Errorf("registry file of %d bytes, the registry counts %d (+%d)", fi.Size(), counted, snapshotHeader)
 	}
 }
 
 // TestRemovalIsIdempotent removes an application, again and again, as its
 // owner: 0 map outputs and 0 bytes, and an empty list; its id stays its
 // owner's (a tombstone, across a restart too), until the tombstone
-// expires. An application nobody registered answers empty to any uid,
-// without looking at the disk, and leaves nothing in the registry.
+// expires. An application nobody registered, with nothing in the daemon's
+// root, answers empty to any uid and leaves nothing in the registry.
 func TestRemovalIsIdempotent(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), LimitBytes: 4 << 20, PoolSize: 2}
@@ -334,19 +360,21 @@ func TestRemovalIsIdempotent(t *testing.T) {
 	d = startDaemonWith(t, cfg)
 	check("after a restart")
 
-	// Never registered: empty, for anyone, even with files planted behind
-	// the daemon's back after it started.
+	// Never registered: empty, for anyone. With files planted behind the
+	// daemon's back after it started: no recorded owner, so another uid
+	// is refused (TestRootAppCopiedIn), and nothing is removed.
 	plantOutput(t, filepath.Join(cfg.Root, "planted", "1"), 1, 0)
-	for _, app := range []string{"never-seen", "planted"} {
-		if list, err := d.s.listShufflesFor(peerB, app); err != nil || len(list) != 0 {
-			t.Errorf("uid %d lists %s = %+v, %v; want an empty list", peerB, app, list, err)
-		}
-		if removed, err := d.s.removeApplicationFor(peerB, app); err != nil || removed != (protocol.Removed{}) {
-			t.Errorf("uid %d removes %s = %+v, %v; want 0 and 0", peerB, app, removed, err)
-		}
-		if removed, err := d.s.removeShuffleFor(peerB, app, 1); err != nil || removed != (protocol.Removed{}) {
-			t.Errorf("uid %d removes a shuffle of %s = %+v, %v; want 0 and 0", peerB, app, removed, err)
-		}
+	if list, err := d.s.listShufflesFor(peerB, "never-seen"); err != nil || len(list) != 0 {
+		t.Errorf("uid %d lists never-seen = %+v, %v; want an empty list", peerB, list, err)
+	}
+	if removed, err := d.s.removeApplicationFor(peerB, "never-seen"); err != nil || removed != (protocol.Removed{}) {
+		t.Errorf("uid %d removes never-seen = %+v, %v; want 0 and 0", peerB, removed, err)
+	}
+	if removed, err := d.s.removeShuffleFor(peerB, "never-seen", 1); err != nil || removed != (protocol.Removed{}) {
+		t.Errorf("uid %d removes a shuffle of never-seen = %+v, %v; want 0 and 0", peerB, removed, err)
+	}
+	if _, err := d.s.removeApplicationFor(peerB, "planted"); codeOfErr(err) != protocol.CodePermissionDenied {
+		t.Errorf("uid %d removes planted = %v, want PermissionDenied", peerB, err)
 	}
 	if n := len(indexes(t, filepath.Join(cfg.Root, "planted"))); n != 1 {
 		t.Errorf("planted has %d outputs after another uid's calls, want 1", n)

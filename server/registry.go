@@ -1,6 +1,10 @@
 package server
 
 import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +43,10 @@ type registry struct {
 	// counts the tombstones.
 	bytes, tombBytes, tombs int
 	uidBytes                map[uint32]int // bytes, by the applications' uid
+	// seq numbers the changes of the persistent part; pending holds the
+	// log records of those not yet written (persistence.flush).
+	seq     uint64
+	pending []registryRecord
 	// The limits: maxSets distinct sets of local dirs per application,
 	// maxBytes and maxTombBytes (maxLocalSets, maxRegistryBytes,
 	// maxTombstoneBytes; tests lower them, under mu).
@@ -193,6 +201,9 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	a.sessions++
 	c.apps = len(r.apps) - r.tombs
 	if l == nil {
+		if c.changed {
+			r.logLocked(registryRecord{Op: opRegister, App: app, UID: uid})
+		}
 		return c, nil
 	}
 	for _, d := range l.LocalDirs {
@@ -201,6 +212,9 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	if newSet {
 		a.local = append(a.local, *l)
 		c.changed = true
+	}
+	if c.changed {
+		r.logLocked(registryRecord{Op: opRegister, App: app, UID: uid, Local: recordSet(l, newSet)})
 	}
 	c.mine, c.others = map[string]chan struct{}{}, map[string]chan struct{}{}
 	for _, d := range l.LocalDirs {
@@ -298,6 +312,25 @@ func (r *registry) access(uid uint32, app string, now time.Time) (files bool, er
 	return false, nil
 }
 
+// unowned records app as an application with outputs in the daemon's
+// root and no recorded owner (as found does at start) when the registry
+// has no entry of it and onDisk, called outside the lock, finds its
+// directory there: one copied into the root while the daemon runs is
+// root's and the daemon's only, as one found at start.
+func (r *registry) unowned(app string, onDisk func() bool) {
+	r.mu.Lock()
+	known := r.lookupLocked(app, time.Now()) != nil || r.orphans[app]
+	r.mu.Unlock()
+	if known || !onDisk() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lookupLocked(app, time.Now()) == nil {
+		r.orphans[app] = true
+	}
+}
+
 // swept marks dirs as swept (at start, before any session).
 func (r *registry) swept(dirs []string) {
 	r.mu.Lock()
@@ -381,6 +414,7 @@ func (r *registry) forget(app string, gone bool, now time.Time) (int, bool) {
 	a.local, a.removed, a.cost = nil, now, appCost(app)
 	r.tombs++
 	r.tombBytes += a.cost
+	r.logLocked(registryRecord{Op: opRemove, App: app, UID: a.uid, Removed: max(now.Unix(), 1)})
 	r.evictLocked()
 	return len(r.apps) - r.tombs, true
 }
@@ -399,7 +433,16 @@ func (r *registry) dropLocked(app string) {
 		r.tombs--
 		r.tombBytes -= a.cost
 		delete(r.apps, app)
+		r.logLocked(registryRecord{Op: opDrop, App: app})
 	}
+}
+
+// logLocked numbers rec, the change just made, and keeps it for the next
+// flush. r.mu is held.
+func (r *registry) logLocked(rec registryRecord) {
+	r.seq++
+	rec.Seq = r.seq
+	r.pending = append(r.pending, rec)
 }
 
 // evictLocked drops the oldest tombstones while they take more than
@@ -495,16 +538,37 @@ func (r *registry) sessionsOf(app string) int {
 	return 0
 }
 
-// registryFile is the registry's persistent part, in the daemon's root
-// (disks.RegistryPath): every application the daemon registered, with its
-// owner and the Spark local dirs it registered, so that after a restart
-// removal, listing, retention and the start-up sweep cover every dir the
-// daemon ever wrote into and no other uid takes an application over; and
-// the tombstones of removed applications, so that their ids stay their
-// owners' for tombstoneTTL.
+// The registry's persistent part lives in two files in the daemon's root
+// (disks.RegistryPath): a snapshot and a log of the changes since.
+//
+// The snapshot (registryFile, JSON) names every application the daemon
+// registered, with its owner and the Spark local dirs it registered, so
+// that after a restart removal, listing, retention and the start-up sweep
+// cover every dir the daemon ever wrote into and no other uid takes an
+// application over; and the tombstones of removed applications, so that
+// their ids stay their owners' for tombstoneTTL. It is replaced atomically
+// (shufflefile.ReplaceFile).
+//
+// The log (the snapshot's path + ".log") starts with a header line naming
+// it (its random id, which the snapshot names too) and the last change the
+// snapshot holds; each change after it appends one line (registryRecord),
+// fsynced with --sync, before the request that made it is answered. So a
+// change costs one line, not the whole file. When the log has grown past
+// the snapshot's size (and past minCompactLog), the next change compacts:
+// a new log (a temp file, then renamed), a snapshot naming it, and the new
+// log renamed into place. A log whose id the snapshot does not name (a
+// crash during a compaction, or a log without a snapshot) holds nothing
+// the snapshot lacks, and is ignored. At start the records after the
+// snapshot's last change are applied to it, in the order of their numbers;
+// a last line without its newline (a crash mid-append; its request was
+// never answered) is ignored.
 type registryFile struct {
-	Version int             `json:"version"`
-	Apps    []registeredApp `json:"apps"`
+	Version int `json:"version"`
+	// Seq is the number of the last change the snapshot holds; Log is the
+	// id of the log that goes with it (version 2).
+	Seq  uint64          `json:"seq,omitempty"`
+	Log  string          `json:"log,omitempty"`
+	Apps []registeredApp `json:"apps"`
 }
 
 type registeredApp struct {
@@ -522,13 +586,55 @@ type registeredSet struct {
 	SubDirs int      `json:"sub_dirs"`
 }
 
-// registryVersion is the registry file's format version. (Entries without
-// local dirs and tombstones came later; a daemon that predates them reads
-// them as applications of their uid.)
-const registryVersion = 1
+// registryLogHeader is the log's first line.
+type registryLogHeader struct {
+	Version int    `json:"version"`
+	Log     string `json:"log"`  // the log's id, which its snapshot names
+	Base    uint64 `json:"base"` // the snapshot's Seq when the log began
+}
 
-// maxRegistryFile bounds the registry file read at start.
+// registryRecord is one change, one line of the log.
+type registryRecord struct {
+	Seq uint64 `json:"seq"` // > the snapshot's Seq; the order changes apply in
+	// Op: opRegister (App is UID's, registered; Local, when set, is one
+	// more set of its local dirs), opRemove (App becomes UID's tombstone,
+	// removed at Removed, Unix seconds), opDrop (App is forgotten).
+	Op      string         `json:"op"`
+	App     string         `json:"app"`
+	UID     uint32         `json:"uid"` // 0 in a drop
+	Local   *registeredSet `json:"local,omitempty"`
+	Removed int64          `json:"removed,omitempty"`
+}
+
+// The log's operations.
+const (
+	opRegister = "register"
+	opRemove   = "remove"
+	opDrop     = "drop"
+)
+
+// recordSet is the set a register record adds: l when it is new.
+func recordSet(l *shufflefile.SparkHashed, isNew bool) *registeredSet {
+	if l == nil || !isNew {
+		return nil
+	}
+	return &registeredSet{Dirs: l.LocalDirs, SubDirs: l.SubDirs}
+}
+
+// registryVersion is the format version of the snapshot and the log that
+// this daemon writes. It reads version 1 too, a snapshot alone (from
+// before the log; entries without local dirs and tombstones came later in
+// version 1, and a daemon that predates them reads them as applications of
+// their uid).
+const registryVersion = 2
+
+// maxRegistryFile bounds the snapshot, and the log, read at start.
 const maxRegistryFile = 64 << 20
+
+// minCompactLog: the log is compacted once it is past this many bytes and
+// past the snapshot's size, so that what is written stays within about
+// twice what the changes take.
+const minCompactLog = 1 << 20
 
 // appCost bounds what the entry of app takes in the registry file, its
 // local dir sets aside (setCost): its longest form, a tombstone's, with
@@ -545,25 +651,38 @@ func setCost(l shufflefile.SparkHashed) int {
 	return len(b) + 1
 }
 
-// persistence writes the registry file; writes run one at a time, each of
-// a snapshot taken under its lock, so the last write holds the last state.
+// persistence writes the registry's files (see registryFile); writes run
+// one at a time, under its lock.
 type persistence struct {
 	mu   sync.Mutex
 	fs   vfs.FS
-	path string
+	path string // the snapshot's; the log's is path + ".log"
 	sync bool
-	// kept is why the file could not be read at start: it is then kept as
-	// it is, never replaced nor removed, so that the owners and dirs it
-	// holds are not lost for good; an operator repairs or moves it and
-	// restarts the daemon.
+	// kept is why the files could not be read at start: they are then kept
+	// as they are, never replaced nor removed, so that the owners and dirs
+	// they hold are not lost for good; an operator repairs or moves them
+	// and restarts the daemon.
 	kept error
+	// log is the open log (nil: none yet, or a write failed: the next
+	// flush compacts), logBytes its size, snapBytes the snapshot's.
+	log                 vfs.File
+	logBytes, snapBytes int64
 }
 
-// snapshot returns the persistent part of the registry.
+// logPath is the log's path.
+func (p *persistence) logPath() string { return logPathOf(p.path) }
+
+// logPathOf is the path of the log of the snapshot at path
+// (disks.RegistryLogName beside disks.RegistryName).
+func logPathOf(path string) string { return path + ".log" }
+
+// snapshot returns the persistent part of the registry, and drops the
+// pending log records: the snapshot holds them.
 func (r *registry) snapshot() registryFile {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := registryFile{Version: registryVersion, Apps: make([]registeredApp, 0, len(r.apps))}
+	f := registryFile{Version: registryVersion, Seq: r.seq, Apps: make([]registeredApp, 0, len(r.apps))}
+	r.pending = nil
 	for name, a := range r.apps {
 		ra := registeredApp{App: name, UID: a.uid}
 		if a.tombstone() {
@@ -578,40 +697,156 @@ func (r *registry) snapshot() registryFile {
 	return f
 }
 
-// save writes r's persistent part (ReplaceFile: temp, rename, and fsyncs
-// with --sync), or removes the file when no application is known. It
-// refuses to touch a file that could not be read at start.
-func (p *persistence) save(r *registry) error {
+// takePending returns the log records not yet written, and drops them.
+func (r *registry) takePending() []registryRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	recs := r.pending
+	r.pending = nil
+	return recs
+}
+
+// flush writes the changes of r not yet written: it appends their records
+// to the log, or compacts (a new snapshot and log) when there is no log
+// yet, the last write failed, or the log has outgrown the snapshot. A
+// change is written once its flush returns, by this call or by an earlier
+// one that took it (under p.mu, so that one has finished). It refuses to
+// touch files that could not be read at start.
+func (p *persistence) flush(r *registry) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.kept != nil {
 		return fmt.Errorf("not replacing registry file %s, which could not be read at start (%v); "+
 			"what registered since is not persisted: repair the file or move it away, and restart the daemon", p.path, p.kept)
 	}
-	snap := r.snapshot()
-	if len(snap.Apps) == 0 {
-		// Nothing to remember: no file, so a root whose applications are
-		// all removed, and their tombstones expired, is empty.
-		if err := p.fs.Remove(p.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if p.log == nil || p.logBytes > max(minCompactLog, p.snapBytes) {
+		return p.compactLocked(r)
+	}
+	recs := r.takePending()
+	if len(recs) == 0 {
+		return nil
+	}
+	var b []byte
+	for _, rec := range recs {
+		line, err := json.Marshal(rec)
+		if err != nil {
 			return err
 		}
+		b = append(append(b, line...), '\n')
+	}
+	_, err := p.log.Write(b)
+	if err == nil && p.sync {
+		err = p.log.Sync()
+	}
+	if err != nil {
+		// What the log holds now is unknown: the next flush writes it all
+		// anew. The records are in r, which that snapshot holds.
+		p.closeLog()
+		return fmt.Errorf("appending to %s: %w", p.logPath(), err)
+	}
+	p.logBytes += int64(len(b))
+	return nil
+}
+
+// compact writes r whole: a new, empty log, a snapshot that names it, then
+// the log renamed into place; with nothing to name, it removes both files.
+func (p *persistence) compact(r *registry) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kept != nil {
+		return fmt.Errorf("not replacing registry file %s, which could not be read at start: %v", p.path, p.kept)
+	}
+	return p.compactLocked(r)
+}
+
+func (p *persistence) compactLocked(r *registry) error {
+	p.closeLog()
+	snap := r.snapshot()
+	if len(snap.Apps) == 0 {
+		// Nothing to remember: no files, so a root whose applications are
+		// all removed, and their tombstones expired, is empty. The
+		// snapshot goes first: a log without one is ignored.
+		for _, path := range []string{p.path, p.logPath()} {
+			if err := p.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
 		return nil
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	snap.Log = hex.EncodeToString(id[:])
+	head, err := json.Marshal(registryLogHeader{Version: registryVersion, Log: snap.Log, Base: snap.Seq})
+	if err != nil {
+		return err
+	}
+	head = append(head, '\n')
+	tmp := shufflefile.TempName(p.logPath())
+	f, err := p.fs.Create(tmp, 0o600)
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			_ = p.fs.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(head); err != nil {
+		return err
+	}
+	if p.sync {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	b, err := json.Marshal(snap)
 	if err != nil {
 		return err
 	}
-	return shufflefile.ReplaceFile(p.fs, p.path, append(b, '\n'), 0o600, p.sync)
+	b = append(b, '\n')
+	if err := shufflefile.ReplaceFile(p.fs, p.path, b, 0o600, p.sync); err != nil {
+		return err
+	}
+	if err := p.fs.Rename(tmp, p.logPath()); err != nil {
+		return err
+	}
+	if p.sync {
+		if err := p.fs.SyncDir(filepath.Dir(p.path)); err != nil {
+			return err
+		}
+	}
+	ok = true
+	p.log, p.logBytes, p.snapBytes = f, int64(len(head)), int64(len(b))
+	return nil
 }
 
-// load reads the registry file into r (a missing file is an empty registry)
-// and removes temp files a crash left beside it. The applications it names
-// have no connection; their retention counts from now. A file that exists
-// but cannot be read (an I/O error) or used (damagedRegistryError: too
-// large, damaged, of another version, naming what no registration gives)
-// is an error, r then holds none of it, and save leaves the file as it is:
-// a save would replace what it names, owners included, with what
-// registers from now on.
+// closeLog closes the open log, if any: the next flush compacts.
+func (p *persistence) closeLog() {
+	if p.log != nil {
+		p.log.Close()
+		p.log = nil
+	}
+}
+
+// close closes the log (the daemon stops).
+func (p *persistence) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLog()
+}
+
+// load reads the registry's files into r (no snapshot is an empty
+// registry) and removes temp files a crash left beside them. The
+// applications they name have no connection; their retention counts from
+// now. Files that exist but cannot be read (an I/O error) or used
+// (damagedRegistryError: too large, damaged, of another version, naming
+// what no registration gives) are an error, r then holds none of them, and
+// flush leaves them as they are: a write would replace what they name,
+// owners included, with what registers from now on.
 func (p *persistence) load(r *registry, now time.Time) error {
 	dir, name := filepath.Split(p.path)
 	if ents, err := p.fs.ReadDir(filepath.Clean(dir)); err == nil {
@@ -621,16 +856,10 @@ func (p *persistence) load(r *registry, now time.Time) error {
 			}
 		}
 	}
-	f, err := p.fs.Open(p.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	rf, err := readRegistryFiles(p.fs, p.path)
 	if err == nil {
-		var rf registryFile
-		if rf, err = p.read(f); err == nil {
-			if err = r.restore(rf, now); err != nil {
-				err = &damagedRegistryError{err}
-			}
+		if err = r.restore(rf, now); err != nil {
+			err = &damagedRegistryError{err}
 		}
 	}
 	if err != nil {
@@ -640,27 +869,112 @@ func (p *persistence) load(r *registry, now time.Time) error {
 	return nil
 }
 
-// read reads and decodes the registry file f, and closes it.
-func (p *persistence) read(f vfs.File) (registryFile, error) {
-	defer f.Close()
+// readRegistryFiles reads the snapshot at path and applies the log that it
+// names; no snapshot is an empty registry.
+func readRegistryFiles(fsys vfs.FS, path string) (registryFile, error) {
 	var rf registryFile
-	if fi, err := f.Stat(); err == nil && fi.Size() > maxRegistryFile {
-		return rf, &damagedRegistryError{fmt.Errorf("%d bytes, larger than %d bytes", fi.Size(), maxRegistryFile)}
+	b, err := readBounded(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return registryFile{Version: registryVersion}, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRegistryFile+1))
 	if err != nil {
 		return rf, err
-	}
-	if len(b) > maxRegistryFile {
-		return rf, &damagedRegistryError{fmt.Errorf("larger than %d bytes", maxRegistryFile)}
 	}
 	if err := json.Unmarshal(b, &rf); err != nil {
 		return rf, &damagedRegistryError{err}
 	}
-	if rf.Version != registryVersion {
-		return rf, &damagedRegistryError{fmt.Errorf("version %d, this daemon reads %d", rf.Version, registryVersion)}
+	switch {
+	case rf.Version == 1:
+		return rf, nil // a snapshot alone
+	case rf.Version != registryVersion:
+		return rf, &damagedRegistryError{fmt.Errorf("version %d, this daemon reads 1 and %d", rf.Version, registryVersion)}
+	case rf.Log == "":
+		return rf, nil
 	}
+	logPath := logPathOf(path)
+	b, err = readBounded(fsys, logPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rf, nil // a crash after the snapshot named a log not yet in place
+	}
+	if err != nil {
+		return rf, fmt.Errorf("%s: %w", logPath, err)
+	}
+	head, rest, _ := bytes.Cut(b, []byte("\n"))
+	var h registryLogHeader
+	if err := json.Unmarshal(head, &h); err != nil || h.Version != registryVersion {
+		return rf, &damagedRegistryError{fmt.Errorf("%s: header %.100q: not a version %d log header (%v)", logPath, head, registryVersion, err)}
+	}
+	if h.Log != rf.Log {
+		return rf, nil // an older log, from before the snapshot
+	}
+	var recs []registryRecord
+	for n := 2; len(rest) > 0; n++ {
+		line, more, complete := bytes.Cut(rest, []byte("\n"))
+		rest = more
+		if !complete {
+			break // a crash mid-append: that change was never answered
+		}
+		var rec registryRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return rf, &damagedRegistryError{fmt.Errorf("%s: line %d: %w", logPath, n, err)}
+		}
+		recs = append(recs, rec)
+	}
+	slices.SortStableFunc(recs, func(a, b registryRecord) int { return cmp.Compare(a.Seq, b.Seq) })
+	apps := make(map[string]*registeredApp, len(rf.Apps))
+	for i := range rf.Apps {
+		apps[rf.Apps[i].App] = &rf.Apps[i]
+	}
+	for _, rec := range recs {
+		if rec.Seq <= rf.Seq {
+			continue // the snapshot holds it
+		}
+		rf.Seq = rec.Seq
+		switch rec.Op {
+		case opRegister:
+			ra := apps[rec.App]
+			if ra == nil || ra.Removed != 0 || ra.UID != rec.UID {
+				ra = &registeredApp{App: rec.App, UID: rec.UID}
+				apps[rec.App] = ra
+			}
+			if rec.Local != nil {
+				ra.Local = append(ra.Local, *rec.Local)
+			}
+		case opRemove:
+			apps[rec.App] = &registeredApp{App: rec.App, UID: rec.UID, Removed: rec.Removed}
+		case opDrop:
+			delete(apps, rec.App)
+		default:
+			return rf, &damagedRegistryError{fmt.Errorf("%s: change %d: unknown op %q", logPath, rec.Seq, rec.Op)}
+		}
+	}
+	rf.Apps = rf.Apps[:0:0]
+	for _, ra := range apps {
+		rf.Apps = append(rf.Apps, *ra)
+	}
+	slices.SortFunc(rf.Apps, func(a, b registeredApp) int { return strings.Compare(a.App, b.App) })
 	return rf, nil
+}
+
+// readBounded reads the file at path, at most maxRegistryFile bytes (more
+// is a damagedRegistryError).
+func readBounded(fsys vfs.FS, path string) ([]byte, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > maxRegistryFile {
+		return nil, &damagedRegistryError{fmt.Errorf("%d bytes, larger than %d bytes", fi.Size(), maxRegistryFile)}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRegistryFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRegistryFile {
+		return nil, &damagedRegistryError{fmt.Errorf("larger than %d bytes", maxRegistryFile)}
+	}
+	return b, nil
 }
 
 // damagedRegistryError is a registry file that was read whole but is not
@@ -720,6 +1034,7 @@ func (r *registry) restore(rf registryFile, now time.Time) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.seq = max(r.seq, rf.Seq)
 	maps.Copy(r.localDirs, dirs)
 	for name, a := range apps {
 		r.apps[name] = a

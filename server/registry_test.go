@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/vfs"
 )
 
 // TestListShufflesCoversLocalDirs lists an application whose outputs are in
@@ -95,12 +97,8 @@ func TestRestartKeepsLocalDirs(t *testing.T) {
 
 func readRegistry(t *testing.T, path string) registryFile {
 	t.Helper()
-	var rf registryFile
-	b, err := os.ReadFile(path)
+	rf, err := readRegistryFiles(vfs.Default, path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rf); err != nil {
 		t.Fatalf("registry file %s: %v", path, err)
 	}
 	return rf
@@ -185,5 +183,109 @@ func TestResponseOverMaxFrame(t *testing.T) {
 	}
 	if err := c.Ping(context.Background()); err != nil {
 		t.Errorf("Ping after: %v", err)
+	}
+}
+
+// TestRegistryLogReplay registers, removes and registers again without a
+// stop (as a crash leaves the files), then reads the files back as a start
+// would: the snapshot and the log together name every change; a torn last
+// line is ignored; a log the snapshot does not name (a compaction cut
+// short) is ignored; a damaged line before the last is a damaged registry.
+func TestRegistryLogReplay(t *testing.T) {
+	d := startDaemon(t, nil)
+	for i, step := range []struct {
+		app    string
+		remove bool
+	}{{"a", false}, {"b", false}, {"a", true}, {"c", false}} {
+		if step.remove {
+			if _, err := d.s.removeApplicationFor(peerA, step.app); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		end, err := registerAs(d, peerA, protocol.RegisterExecutor{AppID: step.app, ExecutorID: strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end()
+	}
+	path := d.s.persist.path
+	want := "a:removed b c"
+	names := func(rf registryFile) string {
+		var out []string
+		for _, ra := range rf.Apps {
+			n := ra.App
+			if ra.Removed != 0 {
+				n += ":removed"
+			}
+			if ra.UID != peerA {
+				n += ":uid" + strconv.Itoa(int(ra.UID))
+			}
+			out = append(out, n)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := names(readRegistry(t, path)); got != want {
+		t.Errorf("registry files name %q, want %q", got, want)
+	}
+	// The snapshot alone holds only what was there when the log began.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap registryFile
+	if err := json.Unmarshal(b, &snap); err != nil || len(snap.Apps) != 1 || snap.Log == "" {
+		t.Errorf("snapshot = %s (%v), want application a alone and a log's id", b, err)
+	}
+
+	logPath := logPathOf(path)
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, log, want, damaged string
+	}{
+		{"torn-last-line", string(log) + `{"seq":99,"op":"drop","app":"b"`, want, ""},
+		{"other-log", strings.Replace(string(log), snap.Log, "0000000000000000", 1), "a", ""},
+		{"damaged-line", strings.Replace(string(log), `"op":"remove"`, `"op":`, 1), "", "line 3"},
+		{"unknown-op", strings.Replace(string(log), `"op":"remove"`, `"op":"rename"`, 1), "", "unknown op"},
+	} {
+		if err := os.WriteFile(logPath, []byte(tc.log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rf, err := readRegistryFiles(vfs.Default, path)
+		switch {
+		case tc.damaged != "":
+			if !registryDamaged(err) || !strings.Contains(err.Error(), tc.damaged) {
+				t.Errorf("%s: %v, want a damaged registry naming %q", tc.name, err, tc.damaged)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case names(rf) != tc.want:
+			t.Errorf("%s: registry files name %q, want %q", tc.name, names(rf), tc.want)
+		}
+	}
+	if err := os.WriteFile(logPath, log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A start on the files knows every owner, and compacts on its first
+	// change.
+	d.stop(t)
+	d2 := startDaemonWith(t, Config{SocketPath: d.socket + "2", Root: d.root, LimitBytes: 4 << 20, PoolSize: 2})
+	if _, err := registerAs(d2, peerB, protocol.RegisterExecutor{AppID: "c", ExecutorID: "9"}); codeOfErr(err) != protocol.CodePermissionDenied {
+		t.Errorf("uid %d registers c after a restart = %v, want PermissionDenied", peerB, err)
+	}
+	if _, err := registerAs(d2, peerB, protocol.RegisterExecutor{AppID: "a", ExecutorID: "9"}); codeOfErr(err) != protocol.CodePermissionDenied {
+		t.Errorf("uid %d registers a (removed) after a restart = %v, want PermissionDenied", peerB, err)
+	}
+	end, err := registerAs(d2, peerB, protocol.RegisterExecutor{AppID: "d", ExecutorID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end()
+	if got := names(readRegistry(t, path)); got != want+" d:uid"+strconv.Itoa(int(peerB)) {
+		t.Errorf("registry files after the restart name %q", got)
 	}
 }

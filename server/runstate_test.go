@@ -18,7 +18,7 @@ import (
 func TestRunStateBudget(t *testing.T) {
 	const parts = 4096
 	const limit = 1 << 20
-	d := startDaemon(t, func(c *Config) { c.PartitionStateLimit = limit })
+	d := startDaemon(t, func(c *Config) { c.PartitionStateLimit, c.PartitionStateLimitPerUID = limit, limit })
 	c := dial(t, d, "app")
 	ctx := context.Background()
 	mo, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: 1, NumPartitions: parts, Kind: protocol.KindOpaque})

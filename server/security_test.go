@@ -312,7 +312,7 @@ func TestDocumentedCodes(t *testing.T) {
 // partition-state budget refuses one (ResourceExhausted, naming the
 // budget), then frees it by aborting and opens again.
 func TestPartitionStateBudget(t *testing.T) {
-	d := startDaemon(t, func(c *Config) { c.PartitionStateLimit = 64 << 20 })
+	d := startDaemon(t, func(c *Config) { c.PartitionStateLimit, c.PartitionStateLimitPerUID = 64<<20, 64<<20 })
 	c := dial(t, d, "app")
 	ctx := context.Background()
 	var open []*client.MapOutput
@@ -345,7 +345,7 @@ func TestPartitionStateBudget(t *testing.T) {
 
 // TestOpenOutputsPerDaemon bounds the map outputs open daemon-wide.
 func TestOpenOutputsPerDaemon(t *testing.T) {
-	d := startDaemon(t, func(c *Config) { c.MaxOpenOutputs = 3 })
+	d := startDaemon(t, func(c *Config) { c.MaxOpenOutputs, c.MaxOpenOutputsPerUID = 3, 3 })
 	ctx := context.Background()
 	a, b := dial(t, d, "a"), dial(t, d, "b")
 	for m := range int64(3) {
@@ -362,7 +362,7 @@ func TestOpenOutputsPerDaemon(t *testing.T) {
 // output committed no longer counts as open when its client hears the
 // result, so the client's next Open gets the slot.
 func TestCommitFreesItsSlotBeforeItsResult(t *testing.T) {
-	d := startDaemon(t, func(c *Config) { c.MaxOpenOutputs = 1 })
+	d := startDaemon(t, func(c *Config) { c.MaxOpenOutputs, c.MaxOpenOutputsPerUID = 1, 1 })
 	ctx := context.Background()
 	c := dial(t, d, "a")
 	for m := range int64(200) {

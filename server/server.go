@@ -61,14 +61,28 @@ type Server struct {
 		sync.Mutex
 		listeners map[net.Listener]struct{}
 		sessions  map[*session]struct{}
-		perUID    map[uint32]int                  // sessions by peer uid
-		uidFrames map[uint32]*semaphore.Weighted  // each uid's share of frames, while it has sessions
-		open      int                             // map outputs open, all sessions
-		admitted  int                             // map outputs admitted (admitOutput), all sessions
-		state     int64                           // partition-state bytes charged by admitted map outputs
-		outputs   map[string]map[*output]struct{} // open map outputs by application
-		idle      chan struct{}                   // closed when open reaches 0 while draining
-		draining  bool
+		perUID    map[uint32]int                 // sessions by peer uid
+		uidFrames map[uint32]*semaphore.Weighted // each uid's share of frames, while it has sessions
+		uidMemfds map[uint32]*memfdBudget        // each uid's budget of cached memfd mappings, likewise
+		open      int                            // map outputs open, all sessions
+		admitted  int                            // map outputs admitted (admitOutput), all sessions
+		state     int64                          // partition-state bytes charged by admitted map outputs
+		// uidAdmitted and uidState are admitted and state by the peer uid
+		// of the map outputs' connections (entries of 0 deleted).
+		uidAdmitted map[uint32]int
+		uidState    map[uint32]int64
+		outputs     map[string]map[*output]struct{} // open map outputs by application
+		// removing counts the removals in progress by application and
+		// shuffle (-1: the whole application): a map output of one opens
+		// aborted (beginRemoval). opening counts the Opens of each
+		// application between admitOutput and their end (openEnded), which
+		// make directories; a removal waits for them (opened, a condition
+		// on the lock).
+		removing map[string]map[int32]int
+		opening  map[string]int
+		opened   *sync.Cond
+		idle     chan struct{} // closed when open reaches 0 while draining
+		draining bool
 	}
 }
 
@@ -176,8 +190,14 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.sessions = make(map[*session]struct{})
 	s.mu.perUID = make(map[uint32]int)
 	s.mu.uidFrames = make(map[uint32]*semaphore.Weighted)
+	s.mu.uidMemfds = make(map[uint32]*memfdBudget)
 	s.frames = semaphore.NewWeighted(s.cfg.FrameMemory)
 	s.mu.outputs = make(map[string]map[*output]struct{})
+	s.mu.removing = make(map[string]map[int32]int)
+	s.mu.opening = make(map[string]int)
+	s.mu.uidAdmitted = make(map[uint32]int)
+	s.mu.uidState = make(map[uint32]int64)
+	s.mu.opened = sync.NewCond(&s.mu.Mutex)
 	s.stop = make(chan struct{})
 	s.loops.Add(1)
 	go s.housekeeping()
@@ -242,20 +262,46 @@ func (s *Server) isDraining() bool {
 // admitOutput charges a map output about to open against the daemon's
 // bounds: MaxOpenOutputs outputs and PartitionStateLimit bytes of
 // per-partition state. It refuses (ResourceExhausted) rather than wait:
-// Open runs on the connection's reader.
+// Open runs on the connection's reader. It returns errRemoving, admitting
+// nothing, while a removal of the map output's shuffle or application
+// runs. An admitted Open counts as opening until openEnded.
 func (s *Server) admitOutput(o *output) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r := s.mu.removing[o.app]; r[o.id.Shuffle] > 0 || r[-1] > 0 {
+		return fmt.Errorf("%w: map output %d/%d of application %q: a removal of its shuffle or application is in progress",
+			errRemoving, o.id.Shuffle, o.id.Map, o.app)
+	}
 	if s.mu.admitted >= s.cfg.MaxOpenOutputs {
 		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errExhausted, s.mu.admitted)
+	}
+	if n, limit := s.mu.uidAdmitted[o.uid], s.cfg.uidOutputLimit(); n >= limit {
+		return fmt.Errorf("%w: %d map outputs open from uid %d, the most --max-open-outputs-per-uid (%d) allows", errExhausted, n, o.uid, limit)
 	}
 	if s.mu.state+o.state > s.cfg.PartitionStateLimit {
 		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d needs %d bytes of partition state; %d of --partition-state-limit %d are held by open map outputs",
 			errExhausted, o.state/PartitionStateBytes, o.state, s.mu.state, s.cfg.PartitionStateLimit)
 	}
+	if held, limit := s.mu.uidState[o.uid], s.cfg.uidStateLimit(); held+o.state > limit {
+		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d needs %d bytes of partition state; %d of uid %d's share, --partition-state-limit-per-uid %d, are held by its open map outputs",
+			errExhausted, o.state/PartitionStateBytes, o.state, held, o.uid, limit)
+	}
 	s.mu.admitted++
 	s.mu.state += o.state
+	s.mu.uidAdmitted[o.uid]++
+	s.mu.uidState[o.uid] += o.state
+	s.mu.opening[o.app]++
 	return nil
+}
+
+// openEnded ends an Open that admitOutput admitted, opened or not.
+func (s *Server) openEnded(app string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.opening[app]--; s.mu.opening[app] <= 0 {
+		delete(s.mu.opening, app)
+		s.mu.opened.Broadcast()
+	}
 }
 
 // chargeRun charges a run after the map output's second, n bytes of
@@ -269,7 +315,12 @@ func (s *Server) chargeRun(o *output, n int64) error {
 		return fmt.Errorf("%w: a new run (partition ids went backwards) needs %d bytes of partition state (%d partitions × %d); %d of --partition-state-limit %d are held by open map outputs",
 			errExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, s.mu.state, s.cfg.PartitionStateLimit)
 	}
+	if held, limit := s.mu.uidState[o.uid], s.cfg.uidStateLimit(); held+n > limit {
+		return fmt.Errorf("%w: a new run (partition ids went backwards) needs %d bytes of partition state (%d partitions × %d); %d of uid %d's share, --partition-state-limit-per-uid %d, are held by its open map outputs",
+			errExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, held, o.uid, limit)
+	}
 	s.mu.state += n
+	s.mu.uidState[o.uid] += n
 	o.state += n
 	return nil
 }
@@ -280,6 +331,12 @@ func (s *Server) releaseOutput(o *output) {
 	defer s.mu.Unlock()
 	s.mu.admitted--
 	s.mu.state -= o.state
+	if s.mu.uidAdmitted[o.uid]--; s.mu.uidAdmitted[o.uid] <= 0 {
+		delete(s.mu.uidAdmitted, o.uid)
+	}
+	if s.mu.uidState[o.uid] -= o.state; s.mu.uidState[o.uid] <= 0 {
+		delete(s.mu.uidState, o.uid)
+	}
 }
 
 // outputOpened counts a map output as open; it refuses while draining.
@@ -298,6 +355,41 @@ func (s *Server) outputOpened(o *output) error {
 	byApp[o] = struct{}{}
 	s.metrics.OpenMapOutputs.Set(float64(s.mu.open))
 	return nil
+}
+
+// beginRemoval starts a removal of app's shuffle (of the whole
+// application when shuffle is -1): until end is called, a map output of it
+// opens aborted (admitOutput). It waits for the Opens of app in progress
+// and returns the map outputs of it open then, which the removal aborts
+// and waits for before it lists the files: so no map output of it makes a
+// file or directory while the removal runs.
+func (s *Server) beginRemoval(app string, shuffle int32) (open []*output, end func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.mu.removing[app]
+	if r == nil {
+		r = make(map[int32]int)
+		s.mu.removing[app] = r
+	}
+	r[shuffle]++
+	for s.mu.opening[app] > 0 { // they make directories; later ones are refused
+		s.mu.opened.Wait()
+	}
+	for o := range s.mu.outputs[app] {
+		if shuffle < 0 || o.id.Shuffle == shuffle {
+			open = append(open, o)
+		}
+	}
+	return open, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if r[shuffle]--; r[shuffle] == 0 {
+			delete(r, shuffle)
+		}
+		if len(r) == 0 {
+			delete(s.mu.removing, app)
+		}
+	}
 }
 
 // outputEnded counts a map output as committed or aborted.
@@ -384,6 +476,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	s.sessions.Wait()
 	s.loops.Wait()
+	s.persist.close()
 	if err := s.eng.Close(); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

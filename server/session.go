@@ -86,6 +86,9 @@ type session struct {
 	uidFrames *semaphore.Weighted
 
 	memfds memfdCache // mappings of the sealed memfds its batches pass again
+	// opened counts its map outputs that have not ended (output.end); at 0
+	// the memfd cache is dropped.
+	opened atomic.Int64
 }
 
 // registration is where a session's map outputs go: the registered Spark
@@ -103,6 +106,8 @@ type output struct {
 	w      *writer.MapWriter
 	kind   protocol.PayloadKind
 	app    string
+	uid    uint32   // the peer uid of its connection
+	sess   *session // its connection
 	id     shufflefile.ID
 	res    *disks.Reservation // nil outside the daemon's root
 	state  int64              // partition-state bytes charged (PartitionStateBytes each)
@@ -125,6 +130,9 @@ func (o *output) end(s *Server, aborted bool) {
 		}
 		s.outputEnded(o)
 		s.releaseOutput(o)
+		if o.sess != nil && o.sess.opened.Add(-1) == 0 {
+			o.sess.memfds.idle() // nothing of the connection references its mappings
+		}
 	})
 }
 
@@ -176,6 +184,10 @@ func (s *Server) newSession(conn *net.UnixConn) *session {
 		s.mu.uidFrames[cred.UID] = semaphore.NewWeighted(uidFrameShare(s.cfg))
 	}
 	sess.uidFrames = s.mu.uidFrames[cred.UID]
+	if s.mu.uidMemfds[cred.UID] == nil {
+		s.mu.uidMemfds[cred.UID] = new(memfdBudget)
+	}
+	sess.memfds.budget = s.mu.uidMemfds[cred.UID]
 	s.mu.sessions[sess] = struct{}{}
 	s.sessions.Add(1)
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
@@ -289,12 +301,18 @@ func (sess *session) serve() {
 		s.sessionEnded(sess)
 	}()
 	rd.SetAllocator(getFrame)
+	// A connection that does not send its Hello in time is closed: one
+	// that never speaks would hold its connection slots for good.
+	sess.conn.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	for {
 		sess.releaseFrame() // the last frame's request is applied
 		f, err := rd.ReadFrame(nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && sess.ctx.Err() == nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
+				switch {
+				case errors.Is(err, os.ErrDeadlineExceeded) && !sess.hello:
+					err = fmt.Errorf("no Hello within %v of connecting (--hello-timeout): %w", s.cfg.HelloTimeout, err)
+				case errors.Is(err, os.ErrDeadlineExceeded):
 					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", frameReadTimeout, err)
 				}
 				sess.log.Warn("closing connection: framing error", "err", err)
@@ -361,6 +379,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			return false
 		}
 		sess.hello = true
+		sess.conn.SetReadDeadline(time.Time{}) // --hello-timeout met
 		sess.log = sess.log.With("client", hello.Client)
 		// An allowed peer that completed the handshake gets its frames
 		// allocated whole; before, a declared length costs only what
@@ -520,10 +539,20 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	if err := oid.Validate(); err != nil {
 		return err
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes, schema: schema}
-	if err := s.admitOutput(o); err != nil {
+	o := &output{kind: m.Kind, app: sess.reg.app, uid: sess.cred.UID, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes, schema: schema}
+	if err := s.admitOutput(o); errors.Is(err, errRemoving) {
+		// A removal of its shuffle runs: the map output opens aborted,
+		// as the removal's own victims are, with nothing made of it; its
+		// Batch and Commit get Aborted.
+		o.failed = err
+		sess.handle++
+		sess.outputs[sess.handle] = o
+		sess.send(id, &protocol.Opened{Handle: sess.handle})
+		return nil
+	} else if err != nil {
 		return err
 	}
+	defer s.openEnded(o.app)
 	opened := false
 	defer func() {
 		if !opened {
@@ -569,6 +598,8 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		return err
 	}
 	opened = true // o.end releases the admission from now on
+	o.sess = sess
+	sess.opened.Add(1)
 	sess.handle++
 	sess.outputs[sess.handle] = o
 	sess.send(id, &protocol.Opened{Handle: sess.handle})
@@ -686,6 +717,9 @@ func (sess *session) take(handle uint64) (*output, error) {
 }
 
 func (sess *session) abort(o *output, why string) {
+	if o.w == nil {
+		return // opened aborted (a removal ran): nothing was admitted
+	}
 	_ = o.w.Abort() // only a committed output refuses, and it is not in sess.outputs
 	sess.log.Debug("map output aborted", "shuffle", o.id.Shuffle, "map", o.id.Map, "why", why)
 	o.end(sess.s, true)
@@ -774,6 +808,7 @@ func (s *Server) sessionEnded(sess *session) {
 	if s.mu.perUID[sess.cred.UID]--; s.mu.perUID[sess.cred.UID] <= 0 {
 		delete(s.mu.perUID, sess.cred.UID)
 		delete(s.mu.uidFrames, sess.cred.UID)
+		delete(s.mu.uidMemfds, sess.cred.UID)
 	}
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
 	s.sessions.Done()
@@ -828,6 +863,7 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		reg.layout, reg.root = root, root
 	}
 
+	s.apps.unowned(m.AppID, func() bool { return s.disks.HasApplication(m.AppID) })
 	claim, err := s.apps.claim(uid, m.AppID, hashed)
 	if err != nil {
 		if reg.root != nil {

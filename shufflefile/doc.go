@@ -43,9 +43,13 @@
 //
 // The executor can also put anything under a file's name. Every file is
 // opened as a regular file only and without blocking (vfs.FS.Open): a FIFO
-// planted as an index, data, checksum or data temp file fails the commit
-// (or Open) at once, naming it ("... is a FIFO, not a regular file"),
-// instead of blocking it in open(2) forever. The mode and group of what
+// planted where a commit or Open reads (the index, the data temp file, and
+// the data and checksum files of an output whose index is there, which a
+// commit reads to tell whether it is committed) fails it at once, naming
+// it ("... is a FIFO, not a regular file"), instead of blocking it in
+// open(2) forever. What lies at the final data or checksum name of an
+// output with no index is never opened: the commit renames its own file
+// over it, so a FIFO there is replaced. The mode and group of what
 // the daemon makes there (temp files, sub-dirs) are set through the
 // descriptor it made or checked (File.Chmod, File.Chown), never by name, a
 // data temp file with more than one link is refused, and a temp file is
@@ -53,6 +57,17 @@
 // made (device and inode); else the commit fails, naming it, and leaves
 // nothing. So a name swapped for a hard link to another client's file
 // never gets that file a mode or group changed.
+//
+// An executor that hard-links another client's committed output (its
+// index, data and checksum files) at its own final names makes that output
+// its own as far as a commit can tell: the commit finds it committed and
+// returns its lengths and checksums (existing), as if the executor had
+// written those bytes itself, and discards its attempt. The other client's
+// files are never written, truncated, chmod-ed or chown-ed through those
+// names, and a removal unlinks the executor's names only. Linking needs
+// rights on the files (on Linux, fs.protected_hardlinks=1, most
+// distributions' default, lets a user link only files it owns or may read
+// and write).
 //
 // Directories made for files (EnsureDir, by Commit and the writer) take
 // their parent's group and setgid bit and get DirMode, group-writable, as

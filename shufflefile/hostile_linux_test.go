@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -401,6 +402,95 @@ func TestEnsureDirSwapped(t *testing.T) {
 				t.Fatal(err)
 			}
 			v.check(t)
+		})
+	}
+}
+
+// TestCommitReplacesFIFOAtFinalNames plants FIFOs at the final data and
+// checksum names of an output with no index: nothing is committed there,
+// so a commit never opens them; it renames its own files over them at
+// once, and the output is whole.
+func TestCommitReplacesFIFOAtFinalNames(t *testing.T) {
+	id := ID{Shuffle: 0, Map: 8}
+	attempt := parts("abc", "de")
+	dir := t.TempDir()
+	for fsName, open := range hostileFS(t, vfs.Default, dir) {
+		t.Run(fsName, func(t *testing.T) {
+			emptyDir(t, dir)
+			fsys, l := open()
+			fifos := []string{Path(Flat(dir), DataName(id)), Path(Flat(dir), ChecksumName(id, checksum.CRC32))}
+			for _, f := range fifos {
+				mkfifo(t, f)
+			}
+			c := newCommit(t, fsys, l, id, checksum.CRC32, attempt)
+			if res, err := doPromptly(t, c, fifos...); err != nil || res.existing {
+				t.Fatalf("Commit.Do over FIFOs at the final names = existing %v, %v; want a fresh commit", res.existing, err)
+			}
+			for _, f := range fifos {
+				if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("%s after the commit: %v, %v; want the committed regular file", f, fi, err)
+				}
+			}
+			checkOutput(t, Flat(dir), id, checksum.CRC32, attempt)
+		})
+	}
+}
+
+// TestCommitOverLinkedOutput: a peer hard-links another client's committed
+// output (index, data, checksum) at its own final names. The daemon then
+// sees an output committed there (Commit.Do answers existing, with the
+// other output's lengths and checksums, as if the peer had written those
+// bytes itself), discards its attempt, and changes nothing of the other
+// client's files; a removal of the peer's output unlinks only the peer's
+// names.
+func TestCommitOverLinkedOutput(t *testing.T) {
+	id := ID{Shuffle: 0, Map: 9}
+	theirs := parts("their", "bytes!")
+	other := t.TempDir()
+	mustCommit(t, Flat(other), id, checksum.CRC32, theirs)
+	names := []string{IndexName(id), DataName(id), ChecksumName(id, checksum.CRC32)}
+	before := map[string]os.FileInfo{}
+	for _, n := range names {
+		fi, err := os.Stat(filepath.Join(other, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n] = fi
+	}
+	dir := t.TempDir()
+	for fsName, open := range hostileFS(t, vfs.Default, dir) {
+		t.Run(fsName, func(t *testing.T) {
+			emptyDir(t, dir)
+			for _, n := range names {
+				if err := os.Link(filepath.Join(other, n), filepath.Join(dir, n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fsys, l := open()
+			c := newCommit(t, fsys, l, id, checksum.CRC32, parts("mine", ""))
+			c.FileMode = 0o600
+			res, err := doPromptly(t, c)
+			if err != nil || !res.existing || !slices.Equal(res.lengths, theirs.lengths()) {
+				t.Errorf("Commit.Do over linked files = %v existing %v, %v; want existing with the other output's lengths %v",
+					res.lengths, res.existing, err, theirs.lengths())
+			}
+			if n, _, err := RemoveShuffle(fsys, l, id.Shuffle); err != nil || n != 1 {
+				t.Errorf("RemoveShuffle of the peer's names = %d, %v; want 1", n, err)
+			}
+			for _, n := range names {
+				fi, err := os.Stat(filepath.Join(other, n))
+				if err != nil {
+					t.Fatalf("the other client's %s: %v", n, err)
+				}
+				if fi.Mode() != before[n].Mode() || fi.Size() != before[n].Size() || fi.Sys().(*syscall.Stat_t).Nlink != 1 {
+					t.Errorf("the other client's %s is now %v, %d bytes, %d links; want %v, %d bytes, 1 link",
+						n, fi.Mode(), fi.Size(), fi.Sys().(*syscall.Stat_t).Nlink, before[n].Mode(), before[n].Size())
+				}
+			}
+			checkOutput(t, Flat(other), id, checksum.CRC32, theirs)
+			if f := files(t, dir); len(f) != 0 {
+				t.Errorf("files left in the peer's dir: %v", f)
+			}
 		})
 	}
 }

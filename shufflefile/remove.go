@@ -70,17 +70,42 @@ func layoutDirs(fsys vfs.FS, l Layout) ([]string, error) {
 // layout l (those RemoveShuffle removes), ascending by id. Bytes count
 // every file of the shuffle, committed and temp.
 func ListShuffles(fsys vfs.FS, l Layout) ([]ShuffleUsage, error) {
+	var c Census
+	err := c.Add(fsys, l)
+	return c.Shuffles(), err
+}
+
+// A Census counts the shuffles of several layouts, each file once: layouts
+// that share directories (the same local dirs registered again in another
+// order or with another sub-dir count) count what they share once, as
+// RemoveShuffle over each of them removes it once. Files are told apart by
+// path, so give every layout's directories as the same (resolved) paths.
+// The zero Census is empty.
+type Census struct {
+	seen map[string]struct{}
+	byID map[int32]*ShuffleUsage
+}
+
+// Add counts the shuffle files of l's directories that no earlier Add
+// counted.
+func (c *Census) Add(fsys vfs.FS, l Layout) error {
+	if c.byID == nil {
+		c.seen, c.byID = map[string]struct{}{}, map[int32]*ShuffleUsage{}
+	}
 	dirs, err := layoutDirs(fsys, l)
 	errs := []error{err}
-	byID := map[int32]*ShuffleUsage{}
 	for _, dir := range dirs {
 		files, err := shuffleFiles(fsys, dir, func(int32) bool { return true })
 		errs = append(errs, err)
 		for _, f := range files {
-			u := byID[f.shuffle]
+			if _, ok := c.seen[f.path]; ok {
+				continue
+			}
+			c.seen[f.path] = struct{}{}
+			u := c.byID[f.shuffle]
 			if u == nil {
 				u = &ShuffleUsage{Shuffle: f.shuffle}
-				byID[f.shuffle] = u
+				c.byID[f.shuffle] = u
 			}
 			u.Bytes += f.size
 			if f.index {
@@ -88,15 +113,20 @@ func ListShuffles(fsys vfs.FS, l Layout) ([]ShuffleUsage, error) {
 			}
 		}
 	}
-	out := make([]ShuffleUsage, 0, len(byID))
-	for _, u := range byID {
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shufflefile: list shuffles: %w", err)
+	}
+	return nil
+}
+
+// Shuffles returns what the census counted, ascending by shuffle id.
+func (c *Census) Shuffles() []ShuffleUsage {
+	out := make([]ShuffleUsage, 0, len(c.byID))
+	for _, u := range c.byID {
 		out = append(out, *u)
 	}
 	slices.SortFunc(out, func(a, b ShuffleUsage) int { return cmp.Compare(a.Shuffle, b.Shuffle) })
-	if err := errors.Join(errs...); err != nil {
-		return out, fmt.Errorf("shufflefile: list shuffles: %w", err)
-	}
-	return out, nil
+	return out
 }
 
 // RemoveAll removes dir and everything below it without following

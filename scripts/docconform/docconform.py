@@ -810,6 +810,7 @@ class Suite:
         self.connection_bound()
         self.small_frames()
         self.open_bounds()
+        self.uid_shares()
         self.peer_uids()
         self.restart()
         self.watermark()
@@ -864,6 +865,37 @@ class Suite:
         check(struct.unpack_from("<I", payload)[0] == CODE["InvalidArgument"], "request id 0: code")
         self.assert_closed(c)
         self.ok("handshake: VersionMismatch (%s), non-Hello first, request id 0 close the connection" % e.message[:40])
+
+        # Section 3's order of checks: a known request type whose payload does not decode
+        # fails at step 5 (InvalidArgument) before step 6 (not Hello: FailedPrecondition).
+        c = Conn(self.sock)
+        c.send(OPEN, b"\x01\x02\x03")
+        typ, rid, payload = c.recv_frame()
+        check(typ == ERROR and struct.unpack_from("<I", payload)[0] == CODE["InvalidArgument"],
+              "a malformed OpenMapOutput first: type %#x code %r, want InvalidArgument" % (typ, payload[:4]))
+        self.assert_closed(c)
+        # A response type first: step 3, FailedPrecondition.
+        c = Conn(self.sock)
+        c.send(PING | 0x8000, b"")
+        typ, rid, payload = c.recv_frame()
+        check(typ == ERROR and struct.unpack_from("<I", payload)[0] == CODE["FailedPrecondition"],
+              "a response type first: type %#x code %r, want FailedPrecondition" % (typ, payload[:4]))
+        self.assert_closed(c)
+        self.ok("handshake: the first frame's checks in section 3's order")
+
+        if getattr(self.args, "hello_timeout", None):
+            # Section 8: no whole Hello within --hello-timeout: an id-0 InvalidArgument naming it.
+            c = Conn(self.sock)
+            t0 = time.time()
+            c.s.settimeout(self.args.hello_timeout + 20)
+            typ, rid, payload = c.recv_frame()
+            waited = time.time() - t0
+            code = struct.unpack_from("<I", payload)[0] if typ == ERROR else None
+            check(typ == ERROR and rid == 0 and code == CODE["InvalidArgument"] and b"--hello-timeout" in payload,
+                  "a silent connection got type %#x id %d %r, want an id-0 InvalidArgument naming --hello-timeout" % (typ, rid, payload[:80]))
+            check(waited >= self.args.hello_timeout * 0.9, "a silent connection closed after %.1f s, before --hello-timeout" % waited)
+            self.assert_closed(c)
+            self.ok("handshake: a connection silent for --hello-timeout (%g s) is closed with an id-0 InvalidArgument" % self.args.hello_timeout)
 
     def send_oversized(self, c, typ, payload):
         """Sends a frame the daemon refuses by its header: the daemon may close the
@@ -1278,6 +1310,7 @@ class Suite:
     def register_errors(self):
         c = self.conn()
         expect_error("InvalidArgument", c.register, ".shuffled-registry", "e")
+        expect_error("InvalidArgument", c.register, ".shuffled-registry.log", "e")
         expect_error("InvalidArgument", c.register, "a/b", "e", field="app_id")
         expect_error("InvalidArgument", c.register, "..", "e", field="app_id")
         expect_error("InvalidArgument", c.register, "app", "e\x01", field="executor_id")
@@ -1486,10 +1519,12 @@ class Suite:
             check(temps(), "no temp file (*.shuffled-tmp) of the map output in flight")
             registry = os.path.join(root, ".shuffled-registry")
             check(os.path.exists(registry), "no registry file %s" % registry)
-            with open(registry) as f:
-                text = json.dumps(json.load(f))
-            check("app-restart" in text and os.path.realpath(local) in text,
-                  "the registry file names neither app-restart nor its dir %s: %s" % (local, text[:400]))
+            apps = read_registry(registry)
+            check("app-restart" in apps and any(os.path.realpath(local) in s["dirs"] and s["sub_dirs"] == sub
+                                                for s in apps["app-restart"].get("local", [])),
+                  "the registry files do not name app-restart with its dir %s: %r" % (local, apps.get("app-restart")))
+            check("app-flat" in apps and not apps["app-flat"].get("local") and "removed" not in apps["app-flat"],
+                  "the registry files do not name app-flat, of the daemon's root alone: %r" % apps.get("app-flat"))
             proc.kill()  # a crash: no drain
             proc.wait()
             c.close()
@@ -1804,15 +1839,49 @@ class Suite:
                 "another connection unaffected, the connection and its map outputs stay, Commit and Abort each "
                 "give a slot back")
 
+    def uid_shares(self):
+        """Section 4's per-uid shares: by default one peer uid holds at most half of
+        --max-open-outputs and of --partition-state-limit; past either, ResourceExhausted
+        naming the per-uid bound."""
+        if not self.args.daemon:
+            self.skipped.append("--max-open-outputs-per-uid (needs --daemon)")
+            return
+        sock, proc = start_daemon(self.args.daemon, self.args.tmp, "shares",
+                                  ["--max-open-outputs", "4", "--partition-state-limit", "48KiB"])
+        norm = lambda s: s.replace("_", "").replace("-", "").lower()
+        try:
+            c = Conn(sock)
+            c.do_hello()
+            c.dirs = c.register("app-shares", "e1")
+            h1 = c.open(1, 1, 500)  # 24000 bytes: the whole 24 KiB share but 576
+            e = expect_error("ResourceExhausted", c.open, 1, 2, 13)
+            check("partitionstatelimitperuid" in norm(e.message), "error message %r does not name "
+                  "--partition-state-limit-per-uid" % e.message)
+            h2 = c.open(1, 2, 12)
+            e = expect_error("ResourceExhausted", c.open, 1, 3, 1)
+            check("maxopenoutputsperuid" in norm(e.message), "error message %r does not name "
+                  "--max-open-outputs-per-uid" % e.message)
+            c.abort(h2)
+            c.abort(c.open(1, 3, 1))
+            c.abort(h1)
+            c.close()
+        finally:
+            rc = stop_daemon(proc)
+        check(rc == 0, "the shares daemon exited %d" % rc)
+        self.ok("open bounds: one uid holds half of --max-open-outputs and of --partition-state-limit by "
+                "default, refused past either naming the per-uid flag")
+
     def open_bounds(self):
-        """A daemon with --max-open-outputs 3 --partition-state-limit 48KiB: Opens past either
-        bound are ResourceExhausted naming it, and Commit and Abort give the charge back."""
+        """A daemon with --max-open-outputs 3 --partition-state-limit 48KiB (one uid's shares set to
+        all of them): Opens past either bound are ResourceExhausted naming it, and Commit and Abort
+        give the charge back."""
         if not self.args.daemon:
             self.skipped.append("--max-open-outputs, --partition-state-limit (needs --daemon)")
             return
         limit = 48 << 10  # 1024 partitions of 48 bytes
         sock, proc = start_daemon(self.args.daemon, self.args.tmp, "bounds",
-                                  ["--max-open-outputs", "3", "--partition-state-limit", "48KiB", "--drain-timeout", "2s"])
+                                  ["--max-open-outputs", "3", "--partition-state-limit", "48KiB", "--drain-timeout", "2s",
+                                   "--max-open-outputs-per-uid", "3", "--partition-state-limit-per-uid", "48KiB"])
         norm = lambda s: s.replace("_", "").replace("-", "").lower()
         try:
             c = Conn(sock)
@@ -1910,6 +1979,28 @@ class Suite:
         check((r.i64(), r.i64()) == (1, got[1][2]), "ApplicationRemoved")
         c.close()
         self.ok("lifecycle: ListShuffles counts and bytes, RemoveShuffle, idempotent, RemoveApplication")
+
+        if self.args.allowed_root:
+            # The same dirs registered twice, with other sub_dirs: each file counts once.
+            dirs = [os.path.join(self.args.allowed_root, "blockmgr-dup-%d" % i) for i in range(2)]
+            for d in dirs:
+                os.makedirs(d, exist_ok=True)
+            conns = []
+            for k, sub in enumerate((64, 3)):
+                c = self.conn("app-dup", "exec-%d" % k, local_dirs=dirs, sub_dirs=sub)
+                where = lambda name, c=c, sub=sub: spark_path(c.dirs, sub, name)
+                for m in range(3):
+                    self.map_output(c, where, 4, 10 * k + m, 5, "lz4", "ADLER32", [(0, 5, [50])])
+                conns.append(c)
+            got = conns[0].shuffles("app-dup")
+            r = conns[1].call(REMOVE_SHUFFLE, string("app-dup") + i32(4))
+            removed = (r.i64(), r.i64())
+            r.done()
+            check(len(got) == 1 and got[0][1] == 6 and removed == (got[0][1], got[0][2]),
+                  "ShuffleList %r and ShuffleRemoved %r of dirs registered twice, want 6 map outputs in both, the same bytes" % (got, removed))
+            for c in conns:
+                c.close()
+            self.ok("lifecycle: dirs registered twice with other sub_dirs: ListShuffles counts what RemoveShuffle removes")
 
     def columnar(self, c, where):
         """Columnar batches (protocol.md Batch kind 2) read back as SHFC blocks (format.md 2)
@@ -2169,6 +2260,42 @@ def decode_kudo(data):
 
 # ---------------------------------------------------------------------------
 
+def read_registry(path):
+    """The applications the registry's files name (protocol.md section 4, "The registry's
+    files"): the snapshot, then the changes of the log it names, in seq order."""
+    with open(path) as f:
+        snap = json.load(f)
+    check(snap.get("version") in (1, 2), "registry snapshot version %r" % snap.get("version"))
+    apps = {a["app"]: a for a in snap["apps"]}
+    log = path + ".log"
+    if snap.get("version") != 2 or not snap.get("log") or not os.path.exists(log):
+        return apps
+    with open(log, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    head = json.loads(lines[0])
+    check(head.get("version") == 2 and "base" in head, "registry log header %r" % head)
+    if head["log"] != snap["log"]:
+        return apps
+    recs = [json.loads(line) for line in lines[1:-1]]  # the last piece lacks its newline: ignored
+    for r in sorted(recs, key=lambda r: r["seq"]):
+        if r["seq"] <= snap.get("seq", 0):
+            continue
+        if r["op"] == "register":
+            a = apps.get(r["app"])
+            if a is None or a.get("removed") or a["uid"] != r["uid"]:
+                a = apps[r["app"]] = {"app": r["app"], "uid": r["uid"]}
+            if r.get("local"):
+                a.setdefault("local", []).append(r["local"])
+        elif r["op"] == "remove":
+            apps[r["app"]] = {"app": r["app"], "uid": r["uid"], "removed": r["removed"]}
+        elif r["op"] == "drop":
+            apps.pop(r["app"], None)
+        else:
+            raise Fail("registry log: unknown op %r" % r["op"])
+    return apps
+
+
 def start_daemon(binary, tmp, name, extra):
     """Starts `shuffled serve` as README.md says, its socket and root in tmp."""
     sock = os.path.join(tmp, name + ".sock")
@@ -2209,7 +2336,9 @@ def main():
         tmp = tempfile.mkdtemp(prefix="docconform.")
         args.allowed_root = os.path.join(tmp, "spark")
         os.makedirs(args.allowed_root)
-        args.socket, proc = start_daemon(args.daemon, tmp, "main", ["--allowed-roots", args.allowed_root])
+        args.hello_timeout = 2
+        args.socket, proc = start_daemon(args.daemon, tmp, "main", ["--allowed-roots", args.allowed_root,
+                                                                   "--hello-timeout", "%ds" % args.hello_timeout])
         args.tmp = tmp
     elif not args.socket:
         ap.error("--daemon or --socket")
