@@ -4,6 +4,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,15 @@ func NewKey(key []byte) (*Key, error) {
 		return nil, fmt.Errorf("iocrypt: key of %d bytes: %w", len(key), err)
 	}
 	return &Key{block: b, bits: 8 * len(key)}, nil
+}
+
+// Equal reports, in constant time, whether k and o are the same key:
+// their encryptions of a zero block agree (and their sizes).
+func (k *Key) Equal(o *Key) bool {
+	var zero, a, b [aes.BlockSize]byte
+	k.block.Encrypt(a[:], zero[:])
+	o.block.Encrypt(b[:], zero[:])
+	return k.bits == o.bits && subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // Bits returns the key size in bits.

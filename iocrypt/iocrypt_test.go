@@ -167,3 +167,13 @@ func BenchmarkStream(b *testing.B) {
 		k.StreamAt(&iv, 5).XORKeyStream(buf, buf)
 	}
 }
+
+func TestKeyEqual(t *testing.T) {
+	a, _ := NewKey([]byte("0123456789abcdef"))
+	b, _ := NewKey([]byte("0123456789abcdef"))
+	c, _ := NewKey([]byte("0123456789abcdeg"))
+	d, _ := NewKey([]byte("0123456789abcdef01234567"))
+	if !a.Equal(b) || a.Equal(c) || a.Equal(d) {
+		t.Errorf("Equal: same %v, one byte apart %v, longer %v; want true, false, false", a.Equal(b), a.Equal(c), a.Equal(d))
+	}
+}

@@ -95,6 +95,7 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 // it is left and it has no connection, leaves a tombstone of it
 // (registry.forget).
 func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
+	s.keys.forget(app)
 	aborted := s.abortOutputs(app, -1)
 	n, freed, err := s.disks.RemoveApplication(app)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
