@@ -3,8 +3,10 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/protocol"
@@ -252,4 +255,65 @@ func TestIOKeyOtherUID(t *testing.T) {
 	if err != nil || !k.Equal(want) {
 		t.Errorf("usable(owner's key) = %v, %v", k, err)
 	}
+}
+
+// The key is never written down: not in the registry file the daemon
+// persists, nor in any file under its root. A restarted daemon knows no
+// key: an encrypted Open needs the executor to register it again.
+func TestIOKeyNeverPersisted(t *testing.T) {
+	leakcheck.Check(t)
+	dir := t.TempDir()
+	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), LimitBytes: 4 << 20, PoolSize: 2}
+	d := startDaemonWith(t, cfg)
+	c, err := dialKey(t, d, "app-p", "1", testIOKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mo, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: 1, NumPartitions: 2, Kind: protocol.KindOpaque, Flags: protocol.OpenEncrypt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mo.WriteOpaque(ctx, []byte("abcdef"), []int64{0, 3, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mo.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	d.stop(t)
+	err = filepath.WalkDir(dir, func(path string, de os.DirEntry, err error) error {
+		if err != nil || de.IsDir() || de.Type()&os.ModeSocket != 0 {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, testIOKey) || keyInText(string(b)) || strings.Contains(string(b), base64.StdEncoding.EncodeToString(testIOKey)) {
+			t.Errorf("%s holds the key", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Root, disks.RegistryName)); err != nil {
+		t.Errorf("no registry file was written to look into: %v", err)
+	}
+
+	d = startDaemonWith(t, cfg)
+	plain := dial(t, d, "app-p")
+	if _, err := plain.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: 2, NumPartitions: 2, Kind: protocol.KindOpaque, Flags: protocol.OpenEncrypt}); protocol.CodeOf(err) != protocol.CodeFailedPrecondition {
+		t.Errorf("encrypted Open after a restart, registered without the key = %v, want FailedPrecondition", err)
+	}
+	again, err := dialKey(t, d, "app-p", "2", testIOKey)
+	if err != nil {
+		t.Fatalf("registering the key again after a restart: %v", err)
+	}
+	mo, err = again.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: 2, NumPartitions: 2, Kind: protocol.KindOpaque, Flags: protocol.OpenEncrypt})
+	if err != nil {
+		t.Fatalf("encrypted Open after registering again: %v", err)
+	}
+	_ = mo.Abort(ctx)
 }

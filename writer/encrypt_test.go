@@ -163,3 +163,23 @@ func TestEncryptionWithSinkRefused(t *testing.T) {
 		t.Error("Open with Encryption and a Sink: no error")
 	}
 }
+
+// An empty write leaves its partition empty: 0 bytes, no IV, whatever
+// the codec makes of nothing.
+func TestEncryptedEmptyWrites(t *testing.T) {
+	for _, k := range allCodecs {
+		e := newEngine(t)
+		dir := t.TempDir()
+		spec := Spec{ID: shufflefile.ID{Shuffle: 2, Map: int64(k)}, NumPartitions: 3, Codec: k, Checksum: checksum.Adler32,
+			Layout: shufflefile.Flat(dir), Encryption: testKey}
+		ops := []op{{0, []byte("first")}, {1, nil}, {1, []byte{}}, {2, []byte("third")}, {1, nil}}
+		res, err := writeAll(t, e, spec, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Lengths[1] != 0 || res.Checksums[1] != checksum.Adler32.Empty() {
+			t.Errorf("%v: partition of empty writes: %d bytes, checksum %#x; want 0 bytes, %#x", k, res.Lengths[1], res.Checksums[1], checksum.Adler32.Empty())
+		}
+		checkPartitions(t, readBack(t, vfs.Default, spec), expect(ops, 3))
+	}
+}

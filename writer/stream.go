@@ -378,6 +378,9 @@ func (ru *run) append(b []byte, quota int64) (int64, error) {
 // to disk. ru.mu is held.
 func (ru *run) encrypt(p int, b []byte) (iv []byte, sum uint32) {
 	w := ru.w
+	if len(b) == 0 { // no bytes: no IV either, the partition stays empty
+		return nil, w.spec.Checksum.Empty()
+	}
 	ivp := (*[iocrypt.IVSize]byte)(w.ivs[p*iocrypt.IVSize:])
 	off := ru.lengths[p] - iocrypt.IVSize
 	if ru.lengths[p] == 0 {
