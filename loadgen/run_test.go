@@ -160,6 +160,7 @@ func TestMainEmbedded(t *testing.T) {
 		// Encrypted: verify decrypts each partition (IV, AES-CTR) before it decodes.
 		{[]string{"--batches-per-task", "3", "--encrypt", "--payload", "opaque", "--codec", "snappy"}, 3, true},
 		{[]string{"--batches-per-task", "2", "--encrypt", "--no-last-batch", "--checksum", "CRC32C"}, 2, false},
+		{[]string{"--batches-per-task", "2", "--encrypt", "--payload", "kudo", "--codec", "zstd"}, 2, true},
 	}
 	for _, tt := range tests {
 		args := append(append(append([]string{}, small...), "--verify", "--json"), tt.args...)
