@@ -458,6 +458,9 @@ func (c *Client) write(id uint32, m protocol.Message, fd int) error {
 // map outputs go; it must precede Open. The result lists the directories
 // the daemon resolved.
 func (c *Client) Register(ctx context.Context, req protocol.RegisterExecutor) (protocol.Registered, error) {
+	if len(req.IOEncryptionKey) > 0 && c.hello.Features&protocol.FeatureIOEncryption == 0 {
+		return protocol.Registered{}, fmt.Errorf("%w: IO encryption (the daemon does not announce it)", ErrUnsupported)
+	}
 	m, err := c.roundTrip(ctx, &req, -1, protocol.TypeRegistered, nil)
 	if err != nil {
 		return protocol.Registered{}, err

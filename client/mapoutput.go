@@ -87,6 +87,9 @@ func (c *Client) Open(ctx context.Context, req protocol.OpenMapOutput, opts ...O
 	if req.Kind == protocol.KindColumnar && c.hello.Features&protocol.FeatureColumnar == 0 {
 		return nil, fmt.Errorf("%w: columnar map outputs", ErrUnsupported)
 	}
+	if req.Flags&protocol.OpenEncrypt != 0 && c.hello.Features&protocol.FeatureIOEncryption == 0 {
+		return nil, fmt.Errorf("%w: IO encryption (the daemon does not announce it)", ErrUnsupported)
+	}
 	resp, err := c.roundTrip(ctx, &req, -1, protocol.TypeOpened, c.abortLate)
 	if err != nil {
 		return nil, fmt.Errorf("client: open map output %d/%d: %w", req.ShuffleID, req.MapID, err)

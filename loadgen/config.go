@@ -132,6 +132,12 @@ type Config struct {
 
 	// Verify reads every committed map output back and checks it.
 	Verify bool
+	// Encrypt writes IO-encrypted map outputs (Spark's
+	// spark.io.encryption.enabled): the executors register a random
+	// AES-128 key, ioKey, made once per run, and every Open asks for
+	// encryption.
+	Encrypt bool
+	ioKey   *[16]byte
 	// JSON prints the report as JSON instead of a table.
 	JSON bool
 	// Compare runs the workload in process through the writer's stream,
@@ -222,6 +228,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.StringVar(&c.Root, "root", "", "the embedded or child daemon's root; empty: a temporary directory, removed at the end")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the committed map outputs (needs --root, or --socket)")
 	fs.BoolVar(&c.Verify, "verify", false, "read every committed map output back and check rows and contents")
+	fs.BoolVar(&c.Encrypt, "encrypt", false, "write IO-encrypted map outputs, as with Spark's spark.io.encryption.enabled (a random AES-128 key per run)")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.Compare, "compare", false, "run in process through the stream, legacy and ceiling writers and compare")
 	fs.StringVar(&c.DumpInput, "dump-input", "", "write the run's opaque input batches and their task order into this new or empty directory (needs --payload opaque)")
@@ -340,6 +347,8 @@ func (c *Config) Validate() error {
 		return usagef("--compare runs the writer in process; drop --daemon-bin %s", c.DaemonBin)
 	case c.Compare && c.Verify:
 		return usagef("--verify checks a daemon run; drop it or --compare")
+	case c.Compare && c.Encrypt:
+		return usagef("--encrypt applies to a daemon run; drop it or --compare")
 	case c.Compare && c.Keep:
 		return usagef("--keep keeps a daemon run's outputs; drop it or --compare")
 	case c.DumpInput != "" && c.Payload != PayloadOpaque:

@@ -19,6 +19,7 @@ type Workload struct {
 	Nulls          float64 `json:"nulls"`
 	Codec          string  `json:"codec"`
 	Checksum       string  `json:"checksum"`
+	Encrypt        bool    `json:"encrypt"`
 	Payload        string  `json:"payload"`
 	DataPlane      string  `json:"data_plane"`
 	Seed           int64   `json:"seed"`
@@ -33,7 +34,7 @@ type Workload struct {
 
 func workloadOf(cfg *Config, p *pool) Workload {
 	return Workload{
-		Schema: cfg.Schema, Skew: cfg.SkewString(), Nulls: cfg.Nulls, Codec: cfg.Codec, Checksum: cfg.Checksum,
+		Schema: cfg.Schema, Skew: cfg.SkewString(), Nulls: cfg.Nulls, Codec: cfg.Codec, Checksum: cfg.Checksum, Encrypt: cfg.Encrypt,
 		Payload: cfg.Payload, DataPlane: cfg.DataPlane, Seed: cfg.Seed, Concurrency: cfg.Concurrency,
 		BatchesPerTask: cfg.BatchesPerTask, RowsPerBatch: cfg.Rows,
 		PoolBatches: len(p.batches), PoolBytes: p.bytes,
@@ -256,6 +257,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d map tasks × %d batches × %d rows (%s, %s), %d partitions, %s/%s, %s over %s, concurrency %d, %s daemon\n",
 		r.Tasks, r.BatchesPerTask, r.RowsPerBatch, r.Schema, keys, r.Partitions, r.Codec, r.Checksum,
 		r.Payload, r.DataPlane, r.Concurrency, r.Daemon)
+	if r.Encrypt {
+		fmt.Fprintf(w, "  IO-encrypted (AES-128-CTR, as spark.io.encryption.enabled)\n")
+	}
 	if r.GPUDevice != "" && r.GPUCompress {
 		fmt.Fprintf(w, "  batches partitioned on %s, and compressed there by the daemon\n", r.GPUDevice)
 	} else if r.GPUDevice != "" {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,10 @@ func TestMainEmbedded(t *testing.T) {
 		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--skew", "zipf:1.2", "--schema", "strings"}, 2, true},
 		{[]string{"--batches-per-task", "2", "--data-plane", "inline", "--payload", "opaque", "--checksum", "none"}, 2, true},
 		{[]string{"--batches-per-task", "2", "--no-last-batch"}, 2, false},
+		// Encrypted: verify decrypts each partition (IV, AES-CTR) before it decodes.
+		{[]string{"--batches-per-task", "3", "--encrypt", "--payload", "opaque", "--codec", "snappy"}, 3, true},
+		{[]string{"--batches-per-task", "2", "--encrypt", "--no-last-batch", "--checksum", "CRC32C"}, 2, false},
+		{[]string{"--batches-per-task", "2", "--encrypt", "--payload", "kudo", "--codec", "zstd"}, 2, true},
 	}
 	for _, tt := range tests {
 		args := append(append(append([]string{}, small...), "--verify", "--json"), tt.args...)
@@ -184,6 +189,7 @@ func TestMainEmbedded(t *testing.T) {
 			"verified": true, "verified_map_outputs": 6.0, "verified_partitions": 96.0,
 			"runs_per_map_output": tt.runs, "peak_rss_source": rssSelf, "existing_outputs": 0.0,
 			"multi_run_map_outputs": 0.0, "marked_commits": 0.0, "early_merges": 0.0,
+			"encrypt": slices.Contains(tt.args, "--encrypt"),
 		}
 		if tt.runs > 1 {
 			want["multi_run_map_outputs"] = 6.0
@@ -232,6 +238,7 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--partitions", "0"}, "shuffled-loadgen: --partitions must be >= 1, got 0\n"},
 		{[]string{"--codec", "lz5"}, "shuffled-loadgen: --codec must be one of none, lz4, zstd, snappy, got \"lz5\"\n"},
 		{[]string{"--rows", "-5"}, "shuffled-loadgen: --rows must be >= 1, got -5\n"},
+		{[]string{"--compare", "--encrypt"}, "shuffled-loadgen: --encrypt applies to a daemon run; drop it or --compare\n"},
 		{[]string{"--socket", nobody}, "shuffled-loadgen: --socket " + nobody + ": no daemon listens there (dial unix " + nobody + ": connect: no such file or directory); start one (shuffled serve --socket " + nobody + ") or drop --socket to run an embedded daemon\n"},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,9 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -67,6 +69,14 @@ type daemonSlot struct {
 // outputs go to the daemon's root, flat.
 func dialDaemon(ctx context.Context, cfg *Config, socket, appID string) (*daemonTarget, error) {
 	t := &daemonTarget{cfg: cfg, appID: appID, kind: protocol.KindColumnar}
+	var key []byte
+	if cfg.Encrypt {
+		if cfg.ioKey == nil {
+			cfg.ioKey = new([16]byte)
+			_, _ = rand.Read(cfg.ioKey[:]) // crypto/rand.Read never fails
+		}
+		key = cfg.ioKey[:]
+	}
 	if cfg.Payload == PayloadOpaque {
 		t.kind = protocol.KindOpaque
 	}
@@ -98,7 +108,7 @@ func dialDaemon(ctx context.Context, cfg *Config, socket, appID string) (*daemon
 				return nil, err
 			}
 		}
-		reg, err := c.Register(ctx, protocol.RegisterExecutor{AppID: appID, ExecutorID: executorID(slot)})
+		reg, err := c.Register(ctx, protocol.RegisterExecutor{AppID: appID, ExecutorID: executorID(slot), IOEncryptionKey: bytes.Clone(key)})
 		if err != nil {
 			t.close()
 			return nil, fmt.Errorf("executor %d: register: %w", slot, err)
@@ -171,6 +181,9 @@ func (t *daemonTarget) open(ctx context.Context, slot, task int) (output, error)
 	}
 	if t.cfg.Payload == PayloadKudo {
 		req.Format, req.Schema = protocol.FormatKudo, t.schema
+	}
+	if t.cfg.Encrypt {
+		req.Flags |= protocol.OpenEncrypt
 	}
 	m, err := s.c.Open(ctx, req)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
@@ -31,6 +32,7 @@ type verifier struct {
 	seed   maphash.Seed
 	types  []partition.Type
 	schema []partition.Field // what kudo tables are decoded with
+	key    *iocrypt.Key      // with --encrypt: partitions are decrypted first
 
 	expect []expectation // by task mod len(pool)
 }
@@ -56,6 +58,11 @@ func verify(ctx context.Context, cfg *Config, p *pool, r runResult) (verifyStats
 		return verifyStats{}, err
 	}
 	v := &verifier{cfg: cfg, p: p, seed: maphash.MakeSeed(), types: schemaTypes(b0), schema: partition.SchemaOf(b0), expect: make([]expectation, len(p.batches))}
+	if cfg.Encrypt {
+		if v.key, err = iocrypt.NewKey(cfg.ioKey[:]); err != nil {
+			return verifyStats{}, err
+		}
+	}
 	var parts atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -150,6 +157,14 @@ func (v *verifier) task(t taskResult) (int64, error) {
 		enc, err := m.ReadPartition(q)
 		if err != nil {
 			return int64(q), err
+		}
+		if v.key != nil && len(enc) > 0 {
+			if len(enc) <= iocrypt.IVSize {
+				return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %d bytes, no IV and stream", ErrMismatch, id, m.DataPath, q, len(enc))
+			}
+			plain := make([]byte, len(enc)-iocrypt.IVSize)
+			v.key.StreamAt((*[iocrypt.IVSize]byte)(enc), 0).XORKeyStream(plain, enc[iocrypt.IVSize:])
+			enc = plain
 		}
 		if dec, err = codec.Decode(v.cfg.codecKind(), dec[:0], enc); err != nil {
 			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %v decode: %w", ErrMismatch, id, m.DataPath, q, v.cfg.codecKind(), err)

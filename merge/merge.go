@@ -59,6 +59,22 @@ type Result struct {
 // it owns (normally a new, empty file); it is left at the end of the merged
 // bytes.
 func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) (Result, error) {
+	return mergeRuns(dst, runs, numPartitions, alg, nil)
+}
+
+// MergeEncrypted is Merge of runs under Spark's IO encryption (see
+// Encryption): run 0 is already encrypted, the later runs are encrypted
+// as they are merged, and the merged lengths and checksums are those of
+// the bytes written (a partition that run 0 has no bytes of gains an IV).
+func MergeEncrypted(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm, enc Encryption) (Result, error) {
+	sl, err := NewSealer(enc, numPartitions, alg)
+	if err != nil {
+		return Result{}, err
+	}
+	return mergeRuns(dst, runs, numPartitions, alg, sl)
+}
+
+func mergeRuns(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm, sl *Sealer) (Result, error) {
 	if numPartitions < 0 {
 		return Result{}, fmt.Errorf("merge: numPartitions %d < 0", numPartitions)
 	}
@@ -110,8 +126,11 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 			}
 		}
 	}
-	if err := mergeSequential(dst, runs, numPartitions); err != nil {
+	if err := mergeSequential(dst, runs, numPartitions, sl); err != nil {
 		return Result{}, err
+	}
+	if sl != nil {
+		res.Lengths, res.Checksums, res.Bytes = sl.Lengths(), sl.Checksums(), sum(sl.Lengths())
 	}
 	return res, nil
 }
@@ -120,8 +139,10 @@ func Merge(dst vfs.File, runs []Run, numPartitions int, alg checksum.Algorithm) 
 // runs in memory from their chunks, runs in files through a window read
 // ahead of them (a read per window, not a system call per segment: at
 // 2000 partitions a segment is a few KB), and segments too large for the
-// window by range copies in the kernel.
-func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
+// window by range copies in the kernel. With a Sealer, the segments of
+// runs after the first go through it (read into memory, never copied in
+// the kernel).
+func mergeSequential(dst vfs.File, runs []Run, numPartitions int, sl *Sealer) error {
 	offsets := make([]int64, len(runs)) // read offset of the next segment of each run
 	cursors := make([]Cursor, len(runs))
 	windows := make([]Window, len(runs))
@@ -138,6 +159,9 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 		err := WriteBuffers(dst, pending)
 		clear(pending)
 		pending = pending[:0]
+		if sl != nil {
+			sl.Reset()
+		}
 		if err != nil {
 			return fmt.Errorf("write %s: %w", dst.Name(), err)
 		}
@@ -146,6 +170,9 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 	// fromFile adds m bytes at off of run r's file.
 	fromFile := func(r int, off, m int64) error {
 		w := &windows[r]
+		if sl != nil && r > 0 {
+			return sealFile(w, off, m, &pending, sl, flush)
+		}
 		if !w.Fits(m) {
 			if err := flush(); err != nil {
 				return err
@@ -173,15 +200,29 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 			n -= m
 		}
 		if n > 0 {
-			pending = cursors[r].Take(pending, n)
+			if sl != nil && r > 0 {
+				var plain [][]byte
+				for _, b := range cursors[r].Take(plain, n) {
+					pending = sl.Seal(pending, b)
+				}
+			} else {
+				pending = cursors[r].Take(pending, n)
+			}
 			offsets[r] += n
 		}
-		if len(pending) >= maxPending {
+		if len(pending) >= maxPending || sl != nil && sl.Held() >= sealFlush {
 			return flush()
 		}
 		return nil
 	}
 	for p := 0; p < numPartitions; p++ {
+		if sl != nil {
+			var s0 uint32
+			if runs[0].Checksums != nil {
+				s0 = runs[0].Checksums[p]
+			}
+			sl.Begin(p, runs[0].Lengths[p], s0)
+		}
 		for r := range runs {
 			if n := runs[r].Lengths[p]; n > 0 {
 				if err := segment(r, n); err != nil {
@@ -189,9 +230,38 @@ func mergeSequential(dst vfs.File, runs []Run, numPartitions int) error {
 				}
 			}
 		}
+		if sl != nil {
+			sl.End()
+		}
 	}
 	if err := flush(); err != nil {
 		return fmt.Errorf("merge: %w", err)
+	}
+	return nil
+}
+
+// sealFlush is how many encrypted bytes a merge gathers before it writes.
+const sealFlush = 4 << 20
+
+// sealFile adds m bytes at off of a run file, encrypted by sl, reading
+// them through the window in pieces it holds (flush writes what pending
+// holds, and sl's buffers with it).
+func sealFile(w *Window, off, m int64, pending *[][]byte, sl *Sealer, flush func() error) error {
+	piece := min(int64(w.Size), CopyBytes-1)
+	for m > 0 {
+		n := min(m, piece)
+		b, err := w.Read(off, n, flush)
+		if err != nil {
+			return err
+		}
+		*pending = sl.Seal(*pending, b)
+		off += n
+		m -= n
+		if sl.Held() >= sealFlush {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"math"
 )
 
@@ -58,6 +60,9 @@ const (
 	FeatureLifecycle Features = 1 << 3
 	// FeatureLastBatch: Batch may carry BatchLast.
 	FeatureLastBatch Features = 1 << 5
+	// FeatureIOEncryption: RegisterExecutor may carry the application's
+	// IO encryption key and OpenMapOutput may set OpenEncrypt.
+	FeatureIOEncryption Features = 1 << 6
 )
 
 // Negotiate returns the highest version in both [h.MinVersion,
@@ -168,13 +173,38 @@ func (m *ServerHello) Unmarshal(p []byte) error {
 // the daemon's own root, <root>/<AppID>/<ExecutorID>/, and SubDirs is 0.
 //
 //	string app_id | string executor_id | i32 sub_dirs |
-//	u32 count | count × string local_dir
+//	u32 count | count × string local_dir |
+//	(only with a key) u16 length | length × u8 io_encryption_key
+//
+// IOEncryptionKey is the application's IO encryption key (Spark's
+// SecurityManager.getIOEncryptionKey, 16, 24 or 32 bytes), absent (the
+// payload ends after the local dirs) when the executor encrypts nothing.
+// It is a secret: it never appears in text (Secret), and Unmarshal
+// clears its bytes in the payload it decodes once it has copied them.
 type RegisterExecutor struct {
-	AppID      string
-	ExecutorID string
-	LocalDirs  []string
-	SubDirs    int32
+	AppID           string
+	ExecutorID      string
+	LocalDirs       []string
+	SubDirs         int32
+	IOEncryptionKey Secret
 }
+
+// Secret is bytes that never appear in text: it formats and logs as
+// [redacted] (or [none] when empty), whatever the verb.
+type Secret []byte
+
+func (s Secret) String() string {
+	if len(s) == 0 {
+		return "[none]"
+	}
+	return "[redacted]"
+}
+func (s Secret) GoString() string           { return s.String() }
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String())) }
+func (s Secret) LogValue() slog.Value       { return slog.StringValue(s.String()) }
+
+// Clear zeroes the secret's bytes.
+func (s Secret) Clear() { clear(s) }
 
 func (*RegisterExecutor) Type() Type { return TypeRegister }
 
@@ -200,6 +230,9 @@ func (m *RegisterExecutor) Validate() error {
 	} else if m.SubDirs < 1 || m.SubDirs > MaxSubDirs {
 		return invalid("RegisterExecutor", "SubDirs", "%d out of range [1, %d]", m.SubDirs, MaxSubDirs)
 	}
+	if n := len(m.IOEncryptionKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		return invalid("RegisterExecutor", "IOEncryptionKey", "length %d, want 16, 24 or 32 bytes (spark.io.encryption.keySizeBits 128, 192, 256)", n)
+	}
 	return nil
 }
 
@@ -211,8 +244,15 @@ func (m *RegisterExecutor) Append(dst []byte) []byte {
 	for _, dir := range m.LocalDirs {
 		dst = appendString(dst, dir)
 	}
+	if len(m.IOEncryptionKey) > 0 {
+		dst = appendU16(dst, uint16(len(m.IOEncryptionKey)))
+		dst = append(dst, m.IOEncryptionKey...)
+	}
 	return dst
 }
+
+// maxKeyLen bounds RegisterExecutor.IOEncryptionKey on the wire.
+const maxKeyLen = 32
 
 func (m *RegisterExecutor) Unmarshal(p []byte) error {
 	d := decoder{msg: "RegisterExecutor", p: p}
@@ -221,6 +261,16 @@ func (m *RegisterExecutor) Unmarshal(p []byte) error {
 		m.LocalDirs = make([]string, n)
 		for i := range m.LocalDirs {
 			m.LocalDirs[i] = d.str("LocalDirs", MaxPathLen)
+		}
+	}
+	if d.err == nil && d.off < len(d.p) { // a key follows
+		n := int(d.u16("IOEncryptionKey.length"))
+		if d.err == nil && (n == 0 || n > maxKeyLen) {
+			d.err = fmt.Errorf("%w: RegisterExecutor.IOEncryptionKey: length %d, want 16, 24 or 32 bytes", ErrMalformed, n)
+		}
+		if src := d.bytes("IOEncryptionKey", n); src != nil {
+			m.IOEncryptionKey = bytes.Clone(src)
+			clear(src) // a reused frame buffer does not keep the key
 		}
 	}
 	if err := d.finish(); err != nil {
@@ -303,6 +353,12 @@ func checkKind(msg string, k PayloadKind) error {
 	return nil
 }
 
+// OpenFlags are OpenMapOutput's flag bits.
+type OpenFlags uint8
+
+// OpenEncrypt: write the map output with Spark's IO encryption.
+const OpenEncrypt OpenFlags = 1 << 0
+
 // OpenMapOutput starts a map task's output. Codec and Checksum name the
 // compression codec ("lz4", "zstd", "snappy", "none") and the checksum
 // algorithm ("ADLER32", "CRC32", "CRC32C", "none"); empty means the
@@ -312,8 +368,11 @@ func checkKind(msg string, k PayloadKind) error {
 // spark.io.compression.zstd.level; 0 means the daemon's default. Which
 // values a codec takes is the server's business too.
 //
+// Flags: OpenEncrypt writes the map output with Spark's IO encryption,
+// with the key of the connection's RegisterExecutor.
+//
 //	i32 shuffle_id | i64 map_id | i32 num_partitions | u8 kind |
-//	u8 format | 2 × u8 reserved | string codec | string checksum |
+//	u8 format | u8 flags | u8 reserved | string codec | string checksum |
 //	u32 block_size | i32 level |
 //	(format kudo only) list<string name, string spark_type> schema
 type OpenMapOutput struct {
@@ -324,6 +383,7 @@ type OpenMapOutput struct {
 	// Format serializes a columnar map output's records: FormatSHFC (0)
 	// or FormatKudo, which takes Schema, one field per column.
 	Format   PayloadFormat
+	Flags    OpenFlags
 	Codec    string
 	Checksum string
 	// BlockSize is the codec's block size in bytes; 0 = daemon default.
@@ -350,6 +410,9 @@ func (m *OpenMapOutput) Validate() error {
 	}
 	if err := m.validateFormat(); err != nil {
 		return err
+	}
+	if m.Flags&^OpenEncrypt != 0 {
+		return invalid("OpenMapOutput", "Flags", "%#x: unknown bits %#x", uint8(m.Flags), uint8(m.Flags&^OpenEncrypt))
 	}
 	if err := checkToken("OpenMapOutput", "Codec", m.Codec, MaxTokenLen); err != nil {
 		return err
@@ -378,7 +441,7 @@ func (m *OpenMapOutput) Append(dst []byte) []byte {
 	dst = appendI32(dst, m.ShuffleID)
 	dst = appendI64(dst, m.MapID)
 	dst = appendI32(dst, m.NumPartitions)
-	dst = append(dst, uint8(m.Kind), uint8(m.Format), 0, 0)
+	dst = append(dst, uint8(m.Kind), uint8(m.Format), uint8(m.Flags), 0)
 	dst = appendString(dst, m.Codec)
 	dst = appendString(dst, m.Checksum)
 	dst = appendU32(dst, m.BlockSize)
@@ -390,7 +453,8 @@ func (m *OpenMapOutput) Unmarshal(p []byte) error {
 	d := decoder{msg: "OpenMapOutput", p: p}
 	*m = OpenMapOutput{ShuffleID: d.i32("ShuffleID"), MapID: d.i64("MapID"), NumPartitions: d.i32("NumPartitions"), Kind: PayloadKind(d.u8("Kind"))}
 	m.Format = PayloadFormat(d.u8("Format"))
-	d.zero("reserved", 2)
+	m.Flags = OpenFlags(d.u8("Flags"))
+	d.zero("reserved", 1)
 	m.Codec = d.str("Codec", MaxTokenLen)
 	m.Checksum = d.str("Checksum", MaxTokenLen)
 	m.BlockSize = d.u32("BlockSize")

@@ -94,6 +94,7 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 // it is left and it has no connection, leaves a tombstone of it
 // (registry.forget).
 func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
+	s.keys.forget(app)
 	aborted, end := s.abortOutputs(app, -1)
 	defer end()
 	n, freed, err := s.disks.RemoveApplication(app)

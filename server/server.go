@@ -57,6 +57,8 @@ type Server struct {
 	apps    *registry    // applications, owners, local dir claims; its own lock
 	persist *persistence // the registry's file
 
+	keys ioKeys // IO encryption keys, in memory only
+
 	mu struct {
 		sync.Mutex
 		listeners map[net.Listener]struct{}

@@ -20,6 +20,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/internal/unixsock"
+	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
@@ -99,6 +100,7 @@ type registration struct {
 	layout        shufflefile.Layout
 	root          *shufflefile.Root // the opened local dirs; closed when the session ends
 	dirs          []string
+	key           *appKey // the IO encryption key registered, if any; released when the session ends
 }
 
 // output is one open map output of a session.
@@ -390,7 +392,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(maxInline(sess.s.cfg.MaxFrame)),
-			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | protocol.FeatureLastBatch | deviceFeatures,
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | protocol.FeatureLastBatch | protocol.FeatureIOEncryption | deviceFeatures,
 			Server:    "shuffled " + Version,
 		})
 		return true
@@ -490,13 +492,13 @@ func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
 	if sess.reg != nil {
 		return protocol.Errorf(protocol.CodeAlreadyExists, "connection already registered as %s/%s", sess.reg.app, sess.reg.executor)
 	}
-	reg, err := sess.s.register(sess.cred.UID, m)
+	reg, err := sess.s.registerExecutor(sess.cred.UID, m)
 	if err != nil {
 		return err
 	}
 	sess.reg = reg
 	sess.log = sess.log.With("app", reg.app, "executor", reg.executor)
-	sess.log.Info("executor registered", "dirs", reg.dirs)
+	sess.log.Info("executor registered", "dirs", reg.dirs, "io_encryption", reg.key != nil)
 	sess.send(id, &protocol.Registered{Dirs: reg.dirs})
 	return nil
 }
@@ -539,7 +541,15 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	if err := oid.Validate(); err != nil {
 		return err
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, uid: sess.cred.UID, id: oid, state: int64(m.NumPartitions) * PartitionStateBytes, schema: schema}
+	var key *iocrypt.Key
+	state := int64(m.NumPartitions) * PartitionStateBytes
+	if m.Flags&protocol.OpenEncrypt != 0 {
+		if key, err = s.keys.usable(sess.reg.key); err != nil {
+			return err
+		}
+		state += int64(m.NumPartitions) * iocrypt.IVSize // the IV table
+	}
+	o := &output{kind: m.Kind, app: sess.reg.app, uid: sess.cred.UID, id: oid, state: state, schema: schema}
 	if err := s.admitOutput(o); errors.Is(err, errRemoving) {
 		// A removal of its shuffle runs: the map output opens aborted,
 		// as the removal's own victims are, with nothing made of it; its
@@ -576,6 +586,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		Checksum:      alg,
 		Layout:        layout,
 		Format:        format,
+		Encryption:    key,
 	}
 	if o.res != nil {
 		spec.Space = o.res
@@ -797,10 +808,7 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 
 func (s *Server) sessionEnded(sess *session) {
 	if sess.reg != nil {
-		s.apps.ended(sess.reg.app)
-		if sess.reg.root != nil {
-			sess.reg.root.Close()
-		}
+		s.unregister(sess.reg)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -812,6 +820,54 @@ func (s *Server) sessionEnded(sess *session) {
 	}
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
 	s.sessions.Done()
+}
+
+// unregister undoes a registration: a session ended, or its key was
+// refused.
+func (s *Server) unregister(reg *registration) {
+	s.apps.ended(reg.app)
+	if reg.root != nil {
+		reg.root.Close()
+	}
+	if reg.key != nil {
+		s.keys.release(reg.key)
+	}
+}
+
+// registerExecutor is register with the IO encryption key the executor
+// may carry: it is bound to the application only once the registry has
+// checked that uid owns the application, so that no other uid's
+// registration ever places or changes a key.
+func (s *Server) registerExecutor(uid uint32, m *protocol.RegisterExecutor) (*registration, error) {
+	key, err := ioKey(m)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := s.register(uid, m)
+	if err != nil {
+		return nil, err
+	}
+	if key != nil {
+		if reg.key, err = s.keys.bind(reg.app, uid, key); err != nil {
+			s.unregister(reg)
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// ioKey expands RegisterExecutor's IO encryption key, if it carries one,
+// and clears the message's copy of it.
+func ioKey(m *protocol.RegisterExecutor) (*iocrypt.Key, error) {
+	if len(m.IOEncryptionKey) == 0 {
+		return nil, nil
+	}
+	defer m.IOEncryptionKey.Clear()
+	k, err := iocrypt.NewKey(m.IOEncryptionKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: %v", errInvalid, err)
+	}
+	return k, nil
 }
 
 // register resolves where an executor's map outputs go and records the

@@ -11,6 +11,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/internal/baseline"
+	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
 )
@@ -23,16 +24,19 @@ type benchMode struct {
 	sink  func(writer.SinkSpec) (writer.Sink, error)
 	setup func(b *testing.B)
 	last  bool // MarkLast before the last batch, as the clients do
+	// encrypt: Spark's IO encryption (Spec.Encryption), an AES-128 key.
+	encrypt bool
 }
 
 // modes are the writer's own runs and the baselines it is measured
 // against (package internal/baseline); a clib build adds ceiling-c
 // (clib_test.go).
 var modes = []benchMode{
-	{"stream", nil, nil, false},
-	{"stream-last", nil, nil, true},
-	{"legacy", baseline.Legacy, nil, false},
-	{"ceiling", baseline.Ceiling, nil, false},
+	{"stream", nil, nil, false, false},
+	{"stream-last", nil, nil, true, false},
+	{"stream-last-encrypted", nil, nil, true, true},
+	{"legacy", baseline.Legacy, nil, false, false},
+	{"ceiling", baseline.Ceiling, nil, false, false},
 }
 
 // BenchmarkWrite writes one map task of runs batches per iteration, through
@@ -72,6 +76,12 @@ func benchWrite(b *testing.B, mode benchMode, k codec.Kind, runs, n int) {
 	defer e.Close()
 	dir := b.TempDir()
 	ctx := context.Background()
+	var key *iocrypt.Key
+	if mode.encrypt {
+		if key, err = iocrypt.NewKey([]byte("bench key 16 B.!")); err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.SetBytes(int64(runs) * writer.SerializedSize(batch))
 	b.ReportAllocs()
 	var memoryRuns, allRuns, early int
@@ -80,7 +90,7 @@ func benchWrite(b *testing.B, mode benchMode, k codec.Kind, runs, n int) {
 	for i := 0; b.Loop(); i++ {
 		opened := time.Now()
 		spec := writer.Spec{ID: shufflefile.ID{Shuffle: 1, Map: int64(i)}, NumPartitions: n, Codec: k, Checksum: checksum.Adler32,
-			Layout: shufflefile.Flat(dir), Sink: sink}
+			Layout: shufflefile.Flat(dir), Sink: sink, Encryption: key}
 		w, err := e.Open(ctx, spec)
 		if err != nil {
 			b.Fatal(err)

@@ -33,6 +33,16 @@
 // Both merges preallocate the data file (vfs.Preallocate) for bytes their
 // runs hold before they write them, and only for those.
 //
+// With Spec.Encryption (Spark's spark.io.encryption.enabled), the first
+// run encrypts each record as it puts it, where its offset in its
+// partition is known: a partition's first bytes get a fresh random IV
+// ahead of them, later ones continue its AES-CTR keystream (package
+// iocrypt), and the checksums are of those bytes. So a single run's file
+// is the encrypted data file as it is. The later runs stay plain until a
+// merge encrypts each of their segments at the offset where it lands in
+// its partition (merge.Sealer), through memory, never copied in the
+// kernel.
+//
 // Producers hand records to the workers through the job queue's inbox,
 // under a lock of their own; workers take the inbox into the map outputs'
 // queues when they pop. The index and checksum files are

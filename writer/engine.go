@@ -10,6 +10,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -311,6 +312,12 @@ type Spec struct {
 	// what a map output whose partition ids go backwards many times holds.
 	// An error fails the map output: the batch that starts the run gets it.
 	RunState func(n int64) error
+	// Encryption, when set, writes Spark's IO encryption
+	// (spark.io.encryption.enabled) with this key: every non-empty
+	// partition of the data file is a fresh random IV followed by the
+	// AES-CTR encryption of its codec streams (package iocrypt), and the
+	// lengths and checksums are those of these bytes. Not with a Sink.
+	Encryption *iocrypt.Key
 }
 
 // RunTableBytes is what one run holds per partition until the merge: its
@@ -356,6 +363,9 @@ func (s *Spec) validate() error {
 	}
 	if s.Layout == nil {
 		return fmt.Errorf("%w: map output %d/%d: no layout", ErrInvalid, s.ID.Shuffle, s.ID.Map)
+	}
+	if s.Encryption != nil && s.Sink != nil {
+		return fmt.Errorf("%w: map output %d/%d: encryption with a Sink", ErrInvalid, s.ID.Shuffle, s.ID.Map)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/merge"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -61,6 +62,10 @@ type MapWriter struct {
 	// before it was done (a dropped early merge); the next merge takes
 	// them before it asks the Space for more.
 	spaceCredit int64
+
+	// ivs: with Spec.Encryption, the IV of each partition (IVSize bytes
+	// each), written by the first run's put, read by the merge.
+	ivs []byte
 
 	lastMarked bool        // MarkLast was called
 	lastRun    bool        // a record came after MarkLast: no run should start any more
@@ -138,6 +143,9 @@ func (w *MapWriter) lastEnded() time.Time {
 func newMapWriter(e *Engine, spec Spec, enc *codec.Pool) *MapWriter {
 	w := &MapWriter{e: e, spec: spec, enc: enc, last: -1}
 	w.fs = shufflefile.FSOf(spec.Layout, e.opts.fs)
+	if spec.Encryption != nil {
+		w.ivs = make([]byte, iocrypt.IVSize*spec.NumPartitions)
+	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
 }
@@ -802,6 +810,7 @@ func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, se
 		runs = append(runs, mr)
 		total += sum(ru.lengths)
 	}
+	total += w.addedIVs()
 	if err := ctx.Err(); err != nil {
 		return "", segments{}, err
 	}
@@ -816,7 +825,12 @@ func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, se
 		return "", segments{}, err
 	}
 	vfs.Preallocate(dst, 0, total) // its size is known: the writes skip block allocation
-	mres, err := merge.Merge(dst, runs, w.spec.NumPartitions, w.spec.Checksum)
+	var mres merge.Result
+	if w.spec.Encryption != nil {
+		mres, err = merge.MergeEncrypted(dst, runs, w.spec.NumPartitions, w.spec.Checksum, w.encryption())
+	} else {
+		mres, err = merge.Merge(dst, runs, w.spec.NumPartitions, w.spec.Checksum)
+	}
 	if cerr := dst.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -825,6 +839,34 @@ func (w *MapWriter) mergeRuns(ctx context.Context, res *Result) (path string, se
 	}
 	res.MergeBytes = mres.Bytes
 	return path, segments{alg: w.spec.Checksum, lengths: mres.Lengths, checksums: mres.Checksums}, nil
+}
+
+// encryption is what a merge needs to encrypt the runs after the first.
+func (w *MapWriter) encryption() merge.Encryption {
+	return merge.Encryption{Key: w.spec.Encryption, IVs: w.ivs}
+}
+
+// addedIVs is how many bytes of IVs a merge of the finished runs adds
+// to what they hold: one for each partition that the first run has no
+// bytes of and a later run has.
+func (w *MapWriter) addedIVs() int64 {
+	if w.spec.Encryption == nil || len(w.streams) < 2 {
+		return 0
+	}
+	first := w.streams[0].sink.(*run).lengths
+	var n int64
+	for p, l := range first {
+		if l > 0 {
+			continue
+		}
+		for _, s := range w.streams[1:] {
+			if s.sink.(*run).lengths[p] > 0 {
+				n += iocrypt.IVSize
+				break
+			}
+		}
+	}
+	return n
 }
 
 // grow admits n more bytes on disk with the map output's Space, if any.

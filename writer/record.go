@@ -66,7 +66,9 @@ func (r *record) encode(wk *worker) {
 			}
 			encs.Put(w.enc, enc)
 		}
-		if r.err == nil && w.spec.Checksum != 0 {
+		// Encrypted bytes are summed where they are encrypted (run.put,
+		// the merge), once their place in the partition is known.
+		if r.err == nil && w.spec.Checksum != 0 && w.spec.Encryption == nil {
 			alg := w.spec.Checksum
 			r.sum = alg.Update(alg.Empty(), r.out)
 		}

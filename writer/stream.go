@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -279,10 +280,15 @@ type run struct {
 	// streamed: a commit is merging the run as it fills, holding slices of
 	// its chunks; a spill then drops the chunks instead of reusing them.
 	streamed bool
+	// seal: the first run of an encrypted map output, which put encrypts
+	// (a single run's file becomes the data file as it is; a merge
+	// encrypts the later runs).
+	seal bool
 }
 
 func (w *MapWriter) newRun(first bool) (*run, error) {
-	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: !first && w.e.memory.total > 0}
+	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: !first && w.e.memory.total > 0,
+		seal: first && w.spec.Encryption != nil}
 	ru.cond.L = &ru.mu
 	if !ru.mem {
 		rf, err := newRunFile(w.fs, w.spec.Space, w.dataPath)
@@ -323,22 +329,22 @@ func (ru *run) put(r *record) (int64, error) {
 			r.woke = true
 		}
 	}()
-	var kept int64
-	if ru.mem {
-		k, ok := ru.keep(b, r.quota)
-		if ok {
-			kept = k
-		} else if err := ru.spill(); err != nil {
-			return 0, err
+	n, sum := len(b), r.sum
+	if ru.seal {
+		iv, s := ru.encrypt(r.partition, b)
+		if iv != nil {
+			if _, err := ru.append(iv, 0); err != nil {
+				return 0, err
+			}
 		}
+		n, sum = len(iv)+len(b), s
 	}
-	if !ru.mem { // b goes to the file, after what the run held, if it spilled
-		if err := ru.file.write(b); err != nil {
-			return 0, err
-		}
+	kept, err := ru.append(b, r.quota)
+	if err != nil {
+		return 0, err
 	}
-	ru.add(r.partition, len(b), r.sum)
-	ru.taken += int64(len(b))
+	ru.add(r.partition, n, sum)
+	ru.taken += int64(n)
 	if r.partition > ru.progress {
 		ru.progress = r.partition
 		if ru.waiters > 0 {
@@ -347,6 +353,45 @@ func (ru *run) put(r *record) (int64, error) {
 		}
 	}
 	return kept, nil
+}
+
+// append adds b to the run's bytes: to its chunks while it is in memory
+// and the budget allows (see keep), else to its file, after what it held
+// if it spills now. It returns the record quota the chunks took over.
+// ru.mu is held.
+func (ru *run) append(b []byte, quota int64) (int64, error) {
+	if ru.mem {
+		if k, ok := ru.keep(b, quota); ok {
+			return k, nil
+		}
+		if err := ru.spill(); err != nil {
+			return 0, err
+		}
+	}
+	return 0, ru.file.write(b)
+}
+
+// encrypt encrypts b in place, the next bytes of partition p of the
+// first run of an encrypted map output: the partition's first bytes get
+// a fresh IV, returned to be written ahead of them; later ones continue
+// its keystream. sum is the checksum of the IV, if any, and b as they go
+// to disk. ru.mu is held.
+func (ru *run) encrypt(p int, b []byte) (iv []byte, sum uint32) {
+	w := ru.w
+	if len(b) == 0 { // no bytes: no IV either, the partition stays empty
+		return nil, w.spec.Checksum.Empty()
+	}
+	ivp := (*[iocrypt.IVSize]byte)(w.ivs[p*iocrypt.IVSize:])
+	off := ru.lengths[p] - iocrypt.IVSize
+	if ru.lengths[p] == 0 {
+		iocrypt.NewIV(ivp)
+		iv, off = ivp[:], 0
+	}
+	w.spec.Encryption.StreamAt(ivp, off).XORKeyStream(b, b)
+	if alg := w.spec.Checksum; alg != checksum.None {
+		sum = alg.Update(alg.Update(alg.Empty(), iv), b)
+	}
+	return iv, sum
 }
 
 // keep copies b into the run's chunks if the budget allows, taking over up

@@ -99,6 +99,14 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 		}
 	}()
 
+	// With encryption, the runs after the first are encrypted as they are
+	// merged (merge.Sealer).
+	var sl *merge.Sealer
+	if w.spec.Encryption != nil {
+		if sl, err = merge.NewSealer(w.encryption(), w.spec.NumPartitions, w.spec.Checksum); err != nil {
+			return "", segments{}, true, err
+		}
+	}
 	cursors := make([]merge.Cursor, k)
 	offsets := make([]int64, k) // bytes of each run merged so far
 	taken := make([]int64, k)   // bytes each run had taken when last seen
@@ -157,6 +165,9 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 			return err
 		}
 		err := merge.WriteBuffers(dst, pending)
+		if sl != nil {
+			sl.Reset()
+		}
 		clear(pending)
 		total += pendingBytes
 		pending, pendingBytes = pending[:0], 0
@@ -206,6 +217,26 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 			win.File, win.Size = f, merge.WindowBytes(k)
 		}
 		win.End = end
+		if sl != nil && i > 0 { // read, encrypted, in pieces the window holds
+			piece := min(int64(win.Size), merge.CopyBytes-1)
+			for m > 0 {
+				n := min(m, piece)
+				b, err := win.Read(off, n, flush)
+				if err != nil {
+					return err
+				}
+				h := sl.Held()
+				pending = sl.Seal(pending, b)
+				pendingBytes += sl.Held() - h
+				off, m = off+n, m-n
+				if pendingBytes >= flushBytes {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
 		if !win.Fits(m) {
 			return copyIn(win.File, off, m)
 		}
@@ -256,8 +287,16 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 				}
 				if n > 0 {
 					cursors[i].Chunks = ru.chunks
-					pending = cursors[i].Take(pending, n)
-					pendingBytes += n
+					if sl != nil && i > 0 {
+						h := sl.Held()
+						for _, b := range cursors[i].Take(nil, n) {
+							pending = sl.Seal(pending, b)
+						}
+						pendingBytes += sl.Held() - h
+					} else {
+						pending = cursors[i].Take(pending, n)
+						pendingBytes += n
+					}
 					offsets[i] += n
 				}
 				ru.mu.Unlock()
@@ -288,6 +327,19 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 			if err := segment(i, p); err != nil {
 				return "", segments{}, true, err
 			}
+			if i == 0 && sl != nil { // the first run has passed p: its segment is known
+				ru := runs[0]
+				ru.mu.Lock()
+				var s0 uint32
+				if ru.checksums != nil {
+					s0 = ru.checksums[p]
+				}
+				sl.Begin(p, ru.lengths[p], s0)
+				ru.mu.Unlock()
+			}
+		}
+		if sl != nil {
+			sl.End()
 		}
 		if pendingBytes >= flushBytes {
 			if err := flush(); err != nil {
@@ -303,15 +355,19 @@ func (w *MapWriter) streamMerge(ctx context.Context, streams []*stream, res *Res
 			return "", segments{}, true, err
 		}
 	}
-	seg = newSegments(w.spec.NumPartitions, w.spec.Checksum)
-	for _, ru := range runs {
-		for p, n := range ru.lengths {
-			if n > 0 {
-				var s uint32
-				if ru.checksums != nil {
-					s = ru.checksums[p]
+	if sl != nil {
+		seg = segments{alg: w.spec.Checksum, lengths: sl.Lengths(), checksums: sl.Checksums()}
+	} else {
+		seg = newSegments(w.spec.NumPartitions, w.spec.Checksum)
+		for _, ru := range runs {
+			for p, n := range ru.lengths {
+				if n > 0 {
+					var s uint32
+					if ru.checksums != nil {
+						s = ru.checksums[p]
+					}
+					seg.add(p, int(n), s)
 				}
-				seg.add(p, int(n), s)
 			}
 		}
 	}

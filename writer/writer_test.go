@@ -16,6 +16,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/vfs/errorfs"
@@ -117,6 +118,9 @@ func readBack(t testing.TB, fsys vfs.FS, spec Spec) [][]byte {
 		}
 		if len(raw) == 0 {
 			continue
+		}
+		if spec.Encryption != nil {
+			raw = decrypt(t, spec.Encryption, p, raw)
 		}
 		got[p], err = codec.Decode(spec.Codec, nil, raw)
 		if err != nil {
@@ -650,17 +654,20 @@ func TestFirstRunPrefix(t *testing.T) {
 		name  string
 		wait  int // partitions of the first run written to its file before the rest of it is written
 		limit int64
+		key   *iocrypt.Key
 	}{
-		{"all in the file", parts, 64 << 20},
-		{"part in the file", parts / 2, 64 << 20},
-		{"nothing waited for", 0, 64 << 20},
-		{"part in the file, then spills", parts / 2, 2 << 20}, // an eighth: 256 KiB per map output
+		{"all in the file", parts, 64 << 20, nil},
+		{"part in the file", parts / 2, 64 << 20, nil},
+		{"nothing waited for", 0, 64 << 20, nil},
+		{"part in the file, then spills", parts / 2, 2 << 20, nil}, // an eighth: 256 KiB per map output
+		{"encrypted, part in the file", parts / 2, 64 << 20, testKey},
+		{"encrypted, part in the file, then spills", parts / 2, 2 << 20, testKey},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for i := range 3 {
 				e := newEngine(t, WithLimit(c.limit), WithRecordSize(4<<10), WithWorkers(2))
 				dir := t.TempDir()
-				spec, ops, res, err := writeFirstRunPrefix(t, e, dir, parts, c.wait, uint64(i))
+				spec, ops, res, err := writeFirstRunPrefix(t, e, dir, parts, c.wait, uint64(i), c.key)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -683,7 +690,7 @@ func TestFirstRunPrefixFaults(t *testing.T) {
 		t.Run(fmt.Sprint(op), func(t *testing.T) {
 			e := newEngine(t, WithFS(errorfs.New(vfs.Default, errorfs.OnOp(op, syscall.EIO))), WithLimit(64<<20), WithRecordSize(4<<10), WithWorkers(2))
 			dir := t.TempDir()
-			spec, _, _, err := writeFirstRunPrefix(t, e, dir, parts, parts, 1)
+			spec, _, _, err := writeFirstRunPrefix(t, e, dir, parts, parts, 1, nil)
 			if !errors.Is(err, syscall.EIO) {
 				t.Fatalf("commit = %v, want EIO", err)
 			}
@@ -700,7 +707,7 @@ func TestFirstRunPrefixFaults(t *testing.T) {
 // them: the first run's first wait partitions are put (in its file) before
 // the rest of its records are written, partition wait-1 being one record,
 // and every seventh partition of it over prefixCopyBytes.
-func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, seed uint64) (Spec, []op, Result, error) {
+func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, seed uint64, key *iocrypt.Key) (Spec, []op, Result, error) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(51, seed))
 	var ops []op
@@ -715,7 +722,7 @@ func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, s
 		ops = append(ops, op{p, payload(rng, n)})
 	}
 	ops = append(ops, fullRuns(rng, 2, parts, func() int { return 1 + rng.IntN(2000) })...)
-	spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: int64(seed)}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir)}
+	spec := Spec{ID: shufflefile.ID{Shuffle: 8, Map: int64(seed)}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Layout: shufflefile.Flat(dir), Encryption: key}
 	ctx := context.Background()
 	w, err := e.Open(ctx, spec)
 	if err != nil {

@@ -26,6 +26,12 @@ public record ServerInfo(int version, long maxFrame, long maxInline, long featur
    * announced.
    */
   public static final long FEATURE_LAST_BATCH = 1L << 5;
+  /**
+   * Feature bit 6: RegisterExecutor may carry the application's IO encryption key and
+   * OpenMapOutput may ask for encryption ({@link ShuffledClient#register(String, String,
+   * java.util.List, int, byte[])}). The client sends a key only when this bit is announced.
+   */
+  public static final long FEATURE_IO_ENCRYPTION = 1L << 6;
 
   /** Whether the daemon announced every bit of {@code feature}. */
   public boolean has(long feature) {

@@ -43,7 +43,14 @@ public final class ShuffledClient implements AutoCloseable {
    */
   public static final int MAX_PARTITIONS = Wire.MAX_PARTITIONS;
 
-  private record Registration(String appId, String executorId, List<String> dirs, int subDirs) {}
+  /** What register sent, sent again on every reconnect; ioKey is a secret (or null). */
+  private record Registration(
+      String appId, String executorId, List<String> dirs, int subDirs, byte[] ioKey) {
+    @Override
+    public String toString() {
+      return appId + "/" + executorId;
+    }
+  }
 
   private final Path socket;
   private final ClientOptions options;
@@ -234,10 +241,16 @@ public final class ShuffledClient implements AutoCloseable {
 
   private static List<String> sendRegister(Connection c, Registration r, Duration timeout)
       throws IOException {
+    if (r.ioKey != null && !c.info().has(ServerInfo.FEATURE_IO_ENCRYPTION)) {
+      throw new ShuffledException(
+          ErrorCode.UNSUPPORTED.wireCode(),
+          "the daemon does not announce io-encryption (feature bit 6): it cannot encrypt",
+          "register executor " + r.appId + "/" + r.executorId);
+    }
     Wire.Registered res =
         (Wire.Registered)
             c.call(
-                new Wire.Register(r.appId, r.executorId, r.subDirs, r.dirs),
+                new Wire.Register(r.appId, r.executorId, r.subDirs, r.dirs, r.ioKey),
                 null,
                 -1,
                 "register executor " + r.appId + "/" + r.executorId,
@@ -286,6 +299,26 @@ public final class ShuffledClient implements AutoCloseable {
    */
   public List<String> register(String appId, String executorId, List<String> localDirs, int subDirs)
       throws IOException {
+    return register(appId, executorId, localDirs, subDirs, null);
+  }
+
+  /**
+   * {@link #register(String, String, List, int)} with the application's IO encryption key (Spark's
+   * {@code SecurityManager.getIOEncryptionKey()} under {@code spark.io.encryption.enabled}): every
+   * map output this client opens is then written as Spark's IO encryption writes shuffle blocks
+   * (each non-empty partition a fresh IV and the AES-CTR encryption of its compressed bytes). The
+   * key is a secret: the client keeps a copy to register again on reconnect, and sends it only
+   * over the socket, to a daemon that announces {@link ServerInfo#FEATURE_IO_ENCRYPTION}; it is in
+   * no message or text the client makes.
+   *
+   * @param ioEncryptionKey 16, 24 or 32 bytes, or null for none
+   * @throws IllegalArgumentException for a key of another length
+   * @throws ShuffledException code {@link ErrorCode#UNSUPPORTED} when the daemon does not announce
+   *     the feature
+   */
+  public List<String> register(
+      String appId, String executorId, List<String> localDirs, int subDirs, byte[] ioEncryptionKey)
+      throws IOException {
     name("appId", appId);
     name("executorId", executorId);
     List<String> dirs = List.copyOf(localDirs);
@@ -304,7 +337,13 @@ public final class ShuffledClient implements AutoCloseable {
           "subDirs " + subDirs + ": want "
               + (dirs.isEmpty() ? "0 without localDirs" : "1.." + Wire.MAX_SUB_DIRS));
     }
-    Registration r = new Registration(appId, executorId, dirs, subDirs);
+    if (ioEncryptionKey != null && !Wire.validKeyLength(ioEncryptionKey.length)) {
+      throw new IllegalArgumentException(
+          "ioEncryptionKey: " + ioEncryptionKey.length + " bytes, want 16, 24 or 32");
+    }
+    Registration r =
+        new Registration(
+            appId, executorId, dirs, subDirs, ioEncryptionKey == null ? null : ioEncryptionKey.clone());
     synchronized (lock) {
       if (registration != null) {
         throw new IllegalStateException(
@@ -366,10 +405,12 @@ public final class ShuffledClient implements AutoCloseable {
               + " (the protocol's bound, 2^20)");
     }
     java.util.Objects.requireNonNull(options, "options");
+    boolean encrypt;
     synchronized (lock) {
       if (registration == null) {
         throw new IllegalStateException("openMapOutput before register");
       }
+      encrypt = registration.ioKey != null;
     }
     Connection c = current(reconnectWithin);
     DataPlane plane = options.plane() == null ? this.options.dataPlane() : options.plane();
@@ -392,7 +433,8 @@ public final class ShuffledClient implements AutoCloseable {
                     options.checksum().wireName(),
                     options.blockSize(),
                     options.level(),
-                    kudo ? options.kudoSchema() : List.of()),
+                    kudo ? options.kudoSchema() : List.of(),
+                    encrypt ? Wire.OPEN_ENCRYPT : 0),
                 null,
                 -1,
                 what);

@@ -8,6 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Objects;
 
 /**
  * The encoding of docs/protocol.md, version 1: frame headers and every message, both directions.
@@ -44,6 +45,8 @@ final class Wire {
   static final int PLANE_MEMFD = 2;
   /** Batch.flags bit 0: the map output's last batch (feature bit 5, last-batch). */
   static final int BATCH_LAST = 0x01;
+  /** OpenMapOutput flag bit 0: write the map output with Spark's IO encryption. */
+  static final int OPEN_ENCRYPT = 0x01;
 
   static final int MAX_NAME = 255;
   static final int MAX_PATH = 4095;
@@ -175,8 +178,18 @@ final class Wire {
     }
   }
 
-  record Register(String appId, String executorId, int subDirs, List<String> localDirs)
+  /**
+   * RegisterExecutor. {@code ioEncryptionKey} is the application's IO encryption key (16, 24 or
+   * 32 bytes), or null: a secret, sent only when set (the payload then goes on after the local
+   * dirs with its u16 length and bytes), and never part of {@link #toString()}.
+   */
+  record Register(
+      String appId, String executorId, int subDirs, List<String> localDirs, byte[] ioEncryptionKey)
       implements Msg {
+    Register(String appId, String executorId, int subDirs, List<String> localDirs) {
+      this(appId, executorId, subDirs, localDirs, null);
+    }
+
     public int type() {
       return REGISTER;
     }
@@ -185,6 +198,9 @@ final class Wire {
       e.str(appId).str(executorId).i32(subDirs).u32(localDirs.size());
       for (String s : localDirs) {
         e.str(s);
+      }
+      if (ioEncryptionKey != null) {
+        e.u16(ioEncryptionKey.length).bytes(ioEncryptionKey);
       }
     }
 
@@ -197,9 +213,42 @@ final class Wire {
       for (int i = 0; i < n; i++) {
         dirs.add(d.str("LocalDirs", MAX_PATH));
       }
+      byte[] key = null;
+      if (d.remaining() > 0) {
+        int len = d.u16("IOEncryptionKey.length");
+        d.check(validKeyLength(len), "IOEncryptionKey", "length " + len + ", want 16, 24 or 32 bytes");
+        key = d.raw("IOEncryptionKey", len);
+      }
       d.finish();
-      return new Register(app, exec, sub, List.copyOf(dirs));
+      return new Register(app, exec, sub, List.copyOf(dirs), key);
     }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Register r
+          && appId.equals(r.appId)
+          && executorId.equals(r.executorId)
+          && subDirs == r.subDirs
+          && localDirs.equals(r.localDirs)
+          && Arrays.equals(ioEncryptionKey, r.ioEncryptionKey);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(appId, executorId, subDirs, localDirs);
+    }
+
+    @Override
+    public String toString() {
+      return "Register[appId=" + appId + ", executorId=" + executorId + ", subDirs=" + subDirs
+          + ", localDirs=" + localDirs + ", ioEncryptionKey="
+          + (ioEncryptionKey == null ? "[none]" : "[redacted]") + "]";
+    }
+  }
+
+  /** Whether n bytes is an AES key length Spark makes (keySizeBits 128, 192, 256). */
+  static boolean validKeyLength(int n) {
+    return n == 16 || n == 24 || n == 32;
   }
 
   record Registered(List<String> dirs) implements Msg {
@@ -227,7 +276,8 @@ final class Wire {
 
   /**
    * OpenMapOutput. {@code blockSize} and {@code level} are 0 for the daemon's defaults; {@code
-   * schema} is the kudo schema (format {@link #FORMAT_KUDO}), empty otherwise.
+   * schema} is the kudo schema (format {@link #FORMAT_KUDO}), empty otherwise; {@code flags} holds
+   * {@link #OPEN_ENCRYPT} or 0.
    */
   record Open(
       int shuffleId,
@@ -239,10 +289,25 @@ final class Wire {
       String checksum,
       int blockSize,
       int level,
-      List<SchemaField> schema)
+      List<SchemaField> schema,
+      int flags)
       implements Msg {
     Open(int shuffleId, long mapId, int numPartitions, int kind, String codec, String checksum) {
       this(shuffleId, mapId, numPartitions, kind, FORMAT_SHFC, codec, checksum, 0, 0, List.of());
+    }
+
+    Open(
+        int shuffleId,
+        long mapId,
+        int numPartitions,
+        int kind,
+        int format,
+        String codec,
+        String checksum,
+        int blockSize,
+        int level,
+        List<SchemaField> schema) {
+      this(shuffleId, mapId, numPartitions, kind, format, codec, checksum, blockSize, level, schema, 0);
     }
 
     public int type() {
@@ -250,7 +315,7 @@ final class Wire {
     }
 
     public void encode(Enc e) {
-      e.i32(shuffleId).i64(mapId).i32(numPartitions).u8(kind).u8(format).u8(0).u8(0);
+      e.i32(shuffleId).i64(mapId).i32(numPartitions).u8(kind).u8(format).u8(flags).u8(0);
       e.str(codec).str(checksum).u32(Integer.toUnsignedLong(blockSize)).i32(level);
       if (format == FORMAT_KUDO) {
         e.u32(schema.size());
@@ -266,7 +331,9 @@ final class Wire {
       int n = d.i32("NumPartitions");
       int kind = d.u8("Kind");
       int format = d.u8("Format");
-      d.zero("reserved", 2);
+      int flags = d.u8("Flags");
+      d.zero("reserved", 1);
+      d.check((flags & ~OPEN_ENCRYPT) == 0, "Flags", flags + ": unknown bits");
       String codec = d.str("Codec", MAX_TOKEN);
       String checksum = d.str("Checksum", MAX_TOKEN);
       long blockSize = d.u32("BlockSize");
@@ -292,7 +359,7 @@ final class Wire {
       d.check(m >= 0, "MapID", m + ", want >= 0");
       d.check(n >= 1 && n <= MAX_PARTITIONS, "NumPartitions", n + " out of [1, " + MAX_PARTITIONS + "]");
       return new Open(
-          s, m, n, kind, format, codec, checksum, (int) blockSize, level, schema);
+          s, m, n, kind, format, codec, checksum, (int) blockSize, level, schema, flags);
     }
   }
 
@@ -848,6 +915,10 @@ final class Wire {
         v[i] = b.getLong();
       }
       return v;
+    }
+
+    int remaining() {
+      return b.remaining();
     }
 
     byte[] raw(String field, long n) throws ProtocolException {

@@ -73,6 +73,23 @@ class GoldenTest {
               new Wire.Open(
                   1, 3, 4, Wire.KIND_OPAQUE, Wire.FORMAT_SHFC, "zstd", "", 0, 3, List.of())),
           new Golden(
+              "register-key",
+              21,
+              0,
+              new Wire.Register(
+                  "app-1",
+                  "exec-3",
+                  0,
+                  List.of(),
+                  new byte[] {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})),
+          new Golden(
+              "open-encrypted",
+              22,
+              0,
+              new Wire.Open(
+                  1, 5, 3, Wire.KIND_OPAQUE, Wire.FORMAT_SHFC, "lz4", "", 0, 0, List.of(),
+                  Wire.OPEN_ENCRYPT)),
+          new Golden(
               "open-kudo",
               19,
               0,

@@ -231,6 +231,22 @@ public final class SparkSuite {
           daemonDrained(spark, l);
         });
 
+    // IO encryption: the daemon encrypts with the application's key, Spark's reducers decrypt.
+    context("plugin: spark.io.encryption.enabled=true, 256-bit key, lz4, CRC32",
+        plugin(2).set("spark.io.encryption.enabled", "true")
+            .set("spark.io.encryption.keySizeBits", "256")
+            .set("spark.io.compression.codec", "lz4")
+            .set("spark.shuffle.checksum.algorithm", "CRC32")
+            .set("spark.shuffled.batchBytes", "256k"),
+        (spark, l) -> {
+          long t0 = System.currentTimeMillis() - 2000;
+          for (Jobs.Named j : List.of(Jobs.REDUCE_BY_KEY, Jobs.GROUP_BY_KEY, Jobs.SQL_JOIN_AGG)) {
+            compared(spark, l, j);
+          }
+          multiBatch(spark, l);
+          encryptedBlocks(t0);
+        });
+
     // A daemon at its partition-state bound: Spark's writer takes the tasks it refuses.
     daemon.kill();
     daemon.start(List.of("--partition-state-limit=64KiB"));
@@ -246,11 +262,6 @@ public final class SparkSuite {
     context("fallback: no daemon at spark.shuffled.socket, fallback on",
         plugin(1).set("spark.shuffled.socket", work.resolve("nothing-here.sock").toString()),
         (spark, l) -> notThroughDaemon(spark, l, Jobs.REDUCE_BY_KEY));
-    if (!encryption) { // the plugin falls back to Spark's writer with IO encryption on
-      context("fallback: spark.io.encryption.enabled=true",
-          plugin(1).set("spark.io.encryption.enabled", "true"),
-          (spark, l) -> notThroughDaemon(spark, l, Jobs.GROUP_BY_KEY));
-    }
     context("no daemon at spark.shuffled.socket, fallback off",
         plugin(1).set("spark.shuffled.socket", work.resolve("nothing-here.sock").toString())
             .set("spark.shuffled.fallback.enabled", "false")
@@ -302,8 +313,7 @@ public final class SparkSuite {
     } finally {
       if (spark != null) {
         boolean removes = MANAGER.equals(conf.get("spark.shuffle.manager", ""))
-            && daemon.socket.toString().equals(conf.get("spark.shuffled.socket", ""))
-            && (encryption || !conf.getBoolean("spark.io.encryption.enabled", false));
+            && daemon.socket.toString().equals(conf.get("spark.shuffled.socket", ""));
         String app = spark.sparkContext().applicationId();
         long r0 = removes ? removals("application") : 0;
         spark.stop();
@@ -514,6 +524,20 @@ public final class SparkSuite {
    * Spark is configured with reached the daemon.
    */
   private void lz4Blocks(long since, int level, String size) throws IOException {
+    partitionStarts(since, level, size, false);
+  }
+
+  /**
+   * Every non-empty partition of the shuffle data files written since {@code since} is
+   * IO-encrypted: an IV and ciphertext, no lz4-java block where the plain stream would start
+   * (and the jobs' results, read by Spark's reducers with the application's key, were right).
+   */
+  private void encryptedBlocks(long since) throws IOException {
+    partitionStarts(since, 0, null, true);
+  }
+
+  private void partitionStarts(long since, int level, String size, boolean encrypted)
+      throws IOException {
     List<Path> data = new ArrayList<>();
     Map<Path, Path> indexes = new java.util.HashMap<>(); // blockmgr dir + name -> path
     try (Stream<Path> s = Files.walk(localRoot)) {
@@ -526,7 +550,7 @@ public final class SparkSuite {
         }
       });
     } catch (java.io.UncheckedIOException e) {
-      lz4Blocks(since, level, size); // a dir removed while walking: again
+      partitionStarts(since, level, size, encrypted); // a dir removed while walking: again
       return;
     }
     int parts = 0;
@@ -561,10 +585,9 @@ public final class SparkSuite {
         if (end > prev) {
           parts++;
           int off = (int) prev;
-          boolean ok = end - prev >= 9
-              && new String(bytes, off, 8, java.nio.charset.StandardCharsets.US_ASCII)
-                  .equals("LZ4Block")
-              && (bytes[off + 8] & 0x0F) == level;
+          boolean ok = encrypted
+              ? end - prev > 16 + 9 && !lz4Block(bytes, off) && !lz4Block(bytes, off + 16)
+              : end - prev >= 9 && lz4Block(bytes, off) && (bytes[off + 8] & 0x0F) == level;
           if (!ok && bad.size() < 3) {
             bad.add(n + "@" + off);
           }
@@ -573,9 +596,15 @@ public final class SparkSuite {
       }
     }
     check(parts > 0 && bad.isEmpty(), parts + " partitions of " + (data.size() - gone)
-        + " data files start with lz4-java blocks of " + size + " (token level " + level + ")"
+        + (encrypted
+            ? " data files are a 16-byte IV and ciphertext, no lz4-java block in sight"
+            : " data files start with lz4-java blocks of " + size + " (token level " + level + ")")
         + (gone == 0 ? "" : "; " + gone + " files removed while read")
         + (bad.isEmpty() ? "" : "; not: " + bad));
+  }
+
+  private static boolean lz4Block(byte[] b, int off) {
+    return new String(b, off, 8, java.nio.charset.StandardCharsets.US_ASCII).equals("LZ4Block");
   }
 
   /** The multi-batch job: several runs per map output, so partition ids went backwards. */

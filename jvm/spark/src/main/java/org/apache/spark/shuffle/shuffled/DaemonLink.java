@@ -32,7 +32,16 @@ final class DaemonLink implements AutoCloseable {
       java.nio.file.Path socket,
       boolean fallback,
       java.time.Duration connectTimeout,
-      dev.shuffled.client.DataPlane dataPlane) {}
+      dev.shuffled.client.DataPlane dataPlane,
+      boolean encryption) {
+    Settings(
+        java.nio.file.Path socket,
+        boolean fallback,
+        java.time.Duration connectTimeout,
+        dev.shuffled.client.DataPlane dataPlane) {
+      this(socket, fallback, connectTimeout, dataPlane, false);
+    }
+  }
 
   private final Settings conf;
   private ShuffledClient client;
@@ -48,7 +57,9 @@ final class DaemonLink implements AutoCloseable {
   private IOException lastFailure;
 
   DaemonLink(ShuffledConf conf) {
-    this(new Settings(conf.socket, conf.fallback, conf.connectTimeout, conf.dataPlane));
+    this(
+        new Settings(
+            conf.socket, conf.fallback, conf.connectTimeout, conf.dataPlane, conf.encryption));
   }
 
   /** Package-private for the tests (a ShuffledConf needs a SparkConf). */
@@ -75,8 +86,20 @@ final class DaemonLink implements AutoCloseable {
     return forWriting(DaemonLink::sparkExecutor);
   }
 
-  /** What the executor registers: its application, id and DiskBlockManager dirs. */
-  record Executor(String app, String executor, List<String> dirs, int subDirs) {}
+  /**
+   * What the executor registers: its application, id and DiskBlockManager dirs, and the
+   * application's IO encryption key (null when Spark has none: spark.io.encryption.enabled off).
+   */
+  record Executor(String app, String executor, List<String> dirs, int subDirs, byte[] ioKey) {
+    Executor(String app, String executor, List<String> dirs, int subDirs) {
+      this(app, executor, dirs, subDirs, null);
+    }
+
+    @Override
+    public String toString() {
+      return app + "/" + executor + " " + dirs + (ioKey == null ? "" : " (IO encryption key)");
+    }
+  }
 
   private static Executor sparkExecutor() {
     SparkEnv env = SparkEnv.get();
@@ -85,7 +108,23 @@ final class DaemonLink implements AutoCloseable {
     for (File d : disks.localDirs()) {
       dirs.add(d.getAbsolutePath());
     }
-    return new Executor(env.conf().getAppId(), env.executorId(), dirs, disks.subDirsPerLocalDir());
+    return new Executor(
+        env.conf().getAppId(), env.executorId(), dirs, disks.subDirsPerLocalDir(), ioKey(env));
+  }
+
+  /**
+   * The application's IO encryption key, {@code SparkEnv.get.securityManager.getIOEncryptionKey},
+   * or null. Called by reflection: SecurityManager's supertypes live in spark-network-common,
+   * which the plugin does not compile against.
+   */
+  private static byte[] ioKey(SparkEnv env) {
+    Object sm = env.securityManager();
+    try {
+      Object key = sm.getClass().getMethod("getIOEncryptionKey").invoke(sm);
+      return key instanceof scala.Option<?> o && o.isDefined() ? (byte[]) o.get() : null;
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("SecurityManager.getIOEncryptionKey: " + e, e);
+    }
   }
 
   /** {@link #forWriting()} registering {@code who}'s answer; package-private for the tests. */
@@ -128,14 +167,24 @@ final class DaemonLink implements AutoCloseable {
       if (client == null) {
         client = connect();
       }
-      List<String> resolved = client.register(app, executor, who.dirs(), who.subDirs());
+      byte[] key = null;
+      if (conf.encryption()) {
+        // Spark encrypts every shuffle block with the application's key: so does the daemon.
+        key = who.ioKey();
+        if (key == null) {
+          throw new IOException(
+              "spark.io.encryption.enabled=true, but the executor's SecurityManager has no IO"
+                  + " encryption key");
+        }
+      }
+      List<String> resolved = client.register(app, executor, who.dirs(), who.subDirs(), key);
       registered = true;
       appId = app;
       unreachable = false;
       lastFailure = null;
       LOG.info(
-          "shuffled: executor {} of {} writes its shuffle output through the daemon at {} into {}",
-          executor, app, conf.socket(), resolved);
+          "shuffled: executor {} of {} writes its shuffle output through the daemon at {} into {}{}",
+          executor, app, conf.socket(), resolved, key == null ? "" : ", IO-encrypted");
       return client;
     } catch (IOException | RuntimeException e) {
       if (client != null) {

@@ -59,7 +59,13 @@ final class ShuffledConf {
   /** What of Spark's codec settings the daemon applies differently, for a warning; or null. */
   final String codecNote;
   final ChecksumAlgorithm checksum;
+  /**
+   * spark.io.encryption.enabled: the daemon encrypts every map output with the application's key,
+   * as Spark's writers do.
+   */
   final boolean encryption;
+  /** spark.io.crypto.cipher.transformation (Spark's default AES/CTR/NoPadding). */
+  final String cipher;
 
   ShuffledConf(SparkConf conf) {
     String s = conf.get(SOCKET, DEFAULT_SOCKET).trim();
@@ -132,7 +138,13 @@ final class ShuffledConf {
     }
 
     encryption = booleanSetting(conf, "spark.io.encryption.enabled", false);
+    cipher = conf.get(CIPHER_TRANSFORMATION, SPARK_CIPHER).trim();
   }
+
+  /** Spark's internal spark.io.crypto.cipher.transformation, and the one value the daemon writes. */
+  static final String CIPHER_TRANSFORMATION = "spark.io.crypto.cipher.transformation";
+
+  static final String SPARK_CIPHER = "AES/CTR/NoPadding";
 
   /**
    * The checksum algorithm of {@code spark.shuffle.checksum.algorithm} under Spark {@code
@@ -182,13 +194,26 @@ final class ShuffledConf {
    * then writes every map output of the executor.
    */
   String unsupportedReason() {
-    if (encryption) {
-      return "spark.io.encryption.enabled=true: the daemon does not encrypt, and reducers would"
-          + " try to decrypt its plaintext";
+    String c = cipherUnsupported(encryption, cipher);
+    if (c != null) {
+      return c;
     }
     if (codec == null) {
       return "spark.io.compression.codec=" + sparkCodec
           + ": the daemon writes lz4, zstd, snappy or none";
+    }
+    return null;
+  }
+
+  /**
+   * Why IO encryption with this cipher transformation cannot go through the daemon, or null: it
+   * writes Spark's default, AES/CTR/NoPadding, which every encrypted shuffle uses unless the
+   * internal spark.io.crypto.cipher.transformation says otherwise.
+   */
+  static String cipherUnsupported(boolean encryption, String cipher) {
+    if (encryption && !cipher.equals(SPARK_CIPHER)) {
+      return CIPHER_TRANSFORMATION + "=" + cipher + ": the daemon encrypts with " + SPARK_CIPHER
+          + " only";
     }
     return null;
   }

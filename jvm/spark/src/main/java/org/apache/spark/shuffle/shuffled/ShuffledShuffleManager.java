@@ -27,7 +27,7 @@ import org.slf4j.LoggerFactory;
  * the block resolver ({@code IndexShuffleBlockResolver}), because the daemon writes Spark's own
  * files ({@code shuffle_S_M_0.data}, {@code .index}, {@code .checksum.ALGO}) into the executor's
  * own local dirs. Spark's writer is used instead, with a warning, when the configuration needs
- * what the daemon does not do (I/O encryption, the lzf codec) or, with {@code
+ * what the daemon does not do (the lzf codec, a cipher other than AES/CTR/NoPadding) or, with {@code
  * spark.shuffled.fallback.enabled}, when the daemon cannot be reached at the executor's first map
  * task.
  *

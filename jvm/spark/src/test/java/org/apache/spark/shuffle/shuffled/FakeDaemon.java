@@ -35,11 +35,15 @@ final class FakeDaemon implements AutoCloseable {
   static final int RESOURCE_EXHAUSTED = 6;
   static final int INVALID_ARGUMENT = 1;
   static final long FEATURE_LAST_BATCH = 1L << 5;
+  static final long FEATURE_IO_ENCRYPTION = 1L << 6;
   static final int LAST = 0x01;
 
   final Path socket;
   final List<Integer> types = new CopyOnWriteArrayList<>();
   final List<Batch> batches = new CopyOnWriteArrayList<>();
+  /** The payloads of the RegisterExecutor requests, and the flags byte of each Open. */
+  final List<byte[]> registers = new CopyOnWriteArrayList<>();
+  final List<Integer> openFlags = new CopyOnWriteArrayList<>();
   /** Error codes the next Opens are answered with, in order. */
   private final java.util.Queue<Integer> openErrors =
       new java.util.concurrent.ConcurrentLinkedQueue<>();
@@ -72,6 +76,13 @@ final class FakeDaemon implements AutoCloseable {
         int id = h.getInt(8);
         ByteBuffer p = read(ch, h.getInt(12));
         types.add(type);
+        if (type == REGISTER) {
+          byte[] raw = new byte[p.remaining()];
+          p.duplicate().get(raw);
+          registers.add(raw);
+        } else if (type == OPEN) {
+          openFlags.add(Byte.toUnsignedInt(p.get(18)));
+        }
         ByteBuffer answer =
             ByteBuffer.allocate(256 + 8 * numPartitions).order(ByteOrder.LITTLE_ENDIAN);
         int answerType = type | RESPONSE;

@@ -105,4 +105,14 @@ class ShuffledConfTest {
     assertEquals(3, ShuffledConf.sparkMajor("3.5.9"));
     assertEquals(4, ShuffledConf.sparkMajor("4.0.0-preview2"));
   }
+
+  @Test
+  void ioEncryptionGoesThroughTheDaemonWithSparksCipher() {
+    assertNull(ShuffledConf.cipherUnsupported(false, "AES/CBC/PKCS5Padding"));
+    assertNull(ShuffledConf.cipherUnsupported(true, "AES/CTR/NoPadding"), "Spark's default cipher falls back");
+    String reason = ShuffledConf.cipherUnsupported(true, "AES/CBC/PKCS5Padding");
+    assertTrue(
+        reason != null && reason.contains("AES/CBC/PKCS5Padding") && reason.contains("AES/CTR/NoPadding"),
+        "reason: " + reason);
+  }
 }
