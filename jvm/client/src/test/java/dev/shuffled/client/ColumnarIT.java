@@ -2,6 +2,8 @@ package dev.shuffled.client;
 
 import static org.junit.jupiter.api.Assertions.*;
 
+import dev.shuffled.client.ColumnarBatch.Column;
+import dev.shuffled.client.ColumnarSchema.Field;
 import java.io.IOException;
 import java.math.BigDecimal;
 import java.math.BigInteger;
@@ -38,7 +40,7 @@ class ColumnarIT {
   private static ShuffledClient client;
   private static final String APP = "app-col";
   private static final String EXEC = "exec-1";
-  private static int nextShuffle;
+  private static int nextShuffle = 1; // 0: the README example's
   private static final int PARTS = 5;
 
   /** Every flat type, each with nulls except {@code nn}, which has no validity buffer. */
@@ -191,7 +193,8 @@ class ColumnarIT {
 
   // ---- reading back ------------------------------------------------------------------
 
-  private static void assertRows(ColumnarFormat format, int shuffle, long map, List<Table> tables)
+  /** {@code shuffled cat --rows json} of a committed map output: its rows, one JSON object a line. */
+  private static String cat(ColumnarFormat format, ColumnarSchema schema, int shuffle, long map)
       throws Exception {
     List<String> cmd = new ArrayList<>(List.of(
         Daemon.binary().toString(), "cat", "--rows", "json",
@@ -199,7 +202,7 @@ class ColumnarIT {
         "--shuffle", Integer.toString(shuffle), "--map", Long.toString(map)));
     if (format == ColumnarFormat.KUDO) {
       StringBuilder ddl = new StringBuilder();
-      for (ColumnarSchema.Field f : SCHEMA.fields()) {
+      for (ColumnarSchema.Field f : schema.fields()) {
         ddl.append(ddl.length() == 0 ? "" : ", ").append(f.name()).append(' ').append(f.sparkType());
       }
       cmd.add("--schema");
@@ -211,6 +214,32 @@ class ColumnarIT {
     assertTrue(p.waitFor(60, TimeUnit.SECONDS));
     assertEquals(0, p.exitValue(), () -> "shuffled cat: " + read(err));
     Files.delete(err);
+    return out;
+  }
+
+  /** The README's columnar example, verbatim but for the client and options, writes its rows. */
+  @Test
+  void readmeExample() throws Exception {
+    OpenOptions opts = OpenOptions.DEFAULTS;
+    // --- README example begins ---
+    ColumnarSchema schema = ColumnarSchema.of(Field.of("id", "bigint"), Field.of("s", "string"));
+    try (MapOutput out = client.openColumnarOutput(0, 7, 2, ColumnarFormat.KUDO, schema, opts)) {
+      ByteBuffer ids = ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(0, 1).putLong(8, 2);
+      ByteBuffer offs = ByteBuffer.allocate(12).order(ByteOrder.LITTLE_ENDIAN).putInt(4, 1).putInt(8, 3);
+      ByteBuffer chars = ByteBuffer.wrap("abc".getBytes(StandardCharsets.UTF_8));
+      out.write(ColumnarBatch.of(schema, 2, List.of(Column.fixed(ids, null),
+          Column.varWidth(offs, chars, null)), new long[] {0, 1, 2})); // row 0 to partition 0, row 1 to 1
+      out.commit();
+    }
+    // --- README example ends ---
+    assertEquals(
+        "{\"_partition\":0,\"id\":1,\"s\":\"a\"}\n{\"_partition\":1,\"id\":2,\"s\":\"bc\"}\n",
+        cat(ColumnarFormat.KUDO, schema, 0, 7));
+  }
+
+  private static void assertRows(ColumnarFormat format, int shuffle, long map, List<Table> tables)
+      throws Exception {
+    String out = cat(format, SCHEMA, shuffle, map);
     List<Map<String, Object>> got = new ArrayList<>();
     for (String line : out.split("\n")) {
       if (!line.isEmpty()) {
