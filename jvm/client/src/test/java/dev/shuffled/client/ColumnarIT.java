@@ -191,10 +191,58 @@ class ColumnarIT {
     }
   }
 
+  /**
+   * An inline batch over the daemon's max_inline is refused before sending and leaves the map
+   * output open; on the memfd plane (JDK 22+) the same batch goes through. After the write that
+   * markLast marked, another write throws and sends nothing.
+   */
+  @Test
+  void bigBatchAndLast() throws Exception {
+    try (Daemon d = Daemon.start("--max-frame=1MiB");
+        ShuffledClient c = d.connect()) {
+      c.register(APP, EXEC);
+      ColumnarSchema one = ColumnarSchema.of(Field.of("v", "bigint"));
+      int rows = 100_000; // 800 KB of data, over max_inline (512 KiB)
+      ByteBuffer data = le(8 * rows);
+      for (int r = 0; r < rows; r++) {
+        data.putLong(8 * r, r * 3L);
+      }
+      ColumnarBatch big = ColumnarBatch.of(one, rows, List.of(Column.fixed(data, null)), new long[] {0, rows / 2, rows});
+      ColumnarBatch small = ColumnarBatch.of(one, 1, List.of(Column.fixed(data, null)), new long[] {0, 0, 1});
+      for (DataPlane plane : DataPlane.values()) {
+        try (MapOutput out =
+            c.openColumnarOutput(1, plane.ordinal(), 2, ColumnarFormat.SHFC, one, OpenOptions.DEFAULTS.withPlane(plane))) {
+          if (out.plane() == DataPlane.INLINE) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> out.write(big));
+            assertTrue(e.getMessage().contains("exceeds the daemon's max_inline"), e.getMessage());
+          } else {
+            out.write(big);
+          }
+          out.markLast();
+          out.write(small);
+          assertThrows(IllegalStateException.class, () -> out.write(small));
+          out.commit();
+          StringBuilder want = new StringBuilder();
+          boolean bigIn = out.plane() == DataPlane.MEMFD;
+          for (int r = 0; bigIn && r < rows; r++) {
+            want.append("{\"_partition\":").append(r < rows / 2 ? 0 : 1).append(",\"v\":").append(r * 3L).append("}\n");
+          }
+          want.append("{\"_partition\":1,\"v\":0}\n");
+          assertEquals(want.toString(), cat(d, ColumnarFormat.SHFC, one, 1, plane.ordinal()), plane.toString());
+        }
+      }
+    }
+  }
+
   // ---- reading back ------------------------------------------------------------------
 
   /** {@code shuffled cat --rows json} of a committed map output: its rows, one JSON object a line. */
   private static String cat(ColumnarFormat format, ColumnarSchema schema, int shuffle, long map)
+      throws Exception {
+    return cat(daemon, format, schema, shuffle, map);
+  }
+
+  private static String cat(Daemon daemon, ColumnarFormat format, ColumnarSchema schema, int shuffle, long map)
       throws Exception {
     List<String> cmd = new ArrayList<>(List.of(
         Daemon.binary().toString(), "cat", "--rows", "json",
