@@ -15,7 +15,7 @@ import java.util.List;
  *
  * <p>This is the JDK 17 version, from the multi-release jar's base: {@link #allocate} throws.
  */
-public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
+public final class ColumnarMemfd implements AutoCloseable {
   private ColumnarMemfd() {}
 
   /**
@@ -32,7 +32,6 @@ public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
   }
 
   /** Its size in bytes. */
-  @Override
   public long size() {
     throw new IllegalStateException("unreachable");
   }
@@ -54,21 +53,10 @@ public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
    */
   public ColumnarBatch batch(
       ColumnarSchema schema, long rows, List<ColumnarBatch.Column> columns, long[] partitionRows) {
-    return ColumnarBatch.make(schema, rows, columns, partitionRows, this);
-  }
-
-  @Override
-  public long offsetOf(ByteBuffer b) {
-    return -1;
-  }
-
-  @Override
-  public int seal() throws IOException {
-    throw new IOException("ColumnarMemfd: " + Platform.memfdUnavailableReason());
+    throw new IllegalStateException("unreachable");
   }
 
   /** Whether it is sealed: written on the memfd plane once. */
-  @Override
   public boolean sealed() {
     return false;
   }

@@ -22,7 +22,7 @@ import java.util.List;
  *
  * <p>This is the JDK 22+ version, from the multi-release jar.
  */
-public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
+public final class ColumnarMemfd implements AutoCloseable {
   private final long size;
   private int fd;
   private Arena arena; // the writable mapping's; null once sealed or closed
@@ -71,7 +71,6 @@ public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
   }
 
   /** Its size in bytes. */
-  @Override
   public long size() {
     return size;
   }
@@ -105,11 +104,34 @@ public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
   public ColumnarBatch batch(
       ColumnarSchema schema, long rows, List<ColumnarBatch.Column> columns, long[] partitionRows) {
     segment(); // not sealed or closed
-    return ColumnarBatch.make(schema, rows, columns, partitionRows, this);
+    return ColumnarBatch.make(schema, rows, columns, partitionRows, memory);
   }
 
-  @Override
-  public synchronized long offsetOf(ByteBuffer b) {
+  /** What a batch made in it sees: kept apart so that sealing is no public method. */
+  private final BatchMemory memory =
+      new BatchMemory() {
+        @Override
+        public long offsetOf(ByteBuffer b) {
+          return ColumnarMemfd.this.offsetOf(b);
+        }
+
+        @Override
+        public long size() {
+          return size;
+        }
+
+        @Override
+        public int seal() throws IOException {
+          return ColumnarMemfd.this.seal();
+        }
+
+        @Override
+        public boolean sealed() {
+          return ColumnarMemfd.this.sealed();
+        }
+      };
+
+  private synchronized long offsetOf(ByteBuffer b) {
     if (arena == null || !b.isDirect()) {
       return -1;
     }
@@ -121,8 +143,7 @@ public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
     return start;
   }
 
-  @Override
-  public synchronized int seal() throws IOException {
+  private synchronized int seal() throws IOException {
     if (fd < 0) {
       throw new IOException("memfd is closed");
     }
@@ -137,7 +158,6 @@ public final class ColumnarMemfd implements AutoCloseable, BatchMemory {
   }
 
   /** Whether it is sealed: written on the memfd plane once. */
-  @Override
   public synchronized boolean sealed() {
     return sealed;
   }
