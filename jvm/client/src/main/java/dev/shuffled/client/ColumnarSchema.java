@@ -123,7 +123,7 @@ public record ColumnarSchema(List<Field> fields) {
     }
 
     private static final Pattern DECIMAL =
-        Pattern.compile("(?:decimal|dec|numeric)\\s*(?:\\(\\s*(\\d{1,9})\\s*(?:,\\s*(\\d{1,9})\\s*)?\\))?");
+        Pattern.compile("(?:decimal|dec|numeric)(?:\\(\\s*(\\d{1,9})\\s*(?:,\\s*(\\d{1,9})\\s*)?\\))?");
 
     private static Parsed parse(String name, String sparkType) {
       String t = sparkType.trim().toLowerCase(Locale.ROOT);
@@ -157,8 +157,9 @@ public record ColumnarSchema(List<Field> fields) {
         return new Parsed(d, p, s);
       }
       if (t.startsWith("array<") || t.startsWith("struct<") || t.startsWith("map<")
-          || t.startsWith("interval") || t.equals("void") || t.startsWith("char(")
-          || t.startsWith("varchar(") || t.equals("variant")) {
+          || t.startsWith("interval") || t.startsWith("calendarinterval") || t.startsWith("void")
+          || t.startsWith("null") || t.startsWith("char(") || t.startsWith("varchar(")
+          || t.startsWith("variant")) {
         throw new IllegalArgumentException(
             "column " + name + ": sparkType " + sparkType + ": this client lays out flat types only"
                 + " (nested types, intervals and void not yet)");

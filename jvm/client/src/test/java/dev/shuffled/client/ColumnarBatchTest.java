@@ -52,6 +52,7 @@ class ColumnarBatchTest {
         () -> ColumnarSchema.Field.of("c", "decimal(39,0)"));
     refused("decimal(5,6)", () -> ColumnarSchema.Field.of("c", "decimal(5,6)"));
     refused("column c: sparkType varchar2: no Spark type", () -> ColumnarSchema.Field.of("c", "varchar2"));
+    refused("decimal (10,2): no Spark type", () -> ColumnarSchema.Field.of("c", "decimal (10,2)"));
     for (String nested : List.of("array<int>", "struct<a:int>", "map<string,int>", "interval day to second", "void")) {
       refused("flat types only", () -> ColumnarSchema.Field.of("c", nested));
     }

@@ -165,6 +165,25 @@ class ColumnarIT {
     return Stream.of(ColumnarFormat.values());
   }
 
+  /** Every spelling the client takes, the daemon takes too: a kudo Open declares them all. */
+  @Test
+  void aliasesTheDaemonTakes() throws Exception {
+    List<String> types = List.of(" TinyInt ", "byte", "short", "integer", "long", "real", "DOUBLE",
+        "timestamp_ltz", "decimal", "dec(5)", "numeric( 20 , 3 )", "decimal(38,38)", "Boolean", "date");
+    List<Field> fields = new ArrayList<>();
+    List<Column> cols = new ArrayList<>();
+    for (int i = 0; i < types.size(); i++) {
+      fields.add(Field.of("c" + i, types.get(i)));
+      cols.add(Column.fixed(le(0), null));
+    }
+    ColumnarSchema schema = new ColumnarSchema(fields);
+    try (MapOutput out =
+        client.openColumnarOutput(nextShuffle++, 1, 1, ColumnarFormat.KUDO, schema, OpenOptions.DEFAULTS)) {
+      out.write(ColumnarBatch.of(schema, 0, cols, new long[] {0, 0}));
+      out.commit();
+    }
+  }
+
   /** A batch of another schema or partition count is refused before sending; the output lives. */
   @Test
   void refusedBeforeSending() throws Exception {
