@@ -14,6 +14,8 @@ interface BatchMemory {
   /**
    * Seals the memory (the caller can no longer write it; a second call does nothing) and returns
    * its descriptor, owned by the memory.
+   *
+   * @throws IllegalStateException the memory was closed
    */
   int seal() throws IOException;
 

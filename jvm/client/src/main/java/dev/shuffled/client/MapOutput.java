@@ -240,7 +240,8 @@ public final class MapOutput implements AutoCloseable {
    * @throws IllegalArgumentException the batch's schema or partition count differs from the map
    *     output's, or an inline batch exceeds the daemon's max_inline or max_frame; nothing is sent
    * @throws IllegalStateException on an opaque map output, after commit or abort, after the write
-   *     {@link #markLast()} marked, or for a batch whose memfd is sealed on the inline plane
+   *     {@link #markLast()} marked, for a batch whose memfd is sealed on the inline plane, or one
+   *     whose memfd was closed; nothing is sent
    * @throws ShuffledException the daemon refused the batch (the map output is aborted)
    * @throws ConnectionLostException the connection failed
    */

@@ -145,7 +145,7 @@ public final class ColumnarMemfd implements AutoCloseable {
 
   private synchronized int seal() throws IOException {
     if (fd < 0) {
-      throw new IOException("memfd is closed");
+      throw new IllegalStateException("the batch's memfd is closed; nothing was sent");
     }
     if (!sealed) {
       arena.close(); // F_SEAL_WRITE refuses a file with a writable shared mapping

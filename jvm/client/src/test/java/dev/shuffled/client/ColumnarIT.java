@@ -161,6 +161,30 @@ class ColumnarIT {
     assertRows(ColumnarFormat.SHFC, shuffle, 3, List.of(t));
   }
 
+  /** A batch whose memfd was closed is refused before sending; the map output lives on. */
+  @Test
+  void closedMemfd() throws Exception {
+    if (!memfdHere()) {
+      return; // inPlaceMemfd checks that allocate refuses here
+    }
+    int shuffle = nextShuffle++;
+    Table t = Table.random(new Random(6), 20);
+    ColumnarBatch b;
+    try (ColumnarMemfd mem = ColumnarMemfd.allocate(t.memfdSize())) {
+      b = t.batch(mem);
+    }
+    for (DataPlane plane : DataPlane.values()) {
+      try (MapOutput out =
+          client.openColumnarOutput(shuffle, plane.ordinal(), PARTS, ColumnarFormat.SHFC, SCHEMA,
+              OpenOptions.DEFAULTS.withPlane(plane))) {
+        assertThrows(IllegalStateException.class, () -> out.write(b), plane.toString());
+        out.write(t.batch(null));
+        out.commit();
+      }
+      assertRows(ColumnarFormat.SHFC, shuffle, plane.ordinal(), List.of(t));
+    }
+  }
+
   static Stream<ColumnarFormat> formats() {
     return Stream.of(ColumnarFormat.values());
   }
