@@ -13,9 +13,9 @@ import java.util.List;
 /**
  * Shared memory that a columnar batch is built in and travels to the daemon as, without a copy: a
  * memfd mapped writable into this process, through the FFM API. Fill it through {@link #segment}
- * (a {@link MemorySegment}) or {@link #buffer} views, make the batch with {@link #batch} (its
- * buffers views of this memfd: {@code segment().asSlice(o, n).asByteBuffer()} or {@link
- * #buffer}), and {@link MapOutput#write(ColumnarBatch)} on the memfd plane seals it and passes its
+ * (a {@link MemorySegment}) or {@link #buffer} views, make the batch with {@link #batch} of
+ * columns whose buffers are slices of this memfd ({@link #column} of {@code segment().asSlice(o,
+ * n)}, or {@link ColumnarBatch.Column#of} of {@link #buffer} views), and {@link MapOutput#write(ColumnarBatch)} on the memfd plane seals it and passes its
  * descriptor: the daemon maps the same pages read-only. Sealing unmaps the writable mapping; using
  * a view afterwards throws {@link IllegalStateException}. On the inline plane the batch is copied,
  * as any batch, while the memfd is not yet sealed. Not safe for concurrent use.
@@ -94,6 +94,34 @@ public final class ColumnarMemfd implements AutoCloseable {
    */
   public ByteBuffer buffer(long offset, int length) {
     return segment().asSlice(offset, length).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /**
+   * The column of these slices of {@link #segment()} (null for an absent buffer), each at most 2 GiB
+   * less a byte (a {@link ByteBuffer}'s bound).
+   *
+   * @throws IllegalArgumentException naming the buffer that is no slice of this memfd's mapping or
+   *     too large
+   * @throws IllegalStateException once sealed or closed
+   */
+  public ColumnarBatch.Column column(MemorySegment validity, MemorySegment offsets, MemorySegment data) {
+    return ColumnarBatch.Column.of(view("validity", validity), view("offsets", offsets), view("data", data));
+  }
+
+  private ByteBuffer view(String name, MemorySegment s) {
+    if (s == null) {
+      return null;
+    }
+    MemorySegment all = segment();
+    long start = s.address() - all.address();
+    if (s.isNative() != all.isNative() || start < 0 || start > size || s.byteSize() > size - start) {
+      throw new IllegalArgumentException(name + ": not a slice of this memfd's segment");
+    }
+    if (s.byteSize() > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException(
+          name + ": " + s.byteSize() + " bytes, over a ByteBuffer's " + Integer.MAX_VALUE);
+    }
+    return all.asSlice(start, s.byteSize()).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
   }
 
   /**

@@ -549,25 +549,39 @@ class ColumnarIT {
       return n;
     }
 
-    /** The batch: of the heap buffers, or of copies filled into {@code mem}. */
-    ColumnarBatch batch(ColumnarMemfd mem) {
+    /**
+     * The batch: of the heap buffers, or of copies filled into {@code mem}: the even columns
+     * through {@code ColumnarMemfd.column} of {@code MemorySegment} slices (by reflection: the
+     * tests compile for JDK 17), the odd ones through ByteBuffer views.
+     */
+    ColumnarBatch batch(ColumnarMemfd mem) throws ReflectiveOperationException {
       List<ColumnarBatch.Column> cols = new ArrayList<>();
       long at = 64; // nothing at 0: offsets into the memfd are not all 0
-      for (ByteBuffer[] bs : buffers) {
+      Class<?> ms = mem == null ? null : Class.forName("java.lang.foreign.MemorySegment");
+      for (int c = 0; c < buffers.size(); c++) {
+        ByteBuffer[] bs = buffers.get(c);
         ByteBuffer[] put = new ByteBuffer[3];
+        Object[] slices = new Object[3];
         for (int k = 0; k < 3; k++) {
           if (bs[k] == null) {
             continue;
           }
           if (mem == null) {
             put[k] = bs[k];
-          } else {
-            put[k] = mem.buffer(at, bs[k].capacity());
-            put[k].put(0, bs[k], 0, bs[k].capacity());
-            at += (bs[k].capacity() + 64 + 63) & -64;
+            continue;
           }
+          put[k] = mem.buffer(at, bs[k].capacity());
+          put[k].put(0, bs[k], 0, bs[k].capacity());
+          Object seg = ColumnarMemfd.class.getMethod("segment").invoke(mem);
+          slices[k] = ms.getMethod("asSlice", long.class, long.class).invoke(seg, at, (long) bs[k].capacity());
+          at += (bs[k].capacity() + 64 + 63) & -64;
         }
-        cols.add(ColumnarBatch.Column.of(put[0], put[1], put[2]));
+        if (mem != null && c % 2 == 0) {
+          cols.add((ColumnarBatch.Column)
+              ColumnarMemfd.class.getMethod("column", ms, ms, ms).invoke(mem, slices));
+        } else {
+          cols.add(ColumnarBatch.Column.of(put[0], put[1], put[2]));
+        }
       }
       return mem == null
           ? ColumnarBatch.of(SCHEMA, rows, cols, partitionRows)
