@@ -3,6 +3,8 @@ package dev.shuffled.client;
 import java.io.IOException;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * One map task's output on the daemon, from {@link ShuffledClient#openMapOutput}. Batches are
@@ -36,8 +38,22 @@ public final class MapOutput implements AutoCloseable {
   private boolean lastMarked; // markLast was called; guarded by lock
   private boolean lastWritten; // the marked write was sent; guarded by lock
 
+  private final ColumnarSchema schema; // columnar map outputs: their columns; else null
+
   MapOutput(
       Connection conn, long handle, int shuffleId, long mapId, int numPartitions, DataPlane plane) {
+    this(conn, handle, shuffleId, mapId, numPartitions, plane, null);
+  }
+
+  MapOutput(
+      Connection conn,
+      long handle,
+      int shuffleId,
+      long mapId,
+      int numPartitions,
+      DataPlane plane,
+      ColumnarSchema schema) {
+    this.schema = schema;
     this.conn = conn;
     this.handle = handle;
     this.shuffleId = shuffleId;
@@ -149,17 +165,8 @@ public final class MapOutput implements AutoCloseable {
       throw new IllegalArgumentException(
           name + ": batch of " + len + " bytes exceeds " + limit + "; split it; nothing was sent");
     }
-    boolean last;
-    synchronized (lock) {
-      checkOpen();
-      checkNotLast();
-      last = lastMarked;
-    }
-    checkWritable();
-    int flags = last && conn.info().has(ServerInfo.FEATURE_LAST_BATCH) ? Wire.BATCH_LAST : 0;
     long[] off = partitionOffsets.clone();
-    String what = (last ? "write last batch of " : "write batch of ") + name;
-    try {
+    submit((flags, what) -> {
       if (plane == DataPlane.INLINE) {
         conn.call(
             new Wire.Batch(handle, Wire.PLANE_INLINE, flags, off, null, 0, 0), data, -1, what);
@@ -172,6 +179,27 @@ public final class MapOutput implements AutoCloseable {
           Platform.closeFd(fd);
         }
       }
+    });
+  }
+
+  /** Sends one batch: {@code flags} has LAST when this is the marked write. */
+  private interface Send {
+    void send(int flags, String what) throws IOException;
+  }
+
+  /** Sends a batch refused by nothing before: the mark, the state and the first failure. */
+  private void submit(Send s) throws IOException {
+    boolean last;
+    synchronized (lock) {
+      checkOpen();
+      checkNotLast();
+      last = lastMarked;
+    }
+    checkWritable();
+    int flags = last && conn.info().has(ServerInfo.FEATURE_LAST_BATCH) ? Wire.BATCH_LAST : 0;
+    String what = (last ? "write last batch of " : "write batch of ") + name;
+    try {
+      s.send(flags, what);
       if (last) {
         synchronized (lock) {
           lastWritten = true;
@@ -191,6 +219,139 @@ public final class MapOutput implements AutoCloseable {
       throw e;
     }
   }
+
+  /** The columns of a columnar map output ({@link ShuffledClient#openColumnarOutput}); else null. */
+  public ColumnarSchema schema() {
+    return schema;
+  }
+
+  /**
+   * Writes one columnar batch (docs/protocol.md, "Columnar layout"): the daemon serializes each
+   * partition's rows in the map output's format (SHFC or kudo), compresses, checksums and writes
+   * them. Returns once the daemon no longer needs the batch's bytes; a batch's rows of a partition
+   * below the previous batch's last are fine (merged at commit).
+   *
+   * <p>On the inline plane the rows' bytes of every buffer are copied into the frame, each buffer
+   * starting on a 64-byte boundary. On the memfd plane a batch made in a {@link ColumnarMemfd}
+   * travels as that memfd, without a copy: this seals it (its writable views are gone; the batch
+   * can still be written again, on the memfd plane); any other batch is copied into a fresh sealed
+   * memfd.
+   *
+   * @throws IllegalArgumentException the batch's schema or partition count differs from the map
+   *     output's, or an inline batch exceeds the daemon's max_inline or max_frame; nothing is sent
+   * @throws IllegalStateException on an opaque map output, after commit or abort, after the write
+   *     {@link #markLast()} marked, for a batch whose memfd is sealed on the inline plane, or one
+   *     whose memfd was closed; nothing is sent
+   * @throws ShuffledException the daemon refused the batch (the map output is aborted)
+   * @throws ConnectionLostException the connection failed
+   */
+  public void write(ColumnarBatch batch) throws IOException {
+    java.util.Objects.requireNonNull(batch, "batch");
+    if (schema == null) {
+      throw new IllegalStateException(
+          name + ": a columnar batch for a map output not opened with openColumnarOutput");
+    }
+    if (!batch.schema().equals(schema)) {
+      int n = Math.min(schema.size(), batch.schema().size());
+      int i = 0;
+      while (i < n && schema.field(i).equals(batch.schema().field(i))) {
+        i++;
+      }
+      String why =
+          i < n
+              ? "column " + i + " is " + batch.schema().field(i) + ", the map output's "
+                  + schema.field(i)
+              : batch.schema().size() + " columns, the map output has " + schema.size();
+      throw new IllegalArgumentException(name + ": batch schema differs: " + why + "; nothing was sent");
+    }
+    if (batch.numPartitions() != numPartitions) {
+      throw new IllegalArgumentException(
+          name + ": batch of " + batch.numPartitions() + " partitions (partitionRows), want "
+              + numPartitions + "; nothing was sent");
+    }
+    BatchMemory mem = batch.memory();
+    boolean inPlace = mem != null && plane == DataPlane.MEMFD;
+    if (mem != null && !inPlace && mem.sealed()) {
+      throw new IllegalStateException(
+          name + ": the batch's memfd is sealed (it was written on the memfd plane), and this map"
+              + " output's plane is inline; nothing was sent");
+    }
+    long rows = batch.rows();
+    List<ColumnarBatch.Column> columns = batch.columns();
+    List<Wire.Col> cols = new ArrayList<>(columns.size());
+    List<ByteBuffer> copies = new ArrayList<>(); // inline and copied memfd: sources
+    List<Wire.Buf> places = new ArrayList<>(); //   and where they go
+    long pos = 0;
+    for (int i = 0; i < columns.size(); i++) {
+      ColumnarSchema.Field f = schema.field(i);
+      ColumnarBatch.Column c = columns.get(i);
+      long[] lens = {
+        c.validity() == null ? 0 : rows / 8 + (rows % 8 == 0 ? 0 : 1),
+        c.offsets() == null ? 0 : 4 * (rows + 1),
+        batch.usedData(i)
+      };
+      ByteBuffer[] bufs = {c.validity(), c.offsets(), c.data()};
+      Wire.Buf[] w = new Wire.Buf[3];
+      for (int k = 0; k < 3; k++) {
+        if (lens[k] == 0) {
+          w[k] = Wire.Buf.NONE;
+        } else if (inPlace) {
+          w[k] = new Wire.Buf(batch.memOffset(i, k), lens[k]);
+        } else {
+          w[k] = new Wire.Buf(pos, lens[k]);
+          copies.add(bufs[k].limit((int) lens[k]));
+          places.add(w[k]);
+          pos = (pos + lens[k] + ALIGN - 1) & -ALIGN;
+        }
+      }
+      cols.add(new Wire.Col(f.type().wireId, f.precision(), f.scale(), f.name(), w[0], w[1], w[2]));
+    }
+    long len = inPlace ? mem.size() : places.isEmpty() ? 0 : places.get(places.size() - 1).offset()
+        + places.get(places.size() - 1).length();
+    if (!inPlace && len > Integer.MAX_VALUE - 8) {
+      throw new IllegalArgumentException(
+          name + ": batch of " + len + " bytes exceeds the " + (Integer.MAX_VALUE - 8)
+              + " one copy can hold; split it, or make it in a ColumnarMemfd; nothing was sent");
+    }
+    if (plane == DataPlane.INLINE && len > conn.info().maxInline()) {
+      throw new IllegalArgumentException(
+          name + ": batch of " + len + " bytes exceeds the daemon's max_inline "
+              + conn.info().maxInline() + "; split it; nothing was sent");
+    }
+    long[] pr = batch.partitionRowsRef();
+    long payloadLen = len;
+    submit((flags, what) -> {
+      if (inPlace) {
+        int fd = mem.seal();
+        conn.call(
+            new Wire.ColumnarBatchMsg(handle, Wire.PLANE_MEMFD, flags, rows, cols, pr, 0, payloadLen),
+            null, fd, what);
+        return;
+      }
+      byte[] payload = new byte[(int) payloadLen];
+      for (int k = 0; k < copies.size(); k++) {
+        copies.get(k).get(0, payload, (int) places.get(k).offset(), (int) places.get(k).length());
+      }
+      ByteBuffer data = ByteBuffer.wrap(payload);
+      if (plane == DataPlane.INLINE) {
+        conn.call(
+            new Wire.ColumnarBatchMsg(handle, Wire.PLANE_INLINE, flags, rows, cols, pr, 0, payloadLen),
+            data, -1, what);
+      } else {
+        int fd = Platform.sealedMemfd(data);
+        try {
+          conn.call(
+              new Wire.ColumnarBatchMsg(handle, Wire.PLANE_MEMFD, flags, rows, cols, pr, 0, payloadLen),
+              null, fd, what);
+        } finally {
+          Platform.closeFd(fd);
+        }
+      }
+    });
+  }
+
+  /** Where {@link #write(ColumnarBatch)} starts each buffer it copies: Arrow's alignment. */
+  private static final long ALIGN = 64;
 
   private void checkWritable() throws IOException {
     synchronized (lock) {

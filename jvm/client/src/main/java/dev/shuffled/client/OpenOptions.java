@@ -19,8 +19,8 @@ import java.util.Objects;
  *     daemon's (1). The daemon refuses any but 0 for lz4, snappy and none
  * @param kudoSchema null for an ordinary map output; else the map output is columnar in
  *     spark-rapids' kudo format (docs/protocol.md, OpenMapOutput {@code format} 1) with these
- *     columns, at most 16384. This client writes opaque batches only, so a kudo map output it opens
- *     takes no batch: its commit writes empty partitions
+ *     columns, at most 16384. Such a map output takes no {@link ColumnarBatch}: open one with
+ *     {@link ShuffledClient#openColumnarOutput} to write batches; this one commits empty partitions
  */
 public record OpenOptions(
     Codec codec,

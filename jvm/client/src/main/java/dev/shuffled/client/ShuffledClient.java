@@ -389,6 +389,48 @@ public final class ShuffledClient implements AutoCloseable {
   public MapOutput openMapOutput(
       int shuffleId, long mapId, int numPartitions, OpenOptions options, Duration reconnectWithin)
       throws IOException {
+    return open(shuffleId, mapId, numPartitions, options, reconnectWithin, null, null);
+  }
+
+  /**
+   * Starts one map task's output of columnar batches ({@link MapOutput#write(ColumnarBatch)}) of
+   * these columns, serialized in {@code format}: the daemon's SHFC blocks or spark-rapids' kudo
+   * tables (which declare {@code schema} at Open). {@code options} give codec, checksum and plane;
+   * their {@link OpenOptions#kudoSchema()} must be null. Needs a daemon that announces {@link
+   * ServerInfo#FEATURE_COLUMNAR} (and {@link ServerInfo#FEATURE_KUDO} for kudo), else the daemon
+   * answers {@code Unsupported}.
+   *
+   * @throws IllegalArgumentException for an argument out of range, before anything is sent
+   * @throws IllegalStateException before {@link #register}
+   */
+  public MapOutput openColumnarOutput(
+      int shuffleId,
+      long mapId,
+      int numPartitions,
+      ColumnarFormat format,
+      ColumnarSchema schema,
+      OpenOptions options)
+      throws IOException {
+    java.util.Objects.requireNonNull(format, "format");
+    java.util.Objects.requireNonNull(schema, "schema");
+    java.util.Objects.requireNonNull(options, "options");
+    if (options.kudoSchema() != null) {
+      throw new IllegalArgumentException(
+          "openColumnarOutput: options.kudoSchema is set; the schema argument gives the columns");
+    }
+    return open(
+        shuffleId, mapId, numPartitions, options, this.options.connectTimeout(), format, schema);
+  }
+
+  private MapOutput open(
+      int shuffleId,
+      long mapId,
+      int numPartitions,
+      OpenOptions options,
+      Duration reconnectWithin,
+      ColumnarFormat columnar,
+      ColumnarSchema schema)
+      throws IOException {
     java.util.Objects.requireNonNull(reconnectWithin, "reconnectWithin");
     if (reconnectWithin.isNegative() || reconnectWithin.isZero()) {
       throw new IllegalArgumentException("reconnectWithin " + reconnectWithin + ": want > 0");
@@ -419,7 +461,8 @@ public final class ShuffledClient implements AutoCloseable {
       plane = DataPlane.INLINE;
     }
     String what = "open map output " + shuffleId + "/" + mapId;
-    boolean kudo = options.kudoSchema() != null;
+    boolean kudo = options.kudoSchema() != null || columnar == ColumnarFormat.KUDO;
+    List<SchemaField> fields = schema != null ? schema.wireFields() : options.kudoSchema();
     Wire.Opened o =
         (Wire.Opened)
             c.call(
@@ -427,18 +470,18 @@ public final class ShuffledClient implements AutoCloseable {
                     shuffleId,
                     mapId,
                     numPartitions,
-                    kudo ? Wire.KIND_COLUMNAR : Wire.KIND_OPAQUE,
+                    kudo || columnar != null ? Wire.KIND_COLUMNAR : Wire.KIND_OPAQUE,
                     kudo ? Wire.FORMAT_KUDO : Wire.FORMAT_SHFC,
                     options.codec().wireName(),
                     options.checksum().wireName(),
                     options.blockSize(),
                     options.level(),
-                    kudo ? options.kudoSchema() : List.of(),
+                    kudo ? fields : List.of(),
                     encrypt ? Wire.OPEN_ENCRYPT : 0),
                 null,
                 -1,
                 what);
-    return new MapOutput(c, o.handle(), shuffleId, mapId, numPartitions, plane);
+    return new MapOutput(c, o.handle(), shuffleId, mapId, numPartitions, plane, schema);
   }
 
   /** Checks that the daemon answers. */

@@ -483,6 +483,52 @@ final class Wire {
     }
   }
 
+  /** One buffer of a column: bytes [offset, offset+length) of the payload; length 0: absent. */
+  record Buf(long offset, long length) {
+    static final Buf NONE = new Buf(0, 0);
+  }
+
+  /** One column of a columnar Batch's layout. */
+  record Col(int type, int precision, int scale, String name, Buf validity, Buf offsets, Buf data) {}
+
+  /**
+   * A Batch of kind columnar: its head and layout; the inline payload travels as the frame's tail.
+   * {@code payloadLength} is the inline length (plane inline) or the memfd region's length.
+   */
+  record ColumnarBatchMsg(
+      long handle,
+      int plane,
+      int flags,
+      long rows,
+      List<Col> columns,
+      long[] partitionRows,
+      long regionOffset,
+      long payloadLength)
+      implements Msg {
+    public int type() {
+      return BATCH;
+    }
+
+    public void encode(Enc e) {
+      e.u64(handle).u8(KIND_COLUMNAR).u8(plane).u8(flags).u8(0).i64(rows).u32(columns.size());
+      for (Col c : columns) {
+        e.u8(c.type()).u8(0).u16(0).i32(c.precision()).i32(c.scale()).str(c.name());
+        for (Buf b : new Buf[] {c.validity(), c.offsets(), c.data()}) {
+          e.i64(b.offset()).i64(b.length());
+        }
+      }
+      e.u32(partitionRows.length);
+      for (long r : partitionRows) {
+        e.i64(r);
+      }
+      if (plane == PLANE_INLINE) {
+        e.u32(payloadLength);
+      } else {
+        e.i64(regionOffset).i64(payloadLength);
+      }
+    }
+  }
+
   record BatchAccepted() implements Msg {
     public int type() {
       return BATCH | RESPONSE;

@@ -48,7 +48,7 @@ final class Native {
   private static final java.lang.foreign.AddressLayout ADDR = ValueLayout.ADDRESS;
 
   private static MethodHandle SOCKET, CONNECT, SETSOCKOPT, READ, SEND, SENDMSG, SHUTDOWN, CLOSE;
-  private static MethodHandle MEMFD_CREATE, FCNTL, STRERROR;
+  private static MethodHandle MEMFD_CREATE, FCNTL, STRERROR, FALLOCATE;
   /** write(2) that may read a heap array in place (a critical call: no errno, no safepoint). */
   private static MethodHandle WRITE_HEAP;
   private static MethodHandle WRITE;
@@ -89,6 +89,7 @@ final class Native {
       FCNTL =
           fn("fcntl", FunctionDescriptor.of(INT, INT, INT, INT), Linker.Option.firstVariadicArg(2));
       WRITE = fn("write", FunctionDescriptor.of(LONG, INT, ADDR, LONG));
+      FALLOCATE = fn("fallocate", FunctionDescriptor.of(INT, INT, INT, LONG, LONG));
       WRITE_HEAP =
           LINKER.downcallHandle(
               LINKER.defaultLookup().find("write").orElseThrow(),
@@ -325,6 +326,50 @@ final class Native {
       throw e;
     } catch (Throwable t) {
       throw new IOException("memfd", t);
+    }
+  }
+
+  /**
+   * A memfd of {@code size} bytes, created with MFD_ALLOW_SEALING | MFD_CLOEXEC, every page
+   * allocated with fallocate(2) (the daemon refuses a region with holes), not sealed.
+   */
+  static int allocatedMemfd(long size) throws IOException {
+    try (Arena a = Arena.ofConfined()) {
+      MemorySegment st = a.allocate(ERRNO_STATE);
+      int fd = (int) MEMFD_CREATE.invokeExact(st, a.allocateFrom("shuffled-batch"), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+      if (fd < 0) {
+        throw err("memfd_create", errno(st));
+      }
+      if (size > 0) {
+        int r;
+        do {
+          r = (int) FALLOCATE.invokeExact(st, fd, 0, 0L, size);
+        } while (r != 0 && errno(st) == EINTR);
+        if (r != 0) {
+          IOException e = err("fallocate " + size + " bytes of memfd", errno(st));
+          close(fd);
+          throw e;
+        }
+      }
+      return fd;
+    } catch (IOException e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IOException("memfd", t);
+    }
+  }
+
+  /** Adds {@link #SEALS} to a memfd that has no writable mapping left. */
+  static void seal(int fd) throws IOException {
+    try (Arena a = Arena.ofConfined()) {
+      MemorySegment st = a.allocate(ERRNO_STATE);
+      if ((int) FCNTL.invokeExact(st, fd, F_ADD_SEALS, SEALS) != 0) {
+        throw err("fcntl(F_ADD_SEALS) on memfd", errno(st));
+      }
+    } catch (IOException e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IOException("memfd seal", t);
     }
   }
 
