@@ -2,7 +2,7 @@
 //
 //	shuffled serve     run the daemon (flags and SHUFFLED_* environment)
 //	shuffled cat       read a committed map output back from disk
-//	shuffled version   print the version
+//	shuffled version   print the version, commit and Go version (also --version)
 package main
 
 import (
