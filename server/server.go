@@ -55,6 +55,8 @@ type Server struct {
 	// early_merges_total).
 	markedCommits, earlyMerges atomic.Int64
 
+	refusalLog refusalLog // rate-limits the WARN lines of refusals; its own lock
+
 	apps    *registry    // applications, owners, local dir claims; its own lock
 	persist *persistence // the registry's file
 
