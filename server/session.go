@@ -412,6 +412,8 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 		sess.reply(id, sess.removeApplication(id, m))
 	case *protocol.ListShuffles:
 		sess.reply(id, sess.listShuffles(id, m))
+	case *protocol.ListApplications:
+		sess.reply(id, sess.listApplications(id))
 	default:
 		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errUnsupported, m.Type()))
 	}

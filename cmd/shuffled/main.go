@@ -2,6 +2,9 @@
 //
 //	shuffled serve     run the daemon (flags and SHUFFLED_* environment)
 //	shuffled cat       read a committed map output back from disk
+//	shuffled apps      list the daemon's applications (over its socket)
+//	shuffled rm        remove an application's outputs, or one shuffle's
+//	shuffled stats     print the daemon's figures
 //	shuffled version   print the version, commit and Go version (also --version)
 package main
 

@@ -20,6 +20,9 @@ type subcommand struct {
 }
 
 var subcommands = map[string]subcommand{
+	"apps":    {apps, "list the daemon's applications: owner, connections, shuffles, bytes (--json)"},
+	"rm":      {rm, "remove an application's outputs, or one shuffle's: rm APP [SHUFFLE]"},
+	"stats":   {stats, "print the daemon's figures (--json)"},
 	"cat":     {cat, "read a committed map output: partitions, checksums, rows"},
 	"inspect": {cat, "the same as cat"},
 	"serve":   {serve, "run the daemon"},
