@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
 	"regexp"
@@ -139,5 +140,59 @@ func TestMetricsReference(t *testing.T) {
 		if !live[name] {
 			t.Errorf("%s documents %s, which is not registered", referenceDoc, name)
 		}
+	}
+}
+
+// TestDashboardMetrics: every metric the Grafana dashboard in contrib/
+// queries is registered (a renamed metric would leave a panel empty).
+func TestDashboardMetrics(t *testing.T) {
+	b, err := os.ReadFile("../contrib/grafana/shuffled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("contrib/grafana/shuffled.json: %v", err)
+	}
+	m := New()
+	touchVecs(t, m)
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for _, mf := range mfs {
+		live[mf.GetName()] = true
+	}
+	nameRE := regexp.MustCompile(`\b((?:shuffled|process|go)_[a-z_]+)`)
+	queried := 0
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, m := range nameRE.FindAllStringSubmatch(tg.Expr, -1) {
+				name := m[1]
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if base, ok := strings.CutSuffix(name, suffix); ok && live[base] {
+						name = base
+					}
+				}
+				queried++
+				if !live[name] {
+					t.Errorf("panel %q queries %s, which is not registered", p.Title, m[1])
+				}
+			}
+		}
+	}
+	if queried == 0 {
+		t.Error("the dashboard queries no metric")
 	}
 }
