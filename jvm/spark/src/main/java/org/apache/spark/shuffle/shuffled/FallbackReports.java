@@ -7,6 +7,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
 import org.apache.spark.rpc.RpcEndpointRef;
 import org.apache.spark.rpc.RpcEnv;
 import org.apache.spark.rpc.ThreadSafeRpcEndpoint;
@@ -48,8 +49,8 @@ final class FallbackReports {
    * that cannot be told only misses a log line.
    */
   static void report(String kind, String reason) {
-    if (!REPORTED.add(kind)) {
-      return;
+    if (TaskContext.get() == null || !REPORTED.add(kind)) {
+      return; // not in a Spark task (a unit test), or reported already
     }
     try {
       SparkEnv env = SparkEnv.get();
@@ -59,7 +60,7 @@ final class FallbackReports {
       RpcEndpointRef driver = RpcUtils.makeDriverRef(ENDPOINT, env.conf(), env.rpcEnv());
       driver.send(
           new Report(env.executorId(), env.blockManager().blockManagerId().host(), kind, reason));
-    } catch (Exception e) { // Spark's RPC throws SparkException, a checked one, undeclared
+    } catch (Exception | LinkageError e) { // SparkException is checked and undeclared
       LOG.debug("shuffled: could not tell the driver about the fallback: {}", e.toString());
     }
   }
