@@ -64,12 +64,28 @@ func (f *adminFlags) parse(args []string) ([]string, error) {
 	}
 }
 
-func (f *adminFlags) dial(ctx context.Context) (*client.Client, error) {
+// connect parses args, which must hold no operand, and connects to the
+// daemon; the caller closes the client and calls cancel.
+func (f *adminFlags) connect(ctx context.Context, args []string) (_ *client.Client, _ context.Context, cancel context.CancelFunc, err error) {
+	operands, err := f.parse(args)
+	if err != nil {
+		return nil, nil, nil, usageErr(err)
+	}
+	if len(operands) > 0 {
+		return nil, nil, nil, fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, f.fs.Name(), operands)
+	}
+	return f.dial(ctx)
+}
+
+// dial connects to the daemon, bounded by adminTimeout.
+func (f *adminFlags) dial(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	c, err := client.Dial(ctx, *f.socket, client.WithName("shuffled admin"))
 	if err != nil {
-		return nil, fmt.Errorf("daemon at --socket %s: %w", *f.socket, err)
+		cancel()
+		return nil, nil, nil, fmt.Errorf("daemon at --socket %s: %w", *f.socket, err)
 	}
-	return c, nil
+	return c, ctx, cancel, nil
 }
 
 // usageErr turns a flag error into a usage error (exit 2); -h is no error.
@@ -83,38 +99,20 @@ func usageErr(err error) error {
 // apps lists the applications on the daemon.
 func apps(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newAdminFlags("apps", "", stderr, true)
-	operands, err := f.parse(args)
-	if err != nil {
-		return usageErr(err)
-	}
-	if len(operands) > 0 {
-		return fmt.Errorf("%w: apps takes no arguments, got %q", errUsage, operands)
-	}
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	c, err := f.dial(ctx)
+	c, ctx, cancel, err := f.connect(ctx, args)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer c.Close()
 	list, err := c.ListApplications(ctx)
 	if err != nil {
 		return fmt.Errorf("listing applications: %w", err)
 	}
 	if *f.json {
-		type app struct {
-			AppID       string `json:"app_id"`
-			OwnerUID    int64  `json:"owner_uid"`
-			Connections int32  `json:"connections"`
-			Shuffles    int32  `json:"shuffles"`
-			MapOutputs  int64  `json:"map_outputs"`
-			Bytes       int64  `json:"bytes"`
-		}
-		out := struct {
-			Applications []app `json:"applications"`
-		}{Applications: []app{}}
+		out := appsJSON{Applications: []appJSON{}}
 		for _, a := range list {
-			out.Applications = append(out.Applications, app(a))
+			out.Applications = append(out.Applications, appJSON(a))
 		}
 		return json.NewEncoder(stdout).Encode(out)
 	}
@@ -124,6 +122,20 @@ func apps(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", a.AppID, ownerName(a.OwnerUID), a.Connections, a.Shuffles, a.MapOutputs, server.FormatSize(a.Bytes))
 	}
 	return tw.Flush()
+}
+
+// appsJSON is what `apps --json` prints (docs/operations.md).
+type appsJSON struct {
+	Applications []appJSON `json:"applications"`
+}
+
+type appJSON struct {
+	AppID       string `json:"app_id"`
+	OwnerUID    int64  `json:"owner_uid"`
+	Connections int32  `json:"connections"`
+	Shuffles    int32  `json:"shuffles"`
+	MapOutputs  int64  `json:"map_outputs"`
+	Bytes       int64  `json:"bytes"`
 }
 
 // ownerName is "name (uid)", the uid alone when it has no name, or "-"
@@ -161,12 +173,11 @@ func rm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: SHUFFLE %q: want a shuffle id, 0 to %d", errUsage, operands[1], int32(1<<31-1))
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	c, err := f.dial(ctx)
+	c, ctx, cancel, err := f.dial(ctx)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer c.Close()
 	var removed protocol.Removed
 	what := "application " + app
@@ -189,19 +200,11 @@ func rm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // stats prints the daemon's figures (StatsResult).
 func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newAdminFlags("stats", "", stderr, true)
-	operands, err := f.parse(args)
-	if err != nil {
-		return usageErr(err)
-	}
-	if len(operands) > 0 {
-		return fmt.Errorf("%w: stats takes no arguments, got %q", errUsage, operands)
-	}
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	c, err := f.dial(ctx)
+	c, ctx, cancel, err := f.connect(ctx, args)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer c.Close()
 	list, err := c.Stats(ctx)
 	if err != nil {
