@@ -338,12 +338,12 @@ func (r *Report) inContext() string {
 	if !r.defaultWorkload() {
 		return "no reference figure for this workload; the reference 2-core machine's are for the default one (go run ./cmd/shuffled-loadgen), in docs/benchmarks.md"
 	}
-	there := fmt.Sprintf("%d MB per CPU second, %d-%d MB/s, on the reference 2-core machine (docs/benchmarks.md, \"The default run\")",
+	ref := fmt.Sprintf("the reference 2-core machine ran this default workload at %d MB per CPU second, %d-%d MB/s (docs/benchmarks.md, \"The default run\")",
 		refMBPerCPUS, refMBsLow, refMBsHigh)
 	if r.MBPerCPUS <= 0 {
-		return "this default workload ran at " + there
+		return ref
 	}
-	return fmt.Sprintf("%.2fx the MB per CPU second of this default workload's %s", r.MBPerCPUS/refMBPerCPUS, there)
+	return fmt.Sprintf("%.2fx the reference's MB per CPU second: %s", r.MBPerCPUS/refMBPerCPUS, ref)
 }
 
 // defaultWorkload reports whether r ran DefaultConfig's workload on an

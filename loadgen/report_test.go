@@ -108,7 +108,7 @@ func TestInContext(t *testing.T) {
 	r := newReport(&cfg, &pool{}, runResult{}, daemonStats{})
 	r.Daemon, r.Tasks = "embedded", cfg.Tasks
 	r.MBPerCPUS = refMBPerCPUS / 2
-	if got, want := r.inContext(), "0.50x the MB per CPU second of this default workload's 306 MB per CPU second, 430-640 MB/s, on the reference 2-core machine"; !strings.HasPrefix(got, want) {
+	if got, want := r.inContext(), "0.50x the reference's MB per CPU second: the reference 2-core machine ran this default workload at 306 MB per CPU second, 430-640 MB/s"; !strings.HasPrefix(got, want) {
 		t.Errorf("inContext() = %q, want prefix %q", got, want)
 	}
 	var b strings.Builder
