@@ -1,7 +1,8 @@
 # The default build needs no GPU and no cgo toolchain beyond the machine's;
-# `make cuda` builds the GPU flavour into bin/cuda (see scripts/cuda).
+# `make cuda` builds the GPU flavour into bin/cuda (see scripts/cuda);
+# `make dist` builds the release artifacts into dist/ (see scripts/dist).
 
-.PHONY: test cuda
+.PHONY: test cuda dist
 
 test:
 	go vet ./...
@@ -9,3 +10,6 @@ test:
 
 cuda:
 	scripts/cuda/build.sh bin/cuda
+
+dist:
+	scripts/dist

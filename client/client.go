@@ -513,3 +513,13 @@ func (c *Client) ListShuffles(ctx context.Context, appID string) ([]protocol.Shu
 	}
 	return m.(*protocol.ShuffleList).Shuffles, nil
 }
+
+// ListApplications returns the applications the connection's user may see,
+// ascending by id: its own, or every one for root and the daemon's user.
+func (c *Client) ListApplications(ctx context.Context) ([]protocol.ApplicationInfo, error) {
+	m, err := c.roundTrip(ctx, &protocol.ListApplications{}, -1, protocol.TypeApplicationList, nil)
+	if err != nil {
+		return nil, err
+	}
+	return m.(*protocol.ApplicationList).Applications, nil
+}

@@ -22,6 +22,8 @@ type AppUsage struct {
 	App string
 	// Bytes sums the sizes of the application's files on every disk.
 	Bytes int64
+	// DiskBytes are those sizes by disk directory (Disk.Dir).
+	DiskBytes map[string]int64
 	// ModTime is the newest modification time of the application's
 	// directories and files on every disk: when it last wrote.
 	ModTime time.Time
@@ -223,10 +225,11 @@ func (s *Set) Applications() ([]AppUsage, error) {
 			}
 			u := byApp[e.Name()]
 			if u == nil {
-				u = &AppUsage{App: e.Name()}
+				u = &AppUsage{App: e.Name(), DiskBytes: map[string]int64{}}
 				byApp[e.Name()] = u
 			}
 			u.Bytes += bytes
+			u.DiskBytes[d.dir] += bytes
 			for _, t := range []time.Time{info.ModTime(), newest} {
 				if t.After(u.ModTime) {
 					u.ModTime = t

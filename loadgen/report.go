@@ -324,7 +324,40 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Kept != "" {
 		row("kept in", "%s", r.Kept)
 	}
+	row("in context", "%s", r.inContext())
 	return tw.Flush()
+}
+
+// The reference machine's figures on the default workload, as
+// docs/benchmarks.md ("The default run") gives them with the command that
+// measured them; a test keeps the two the same.
+const (
+	refMBsLow, refMBsHigh = 430, 640 // wall-clock MB/s, four runs the same hour
+	refMBPerCPUS          = 306      // MB per CPU second
+)
+
+// inContext is the report's last line: the run's figure against the
+// reference machine's on the same workload, or why there is none.
+func (r *Report) inContext() string {
+	if !r.defaultWorkload() {
+		return "no reference figure for this workload; the reference 2-core machine's are for the default one (go run ./cmd/shuffled-loadgen), in docs/benchmarks.md"
+	}
+	ref := fmt.Sprintf("the reference 2-core machine ran this default workload at %d MB per CPU second, %d-%d MB/s (docs/benchmarks.md, \"The default run\")",
+		refMBPerCPUS, refMBsLow, refMBsHigh)
+	if r.MBPerCPUS <= 0 {
+		return ref
+	}
+	return fmt.Sprintf("%.2fx the reference's MB per CPU second: %s", r.MBPerCPUS/refMBPerCPUS, ref)
+}
+
+// defaultWorkload reports whether r ran DefaultConfig's workload on an
+// embedded daemon, the one the reference figures are of.
+func (r *Report) defaultWorkload() bool {
+	d := DefaultConfig()
+	return r.Tasks == d.Tasks && r.BatchesPerTask == d.BatchesPerTask && r.RowsPerBatch == d.Rows &&
+		r.Partitions == d.Partitions && r.Concurrency == d.Concurrency && r.Schema == d.Schema &&
+		r.Skew == d.SkewString() && r.Nulls == d.Nulls && r.Codec == d.Codec && r.Checksum == d.Checksum &&
+		r.Payload == d.Payload && r.DataPlane == d.DataPlane && r.Daemon == "embedded" && r.GPUDevice == ""
 }
 
 // size formats a byte count with binary units.

@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +101,58 @@ func TestProgressPlain(t *testing.T) {
 	nilProgress.addBytes(1)
 	nilProgress.taskDone()
 	nilProgress.finish()
+}
+
+func TestInContext(t *testing.T) {
+	cfg := DefaultConfig()
+	r := newReport(&cfg, &pool{}, runResult{}, daemonStats{})
+	r.Daemon, r.Tasks = "embedded", cfg.Tasks
+	r.MBPerCPUS = refMBPerCPUS / 2
+	if got, want := r.inContext(), "0.50x the reference's MB per CPU second: the reference 2-core machine ran this default workload at 306 MB per CPU second, 430-640 MB/s"; !strings.HasPrefix(got, want) {
+		t.Errorf("inContext() = %q, want prefix %q", got, want)
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "in context") || !strings.Contains(last, "reference 2-core machine") {
+		t.Errorf("the report's last line is %q, want the in-context line", last)
+	}
+	for _, mutate := range []func(*Report){
+		func(r *Report) { r.Partitions = 1000 },
+		func(r *Report) { r.Daemon = "external" },
+		func(r *Report) { r.Codec = "zstd" },
+		func(r *Report) { r.Tasks = 10 },
+	} {
+		other := *r
+		mutate(&other)
+		if got := other.inContext(); !strings.HasPrefix(got, "no reference figure for this workload") {
+			t.Errorf("inContext() of %+v = %q, want no reference figure", other, got)
+		}
+	}
+}
+
+// TestReferenceFiguresDocumented keeps the figures the report quotes and
+// docs/benchmarks.md's "The default run" the same.
+func TestReferenceFiguresDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	_, sec, ok := strings.Cut(doc, "### The default run")
+	if !ok {
+		t.Fatal(`docs/benchmarks.md has no "### The default run"`)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	for _, want := range []string{
+		fmt.Sprintf("%d-%d MB/s", refMBsLow, refMBsHigh),
+		fmt.Sprintf("%d MB per CPU second", refMBPerCPUS),
+		"go run ./cmd/shuffled-loadgen",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("docs/benchmarks.md \"The default run\" lacks %q, which the report quotes", want)
+		}
+	}
 }

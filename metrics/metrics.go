@@ -2,13 +2,17 @@
 //
 // All metrics live on a private registry (never the global one), so two
 // daemons embedded in one process, as in tests and the load generator, never
-// collide. Invariant: the metrics endpoint is reachable from this host only:
-// Listen and Serve refuse any address that is not loopback.
+// collide. Invariant: the metrics endpoint is reachable from this host only
+// unless the operator asked otherwise: Listen refuses an address that is not
+// loopback without allowRemote (--metrics-allow-remote). docs/operations.md
+// lists every metric; a test checks the list against New's registry.
 package metrics
 
 import (
 	"net/http"
 	"sync/atomic"
+
+	"github.com/shuffled/shuffled/internal/buildinfo"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -57,6 +61,10 @@ type Metrics struct {
 	Commits  prometheus.Counter     // map outputs committed
 	Aborts   prometheus.Counter     // map outputs aborted
 	Errors   *prometheus.CounterVec // error responses by wire code, label "code"
+	// RequestsRefused counts refused connections, registrations and
+	// Opens (the refusals that send a Spark executor or task to Spark's
+	// own writer), labels "request" (Request*) and "code".
+	RequestsRefused *prometheus.CounterVec
 
 	// Limiter.
 	LimiterWaitSeconds prometheus.Counter // time spent waiting for admission
@@ -76,7 +84,9 @@ type Metrics struct {
 	Sessions           prometheus.Gauge // connected clients
 
 	// Lifecycle and disks.
-	DiskBytes          *prometheus.GaugeVec   // bytes of committed outputs per disk, label "disk"
+	DiskBytes          *prometheus.GaugeVec   // bytes of shuffle files in the root dir per disk, label "disk"
+	DiskFreeBytes      *prometheus.GaugeVec   // free bytes of each root dir's file system, label "disk"
+	DiskSizeBytes      *prometheus.GaugeVec   // size of each root dir's file system, label "disk"
 	Applications       prometheus.Gauge       // registered applications
 	Shuffles           prometheus.Gauge       // shuffles with outputs on disk
 	Removals           *prometheus.CounterVec // removals by kind, label "kind" (Removal*)
@@ -85,7 +95,15 @@ type Metrics struct {
 
 	registry *prometheus.Registry
 	limiter  atomic.Pointer[func() (inFlight, peak int64)]
+	health   atomic.Pointer[probes]
 }
+
+// Values of the "request" label of RequestsRefused.
+const (
+	RequestConnection = "connection" // a connection refused before its Hello
+	RequestRegister   = "RegisterExecutor"
+	RequestOpen       = "OpenMapOutput"
+)
 
 // New returns the daemon's metrics registered on a fresh private registry,
 // with the Go runtime and process collectors beside them.
@@ -105,6 +123,10 @@ func New() *Metrics {
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "errors_total", Help: "Error responses sent, by wire error code.",
 		}, []string{"code"}),
+		RequestsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "requests_refused_total",
+			Help: "Connections, registrations (RegisterExecutor) and OpenMapOutputs refused, by request and wire error code: each sends a Spark executor or task to Spark's own writer.",
+		}, []string{"request", "code"}),
 
 		LimiterWaitSeconds: counter("limiter_wait_seconds_total", "Seconds records waited for the bytes-in-flight limiter."),
 		LimiterWaits:       counter("limiter_waits_total", "Limiter admissions that had to wait."),
@@ -130,7 +152,16 @@ func New() *Metrics {
 		Sessions: gauge("sessions", "Connected client sessions."),
 
 		DiskBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "disk_bytes", Help: "Bytes of shuffle files on disk, by disk.",
+			Namespace: Namespace, Name: "disk_bytes",
+			Help: "Bytes of shuffle files in the daemon's root dir, by root dir (disk); files in registered Spark local dirs are not counted. Read every 30 s.",
+		}, []string{"disk"}),
+		DiskFreeBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "disk_free_bytes",
+			Help: "Bytes free to unprivileged users on the file system of each root dir (disk). Read every 30 s.",
+		}, []string{"disk"}),
+		DiskSizeBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "disk_size_bytes",
+			Help: "Size in bytes of the file system of each root dir (disk). Read every 30 s.",
 		}, []string{"disk"}),
 		Applications: gauge("applications", "Registered applications."),
 		Shuffles:     gauge("shuffles", "Shuffles with outputs on disk."),
@@ -149,11 +180,19 @@ func New() *Metrics {
 		Namespace: Namespace, Name: "limiter_peak_bytes", Help: "Most bytes the limiter has held at once.",
 	}, func() float64 { _, n := m.limiterStats(); return float64(n) })
 
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "build_info",
+		Help: "Always 1; the labels name the daemon's build: version, commit, go_version.",
+	}, []string{"version", "commit", "go_version"})
+	bi := buildinfo.Get()
+	build.WithLabelValues(bi.Version, bi.Commit, bi.GoVersion).Set(1)
+
 	m.registry.MustRegister(
-		m.BytesIn, m.BytesOut, m.Records, m.Commits, m.Aborts, m.Errors,
+		build,
+		m.BytesIn, m.BytesOut, m.Records, m.Commits, m.Aborts, m.Errors, m.RequestsRefused,
 		m.LimiterWaitSeconds, m.LimiterWaits, m.LimiterLimitBytes, inFlight, peak,
 		m.OpenMapOutputs, m.RunsPerMapOutput, m.MergeBytes, m.MarkedCommits, m.EarlyMerges, m.CommitSeconds, m.CommitPhaseSeconds, m.Sessions,
-		m.DiskBytes, m.Applications, m.Shuffles, m.Removals, m.DiskFullRefusals, m.DisksOutOfRotation,
+		m.DiskBytes, m.DiskFreeBytes, m.DiskSizeBytes, m.Applications, m.Shuffles, m.Removals, m.DiskFullRefusals, m.DisksOutOfRotation,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -163,7 +163,7 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 func TestServe(t *testing.T) {
 	m := New()
 	m.Commits.Add(7)
-	ln, err := Listen("127.0.0.1:0")
+	ln, err := Listen("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,12 @@ var goldenFrames = []goldenFrame{
 	{"list-shuffles", "ListShuffles app-1", 15, &ListShuffles{AppID: "app-1"}},
 	{"shuffle-list", "ShuffleList: shuffles 0 and 3", 15,
 		&ShuffleList{Shuffles: []ShuffleInfo{{ShuffleID: 0, MapOutputs: 10, Bytes: 1000}, {ShuffleID: 3, MapOutputs: 2, Bytes: 64}}}},
+	{"list-applications", "ListApplications (the admin commands)", 21, &ListApplications{}},
+	{"application-list", "ApplicationList: app-1 of uid 1000 (1 connection, 2 shuffles, 12 map outputs, 1064 bytes), app-2 with no recorded owner", 21,
+		&ApplicationList{Applications: []ApplicationInfo{
+			{AppID: "app-1", OwnerUID: 1000, Connections: 1, Shuffles: 2, MapOutputs: 12, Bytes: 1064},
+			{AppID: "app-2", OwnerUID: -1},
+		}}},
 	{"error", "Error NotFound answering id 16", 16, &Error{Code: CodeNotFound, Message: "Commit.Handle: 9 is not open"}},
 	{"connection-error", "connection-level Error (request id 0): Unavailable, then the daemon closes", 0,
 		&Error{Code: CodeUnavailable, Message: "draining"}},

@@ -58,6 +58,8 @@ func validMessages() []Message {
 		&ApplicationRemoved{Removed{MapOutputs: 0, Bytes: 0}},
 		&ListShuffles{AppID: "app-1"},
 		&ShuffleList{Shuffles: []ShuffleInfo{{0, 1, 10}, {5, 2, 20}, {9, 3, 0}}},
+		&ListApplications{},
+		&ApplicationList{Applications: []ApplicationInfo{{"app-1", 1000, 2, 3, 40, 4096}, {"app-2", -1, 0, 0, 0, 0}}},
 		&Error{Code: CodeNotFound, Message: "Commit.Handle 77: no such map output"},
 		&OpenMapOutput{ShuffleID: 1, MapID: 2, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Codec: "zstd",
 			Schema: []SchemaField{{"id", "int"}, {"price", "decimal(38,10)"}, {"", "binary"}}},
@@ -318,7 +320,7 @@ func TestErrorCodes(t *testing.T) {
 }
 
 func TestDecodeUnknownType(t *testing.T) {
-	for _, typ := range []Type{0, 0x000C, 0x7fff, 0x8000, 0x8fff} {
+	for _, typ := range []Type{0, 0x00FF, 0x7fff, 0x8000, 0x8fff} {
 		if _, err := Decode(typ, nil); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("Decode(%v) = %v, want ErrUnsupported", typ, err)
 		}

@@ -20,6 +20,7 @@ const (
 	TypeRemoveShuffle     Type = 0x0009
 	TypeRemoveApplication Type = 0x000A
 	TypeListShuffles      Type = 0x000B
+	TypeListApplications  Type = 0x000C
 )
 
 // Response types, server to client.
@@ -35,6 +36,7 @@ const (
 	TypeShuffleRemoved     Type = 0x8009
 	TypeApplicationRemoved Type = 0x800A
 	TypeShuffleList        Type = 0x800B
+	TypeApplicationList    Type = 0x800C
 	TypeError              Type = 0xFFFF
 )
 
@@ -52,6 +54,7 @@ var typeNames = map[Type]string{
 	TypeRemoveShuffle:      "RemoveShuffle",
 	TypeRemoveApplication:  "RemoveApplication",
 	TypeListShuffles:       "ListShuffles",
+	TypeListApplications:   "ListApplications",
 	TypeServerHello:        "ServerHello",
 	TypeRegistered:         "Registered",
 	TypeOpened:             "Opened",
@@ -63,6 +66,7 @@ var typeNames = map[Type]string{
 	TypeShuffleRemoved:     "ShuffleRemoved",
 	TypeApplicationRemoved: "ApplicationRemoved",
 	TypeShuffleList:        "ShuffleList",
+	TypeApplicationList:    "ApplicationList",
 	TypeError:              "Error",
 }
 
@@ -110,6 +114,8 @@ func New(t Type) (Message, error) {
 		return new(RemoveApplication), nil
 	case TypeListShuffles:
 		return new(ListShuffles), nil
+	case TypeListApplications:
+		return new(ListApplications), nil
 	case TypeServerHello:
 		return new(ServerHello), nil
 	case TypeRegistered:
@@ -132,6 +138,8 @@ func New(t Type) (Message, error) {
 		return new(ApplicationRemoved), nil
 	case TypeShuffleList:
 		return new(ShuffleList), nil
+	case TypeApplicationList:
+		return new(ApplicationList), nil
 	case TypeError:
 		return new(Error), nil
 	}

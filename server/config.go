@@ -122,6 +122,10 @@ type Config struct {
 	// MetricsAddr serves Prometheus metrics at /metrics on this loopback
 	// host:port (--metrics-addr). Empty, the default, serves none.
 	MetricsAddr string
+	// MetricsAllowRemote lets MetricsAddr be any address, not only a
+	// loopback one (--metrics-allow-remote): the endpoint then serves the
+	// metrics and the health probes to anyone who can reach the port.
+	MetricsAllowRemote bool
 	// AllowedUIDs and AllowedGIDs are the peers allowed to connect besides
 	// root and the daemon's own user (--allowed-uids, --allowed-gids;
 	// names or numbers). A peer is allowed by its uid, or by its primary or
@@ -386,8 +390,12 @@ func (c *Config) Validate() error {
 			minBlockSize, maxBlockSize, FormatSize(maxBlockSize), c.BlockSize)
 	}
 	if c.MetricsAddr != "" {
-		if err := metrics.CheckAddr(c.MetricsAddr); err != nil {
-			bad("metrics-addr", "must be a loopback host:port (127.0.0.1:9100, [::1]:9100, localhost:9100), got %q", c.MetricsAddr)
+		if err := metrics.ValidateAddr(c.MetricsAddr, c.MetricsAllowRemote); err != nil {
+			if c.MetricsAllowRemote {
+				bad("metrics-addr", "must be a host:port, got %q", c.MetricsAddr)
+			} else {
+				bad("metrics-addr", "must be a loopback host:port (127.0.0.1:9100, [::1]:9100, localhost:9100) unless --metrics-allow-remote is set, got %q", c.MetricsAddr)
+			}
 		}
 	}
 	if c.DrainTimeout <= 0 {
@@ -458,7 +466,8 @@ func (c *Config) settings() []setting {
 		{"checksum", "default checksum `algorithm`: none, ADLER32, CRC32, CRC32C", stringValue(&c.DefaultChecksum, canonicalChecksum)},
 		{"block-size", "lz4 and snappy block `size` of map outputs that name none (Spark's spark.io.compression.lz4.blockSize)", intSizeValue(&c.BlockSize)},
 		{"sync", "fsync data and index files before a commit", boolValue(&c.Sync)},
-		{"metrics-addr", "serve Prometheus metrics on this loopback `host:port` (off when empty)", stringValue(&c.MetricsAddr, nil)},
+		{"metrics-addr", "serve Prometheus metrics, /healthz and /readyz on this loopback `host:port` (off when empty)", stringValue(&c.MetricsAddr, nil)},
+		{"metrics-allow-remote", "let --metrics-addr be a non-loopback address (0.0.0.0:9100, a host's IP), for a Prometheus on another host", boolValue(&c.MetricsAllowRemote)},
 		{"allowed-uids", "comma-separated `users` (names or ids) allowed to connect besides root and the daemon's own", idListValue(&c.AllowedUIDs, lookupUser)},
 		{"allowed-gids", "comma-separated `groups` (names or ids) whose members may connect", idListValue(&c.AllowedGIDs, lookupGroup)},
 		{"drain-timeout", "`duration` SIGTERM lets open map outputs finish before aborting the rest", durationValue(&c.DrainTimeout)},

@@ -340,19 +340,32 @@ func (s *Server) housekeeping() {
 func (s *Server) exportDisks() {
 	out := 0
 	for _, st := range s.disks.Stats() {
-		s.metrics.DiskBytes.WithLabelValues(st.Dir).Set(float64(st.Total - st.Free))
+		s.metrics.DiskFreeBytes.WithLabelValues(st.Dir).Set(float64(st.Free))
+		s.metrics.DiskSizeBytes.WithLabelValues(st.Dir).Set(float64(st.Total))
 		if !st.InRotation {
 			out++
 		}
 	}
 	s.metrics.DisksOutOfRotation.Set(float64(out))
-	if apps, err := s.disks.Applications(); err == nil {
-		shuffles := 0
-		for _, a := range apps {
-			if list, err := s.disks.ListShuffles(a.App); err == nil {
-				shuffles += len(list)
-			}
+	apps, err := s.disks.Applications()
+	// What could be read is exported even if a part could not.
+	used := map[string]int64{}
+	for _, d := range s.disks.Disks() {
+		used[d.Dir()] = 0
+	}
+	shuffles := 0
+	for _, a := range apps {
+		for dir, n := range a.DiskBytes {
+			used[dir] += n
 		}
+		if list, err := s.disks.ListShuffles(a.App); err == nil {
+			shuffles += len(list)
+		}
+	}
+	for dir, n := range used {
+		s.metrics.DiskBytes.WithLabelValues(dir).Set(float64(n))
+	}
+	if err == nil {
 		s.metrics.Shuffles.Set(float64(shuffles))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/internal/buildinfo"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
@@ -22,8 +23,8 @@ import (
 )
 
 // Version is the daemon's version, reported in ServerHello and by
-// `shuffled version`.
-var Version = "0.1.0"
+// `shuffled version` (see internal/buildinfo).
+var Version = buildinfo.Get().Version
 
 // Server is the daemon. Create it with New, hand it listeners with Serve,
 // and stop it with Shutdown.
@@ -53,6 +54,8 @@ type Server struct {
 	// from that batch on (StatsResult marked_commits_total,
 	// early_merges_total).
 	markedCommits, earlyMerges atomic.Int64
+
+	refusalLog refusalLog // rate-limits the WARN lines of refusals; its own lock
 
 	apps    *registry    // applications, owners, local dir claims; its own lock
 	persist *persistence // the registry's file

@@ -148,9 +148,9 @@ func (s *Server) newSession(conn *net.UnixConn) *session {
 	}
 	log := s.log.With("pid", cred.PID, "uid", cred.UID)
 	if !s.peerAllowed(cred) {
-		log.Warn("refusing connection: uid/gid not allowed", "gid", cred.GID)
 		s.metrics.Errors.WithLabelValues(protocol.CodePermissionDenied.String()).Inc()
 		msg := protocol.Errorf(protocol.CodePermissionDenied, "peer uid %d gid %d is not allowed to use this daemon", cred.UID, cred.GID)
+		s.refused(log, cred.UID, metrics.RequestConnection, msg, "gid", cred.GID)
 		conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = protocol.WriteFrame(conn, 0, msg)
 		conn.Close()
@@ -173,10 +173,11 @@ func (s *Server) newSession(conn *net.UnixConn) *session {
 	}
 	if bound != "" {
 		go func() { // not under s.mu: the peer may not read
-			log.Warn("refusing connection: " + bound)
 			s.metrics.Errors.WithLabelValues(protocol.CodeResourceExhausted.String()).Inc()
+			msg := protocol.Errorf(protocol.CodeResourceExhausted, "%s", bound)
+			s.refused(log, cred.UID, metrics.RequestConnection, msg)
 			conn.SetWriteDeadline(time.Now().Add(time.Second))
-			_ = protocol.WriteFrame(conn, 0, protocol.Errorf(protocol.CodeResourceExhausted, "%s", bound))
+			_ = protocol.WriteFrame(conn, 0, msg)
 			conn.Close()
 		}()
 		return nil
@@ -401,9 +402,13 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 	case *protocol.Hello:
 		sess.reply(id, protocol.Errorf(protocol.CodeFailedPrecondition, "Hello was already answered"))
 	case *protocol.RegisterExecutor:
-		sess.reply(id, sess.register(id, m))
+		err := sess.register(id, m)
+		sess.s.refused(sess.log, sess.cred.UID, metrics.RequestRegister, err, "app", m.AppID, "executor", m.ExecutorID)
+		sess.reply(id, err)
 	case *protocol.OpenMapOutput:
-		sess.reply(id, sess.open(id, m))
+		err := sess.open(id, m)
+		sess.s.refused(sess.log, sess.cred.UID, metrics.RequestOpen, err, "shuffle", m.ShuffleID, "map", m.MapID)
+		sess.reply(id, err)
 	case *protocol.Batch:
 		sess.reply(id, sess.batch(id, m, h))
 	case *protocol.Commit:
@@ -428,6 +433,8 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 		sess.reply(id, sess.removeApplication(id, m))
 	case *protocol.ListShuffles:
 		sess.reply(id, sess.listShuffles(id, m))
+	case *protocol.ListApplications:
+		sess.reply(id, sess.listApplications(id))
 	default:
 		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errUnsupported, m.Type()))
 	}

@@ -2,7 +2,10 @@
 //
 //	shuffled serve     run the daemon (flags and SHUFFLED_* environment)
 //	shuffled cat       read a committed map output back from disk
-//	shuffled version   print the version
+//	shuffled apps      list the daemon's applications (over its socket)
+//	shuffled rm        remove an application's outputs, or one shuffle's
+//	shuffled stats     print the daemon's figures
+//	shuffled version   print the version, commit and Go version (also --version)
 package main
 
 import (

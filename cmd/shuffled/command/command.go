@@ -3,14 +3,14 @@ package command
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"sort"
 
-	"github.com/shuffled/shuffled/server"
+	"github.com/shuffled/shuffled/internal/buildinfo"
 )
 
 // subcommand runs one sub-command with its arguments.
@@ -20,10 +20,13 @@ type subcommand struct {
 }
 
 var subcommands = map[string]subcommand{
+	"apps":    {apps, "list the daemon's applications: owner, connections, shuffles, bytes (--json)"},
+	"rm":      {rm, "remove an application's outputs, or one shuffle's: rm APP [SHUFFLE]"},
+	"stats":   {stats, "print the daemon's figures (--json)"},
 	"cat":     {cat, "read a committed map output: partitions, checksums, rows"},
 	"inspect": {cat, "the same as cat"},
 	"serve":   {serve, "run the daemon"},
-	"version": {version, "print the version"},
+	"version": {version, "print the version, commit and Go version (--json: as JSON)"},
 }
 
 // errUsage marks a mistake on the command line (exit status 2).
@@ -46,6 +49,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return version(ctx, args[1:], stdout, stderr)
+	}
 	sc, ok := subcommands[args[0]]
 	if !ok {
 		usage(stderr)
@@ -65,23 +71,27 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, subcommands[n].help)
 	}
-	fmt.Fprintln(w, "\nRun 'shuffled <command> -h' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'shuffled <command> -h' for the flags of a command; 'shuffled --version' is 'shuffled version'.")
 }
 
-func version(_ context.Context, args []string, stdout, _ io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("%w: version takes no arguments, got %q", errUsage, args)
-	}
-	fmt.Fprintf(stdout, "shuffled %s", server.Version)
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		fmt.Fprintf(stdout, " (%s", bi.GoVersion)
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				fmt.Fprintf(stdout, ", %s", s.Value[:12])
-			}
+func version(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("shuffled version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print version, commit, go_version and platform as one JSON object")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
 		}
-		fmt.Fprint(stdout, ")")
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	fmt.Fprintln(stdout)
-	return nil
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: version takes no arguments, got %q", errUsage, fs.Args())
+	}
+	info := buildinfo.Get()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(info)
+	}
+	_, err := fmt.Fprintf(stdout, "shuffled %s\n", info)
+	return err
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shuffled/shuffled/internal/buildinfo"
 	"github.com/shuffled/shuffled/internal/sdnotify"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/metrics"
@@ -74,12 +75,34 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 	}
 
-	m := metrics.New()
-	s, err := server.New(cfg, server.WithLogger(log), server.WithMetrics(m))
+	// Then the roots: a second daemon on another socket but the same root
+	// stops here, naming the first's pid.
+	lock, err := server.LockRoots(cfg)
 	if err != nil {
 		closeListeners()
 		return err
 	}
+	defer lock.Close()
+	// A metrics address that cannot be bound fails the start, before
+	// anything is swept or served.
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = metrics.Listen(cfg.MetricsAddr, cfg.MetricsAllowRemote); err != nil {
+			closeListeners()
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+
+	m := metrics.New()
+	s, err := server.New(cfg, server.WithLogger(log), server.WithMetrics(m))
+	if err != nil {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		closeListeners()
+		return err
+	}
+	m.WatchHealth(s.Live, s.Ready)
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -87,14 +110,17 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		cancel() // stops the metrics endpoint and the watchdog before waiting for them
 		wg.Wait()
 	}()
-	if cfg.MetricsAddr != "" {
+	if metricsLn != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := metrics.Serve(ctx, cfg.MetricsAddr, m); err != nil {
+			if err := metrics.ServeListener(ctx, metricsLn, m); err != nil {
 				log.Error("metrics endpoint", "addr", cfg.MetricsAddr, "err", err)
 			}
 		}()
+		if cfg.MetricsAllowRemote {
+			log.Warn("metrics endpoint open beyond this host (--metrics-allow-remote): /metrics, /healthz and /readyz answer anyone who reaches it", "addr", metricsLn.Addr().String())
+		}
 	}
 	serveErr := make(chan error, len(listeners))
 	for _, ln := range listeners {
@@ -109,9 +135,9 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		defer wg.Done()
 		_ = sdnotify.RunWatchdog(ctx, func() bool { return true })
 	}()
-	log.Info("shuffled ready", "version", server.Version, "socket", listeners[0].Addr().String(),
+	log.Info("shuffled ready", "version", server.Version, "commit", buildinfo.Get().ShortCommit(), "socket", listeners[0].Addr().String(),
 		"activated", activated, "limit", server.FormatSize(cfg.LimitBytes), "pool", cfg.PoolSize,
-		"startup", time.Since(start))
+		"metrics", metricsAddr(metricsLn), "startup", time.Since(start))
 
 	var runErr error
 	select {
@@ -139,4 +165,12 @@ func newLogger(w io.Writer, cfg server.Config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// metricsAddr is the address the metrics endpoint listens on, or "off".
+func metricsAddr(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
 }

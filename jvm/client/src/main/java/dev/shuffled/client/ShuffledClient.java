@@ -558,6 +558,19 @@ public final class ShuffledClient implements AutoCloseable {
   }
 
   /**
+   * The applications this connection's user may see, ascending by id: its own, or every one for
+   * root and the daemon's own user (docs/protocol.md, ListApplications). A daemon without the
+   * request answers {@link ErrorCode#UNSUPPORTED}.
+   */
+  public List<ApplicationInfo> listApplications() throws IOException {
+    Wire.ApplicationList r =
+        (Wire.ApplicationList)
+            current()
+                .call(new Wire.Empty(Wire.LIST_APPLICATIONS), null, -1, "list applications");
+    return r.applications();
+  }
+
+  /**
    * Closes the connection and stops the client's threads. Open map outputs fail with {@link
    * ConnectionLostException} and the daemon discards them. Idempotent.
    */

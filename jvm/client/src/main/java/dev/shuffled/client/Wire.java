@@ -34,6 +34,7 @@ final class Wire {
   static final int REMOVE_SHUFFLE = 0x0009;
   static final int REMOVE_APPLICATION = 0x000A;
   static final int LIST_SHUFFLES = 0x000B;
+  static final int LIST_APPLICATIONS = 0x000C;
   static final int RESPONSE = 0x8000;
   static final int ERROR = 0xFFFF;
 
@@ -61,17 +62,19 @@ final class Wire {
   static final int MAX_STATS = 4096;
   static final int MAX_STAT_NAME = 64;
   static final int MAX_SHUFFLES = 1 << 20;
+  static final int MAX_APPLICATIONS = 1 << 16;
   static final int MAX_ERROR_MESSAGE = 65535;
   static final int MIN_MAX_FRAME = 1 << 16;
 
   static String typeName(int t) {
     String[] req = {
       null, "Hello", "RegisterExecutor", "OpenMapOutput", "Batch", "Commit", "Abort", "Ping",
-      "Stats", "RemoveShuffle", "RemoveApplication", "ListShuffles"
+      "Stats", "RemoveShuffle", "RemoveApplication", "ListShuffles", "ListApplications"
     };
     String[] resp = {
       null, "ServerHello", "Registered", "Opened", "BatchAccepted", "CommitResult", "Aborted",
-      "Pong", "StatsResult", "ShuffleRemoved", "ApplicationRemoved", "ShuffleList"
+      "Pong", "StatsResult", "ShuffleRemoved", "ApplicationRemoved", "ShuffleList",
+      "ApplicationList"
     };
     if (t == ERROR) {
       return "Error";
@@ -683,6 +686,41 @@ final class Wire {
     }
   }
 
+  record ApplicationList(List<ApplicationInfo> applications) implements Msg {
+    public int type() {
+      return LIST_APPLICATIONS | RESPONSE;
+    }
+
+    public void encode(Enc e) {
+      e.u32(applications.size());
+      for (ApplicationInfo a : applications) {
+        e.str(a.appId()).i64(a.ownerUid()).i32(a.connections()).i32(a.shuffles())
+            .i64(a.mapOutputs()).i64(a.bytes());
+      }
+    }
+
+    static ApplicationList decode(Dec d) throws ProtocolException {
+      int n = d.count("Applications", MAX_APPLICATIONS, 35);
+      List<ApplicationInfo> out = new ArrayList<>(n);
+      String prev = null;
+      for (int i = 0; i < n; i++) {
+        ApplicationInfo a = new ApplicationInfo(d.str("AppID", MAX_NAME), d.i64("OwnerUID"),
+            d.i32("Connections"), d.i32("Shuffles"), d.i64("MapOutputs"), d.i64("Bytes"));
+        d.check(!a.appId().isEmpty(), "Applications", "[" + i + "] empty id");
+        d.check(prev == null || a.appId().compareTo(prev) > 0, "Applications",
+            "[" + i + "] id " + a.appId() + " not ascending");
+        d.check(a.ownerUid() >= -1 && a.ownerUid() <= 0xFFFFFFFFL, "Applications",
+            "[" + i + "] owner uid " + a.ownerUid());
+        d.check(a.connections() >= 0 && a.shuffles() >= 0 && a.mapOutputs() >= 0
+            && a.bytes() >= 0, "Applications", "[" + i + "] negative figures");
+        prev = a.appId();
+        out.add(a);
+      }
+      d.finish();
+      return new ApplicationList(List.copyOf(out));
+    }
+  }
+
   record ShuffleList(List<ShuffleInfo> shuffles) implements Msg {
     public int type() {
       return LIST_SHUFFLES | RESPONSE;
@@ -762,6 +800,7 @@ final class Wire {
       case PING:
       case PING | RESPONSE:
       case STATS:
+      case LIST_APPLICATIONS:
         d.finish();
         return type == (BATCH | RESPONSE) ? new BatchAccepted() : new Empty(type);
       case STATS | RESPONSE:
@@ -784,6 +823,8 @@ final class Wire {
         return RemovedMsg.decode(type, d);
       case LIST_SHUFFLES | RESPONSE:
         return ShuffleList.decode(d);
+      case LIST_APPLICATIONS | RESPONSE:
+        return ApplicationList.decode(d);
       case ERROR:
         return Error.decode(d);
       default:

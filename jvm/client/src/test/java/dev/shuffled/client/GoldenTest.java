@@ -159,6 +159,15 @@ class GoldenTest {
               0,
               new Wire.ShuffleList(
                   List.of(new ShuffleInfo(0, 10, 1000), new ShuffleInfo(3, 2, 64)))),
+          new Golden("list-applications", 21, 0, new Wire.Empty(Wire.LIST_APPLICATIONS)),
+          new Golden(
+              "application-list",
+              21,
+              0,
+              new Wire.ApplicationList(
+                  List.of(
+                      new ApplicationInfo("app-1", 1000, 1, 2, 12, 1064),
+                      new ApplicationInfo("app-2", -1, 0, 0, 0, 0)))),
           new Golden(
               "error", 16, 0, new Wire.Error(3, "Commit.Handle: 9 is not open")),
           new Golden("connection-error", 0, 0, new Wire.Error(9, "draining")));
@@ -227,8 +236,8 @@ class GoldenTest {
       assertEquals(g.m.type(), h.type(), g.name + ": type");
       types.add(h.type());
     }
-    // Every request type, its response, and Error: 11 + 11 + 1.
-    assertEquals(23, types.size(), "message types covered: " + types);
+    // Every request type, its response, and Error: 12 + 12 + 1.
+    assertEquals(25, types.size(), "message types covered: " + types);
   }
 
   @Test

@@ -114,6 +114,17 @@ class ProtocolIT {
       assertEquals(List.of(1, 3), list.stream().map(ShuffleInfo::shuffleId).toList());
       assertEquals(1, list.get(0).mapOutputs());
       assertTrue(list.get(0).bytes() >= 11, list.toString());
+      // The admin listing (shuffled apps): this connection's application, its two shuffles.
+      ApplicationInfo app =
+          c.listApplications().stream()
+              .filter(a -> a.appId().equals("app-l"))
+              .findFirst()
+              .orElseThrow(() -> new AssertionError("app-l not listed"));
+      assertEquals(2, app.shuffles(), app.toString());
+      assertEquals(
+          list.stream().mapToLong(ShuffleInfo::mapOutputs).sum(), app.mapOutputs(), app.toString());
+      assertEquals(1, app.connections(), app.toString());
+      assertTrue(app.ownerUid() >= 0, app.toString());
 
       Removed r = c.removeShuffle("app-l", 1);
       assertEquals(1, r.mapOutputs());

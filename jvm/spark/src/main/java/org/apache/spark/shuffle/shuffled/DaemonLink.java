@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.shuffled;
 
 import dev.shuffled.client.ClientOptions;
 import dev.shuffled.client.ShuffledClient;
+import dev.shuffled.client.ShuffledException;
 import java.io.File;
 import java.io.IOException;
 import java.io.InterruptedIOException;
@@ -48,6 +49,9 @@ final class DaemonLink implements AutoCloseable {
   private boolean registered;
   /** The first write-side connection failed and fallback is on: Spark's writer from now on. */
   private boolean fellBack;
+  /** Why fellBack, for the driver's log (FallbackReports). */
+  private String fallbackReason;
+  private String fallbackKind;
   /** A removal-only connection failed: no daemon here; removals are skipped. */
   private boolean unreachable;
   private String appId;
@@ -201,6 +205,10 @@ final class DaemonLink implements AutoCloseable {
               + executor + " of " + app + ": " + e.getMessage();
       if (conf.fallback()) {
         fellBack = true;
+        fallbackReason = what;
+        fallbackKind = e instanceof ShuffledException se
+            ? "RegisterExecutor refused: " + se.code()
+            : "daemon unreachable: " + e.getClass().getSimpleName();
         LOG.warn(
             "{}; this executor writes its shuffle output with Spark's own writer"
                 + " ({}=true)", what, ShuffledConf.FALLBACK);
@@ -214,6 +222,16 @@ final class DaemonLink implements AutoCloseable {
   /** Whether this process's map outputs went through Spark's writer for want of a daemon. */
   synchronized boolean fellBack() {
     return fellBack;
+  }
+
+  /** Why {@link #fellBack}: the daemon, the executor and the error; null if it did not. */
+  synchronized String fallbackReason() {
+    return fallbackReason;
+  }
+
+  /** The kind of {@link #fallbackReason}: the code of the refusal, or what the connect threw. */
+  synchronized String fallbackKind() {
+    return fallbackKind;
   }
 
   /**

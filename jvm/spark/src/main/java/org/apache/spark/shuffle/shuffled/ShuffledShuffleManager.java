@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -59,6 +60,8 @@ public class ShuffledShuffleManager extends SortShuffleManager {
   private final AtomicBoolean warnedPartitions = new AtomicBoolean();
   /** Map ids this process wrote through the daemon, by shuffle (Spark records its writer's). */
   private final ConcurrentHashMap<Integer, Set<Long>> daemonMaps = new ConcurrentHashMap<>();
+  /** The driver's collector of executors' fallback reports, from its first shuffle on. */
+  private FallbackReports.Driver fallbackReports;
 
   /** The constructor Spark calls (SparkEnv instantiates the class named by spark.shuffle.manager). */
   public ShuffledShuffleManager(SparkConf sparkConf, boolean isDriver) {
@@ -86,10 +89,25 @@ public class ShuffledShuffleManager extends SortShuffleManager {
   }
 
   @Override
+  public <K, V, C> ShuffleHandle registerShuffle(
+      int shuffleId, ShuffleDependency<K, V, C> dependency) {
+    if (isDriver) {
+      synchronized (this) {
+        // Before the shuffle's first map task, so that its executors' reports find the driver.
+        if (fallbackReports == null && SparkEnv.get() != null) {
+          fallbackReports = FallbackReports.Driver.register(SparkEnv.get());
+        }
+      }
+    }
+    return super.registerShuffle(shuffleId, dependency);
+  }
+
+  @Override
   public <K, V> ShuffleWriter<K, V> getWriter(
       ShuffleHandle handle, long mapId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
     if (unsupported != null) {
       warnUnsupported();
+      FallbackReports.report("a configuration the daemon does not support", unsupported);
       return super.getWriter(handle, mapId, context, metrics);
     }
     @SuppressWarnings("unchecked")
@@ -102,6 +120,8 @@ public class ShuffledShuffleManager extends SortShuffleManager {
             + " other such shuffle (logged once)", h.shuffleId(), partitions,
             ShuffledClient.MAX_PARTITIONS);
       }
+      FallbackReports.report("shuffles over the daemon's partition bound", "a shuffle of " + partitions + " partitions, more than"
+          + " the daemon's " + ShuffledClient.MAX_PARTITIONS);
       return super.getWriter(handle, mapId, context, metrics);
     }
     ShuffledClient client;
@@ -111,6 +131,7 @@ public class ShuffledShuffleManager extends SortShuffleManager {
       throw new ShuffledUnavailableException(e.getMessage(), e);
     }
     if (client == null) {
+      FallbackReports.report(link.fallbackKind(), link.fallbackReason());
       return super.getWriter(handle, mapId, context, metrics);
     }
     daemonMaps.computeIfAbsent(h.shuffleId(), id -> ConcurrentHashMap.newKeySet()).add(mapId);
@@ -193,14 +214,28 @@ public class ShuffledShuffleManager extends SortShuffleManager {
   @Override
   public void stop() {
     try {
+      if (isDriver) {
+        String fellBack;
+        synchronized (this) {
+          fellBack = fallbackReports != null ? fallbackReports.summary() : null;
+        }
+        if (fellBack != null) {
+          LOG.warn("shuffled: {}", fellBack);
+        }
+      }
       if (isDriver && unsupported == null) {
         ShuffledClient c = link.forRemoval();
         if (c != null) {
           String app = appId();
           try {
             Removed r = uninterrupted(() -> c.removeApplication(app));
-            LOG.info("shuffled: removed application {} from the daemon at {}: {} map outputs,"
-                + " {} bytes", app, conf.socket, r.mapOutputs(), r.bytes());
+            // Counts what was still on this node's daemon: shuffles removed as the job went
+            // (unregisterShuffle), outputs on other nodes, and executor dirs Spark deleted as
+            // its executors exited are not in it.
+            LOG.info("shuffled: removed application {} from the daemon at {} on this node: {} map"
+                + " outputs ({} bytes) were still there (shuffles removed earlier, other nodes'"
+                + " outputs and executor dirs Spark already deleted are not counted)",
+                app, conf.socket, r.mapOutputs(), r.bytes());
           } catch (IOException | RuntimeException e) {
             LOG.warn("shuffled: removing application {} from the daemon at {} failed: {}",
                 app, conf.socket, e.getMessage());

@@ -209,6 +209,8 @@ final class ShuffledShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       } else {
         LOG.info("shuffled: {}", why);
       }
+      FallbackReports.report("OpenMapOutput refused: " + e.code(), "the daemon refused OpenMapOutput ("
+          + e.code() + "): " + e.getMessage());
       fallback = sparkWriter.get();
       return false;
     } finally {
