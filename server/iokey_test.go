@@ -24,7 +24,7 @@ import (
 
 var testIOKey = []byte("KEY-0123456789ab") // 16 bytes: AES-128
 
-// syncBuffer collects a daemon's log.
+// syncBuffer collects a daemon's log, safe for its goroutines.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -1,14 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,24 +56,6 @@ func TestRefusalLogBounded(t *testing.T) {
 	if n := len(l.mu.last); n != 1 {
 		t.Errorf("after %d keys and one an interval later, %d keys kept, want 1", maxRefusalKeys+1, n)
 	}
-}
-
-// syncBuffer is a log sink safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestRefusedRegistrationIsLoud: a Spark local dir outside the allowed
