@@ -62,7 +62,7 @@ func DecodeBlock(src []byte) (*Batch, int, error) {
 	d := &blockReader{blk: blk, pos: pos, descs: cols, lens: dataLens}
 	var top []Column
 	for d.next < len(cols) {
-		c, err := d.column(rows, 0, fmt.Sprintf("column %d", d.next))
+		c, err := d.column(rows, 0, "", len(top))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -88,8 +88,13 @@ type blockReader struct {
 }
 
 // column reads the next descriptor's column of rows rows and its
-// children; path names it in errors.
-func (d *blockReader) column(rows, depth int, path string) (Column, error) {
+// children: top-level column k at depth 0, else child k of the column
+// parent names in errors.
+func (d *blockReader) column(rows, depth int, parent string, k int) (Column, error) {
+	path := fmt.Sprintf("column %d", k)
+	if depth > 0 {
+		path = parent + fmt.Sprintf(".[%d]", k)
+	}
 	if depth > MaxNestingDepth {
 		return Column{}, corrupt("%s: nested deeper than %d levels", path, MaxNestingDepth)
 	}
@@ -99,8 +104,10 @@ func (d *blockReader) column(rows, depth int, path string) (Column, error) {
 	}
 	d.next++
 	c := d.descs[i]
-	if c.Name != "" {
+	if depth == 0 {
 		path += fmt.Sprintf(" %q", c.Name)
+	} else {
+		path = parent + childStep(k, c.Name)
 	}
 	dl := d.lens[i]
 	blk := d.blk
@@ -150,7 +157,7 @@ func (d *blockReader) column(rows, depth int, path string) (Column, error) {
 	}
 	switch c.Type {
 	case List, Map:
-		child, err := d.column(dl, depth+1, path+".[0]")
+		child, err := d.column(dl, depth+1, path, 0)
 		if err != nil {
 			return Column{}, err
 		}
@@ -164,7 +171,7 @@ func (d *blockReader) column(rows, depth int, path string) (Column, error) {
 		}
 		c.Children = make([]Column, dl)
 		for k := range c.Children {
-			child, err := d.column(rows, depth+1, fmt.Sprintf("%s.[%d]", path, k))
+			child, err := d.column(rows, depth+1, path, k)
 			if err != nil {
 				return Column{}, err
 			}
