@@ -15,9 +15,13 @@ import (
 // section starting and ending on an 8-byte boundary:
 //
 //	header      16 bytes: magic "SHFC", version, flags, columns, rows, block length
-//	columns     8 bytes each: type, flags, precision, scale, data length
+//	columns     8 bytes each: type, flags, precision, scale, length (data
+//	            length; a list's child rows; a struct's child count)
 //	names       (flag) u16 length per column, the names, zero padding
-//	per column  validity (flag) | offsets (String, Binary) | data
+//	per column  validity (flag) | offsets (String, Binary, List, Map) | data
+//
+// Columns are flattened depth first, a nested column before its children
+// (walkRanges), each child with the rows of it the block's rows reach.
 //
 // Offsets are rebased to start at 0 and validity bitmaps shifted to start at
 // bit 0, so a block decodes on its own, in place, without the batch it came

@@ -27,8 +27,11 @@ import (
 // Unlike the block format, nothing is shifted or rebased: a table is a
 // header and plain copies of the batch's buffers. Binary is kudo's
 // LIST<UINT8>: two flattened columns (the list, then its byte child) whose
-// buffers are a string's. The tables carry no types: the reader brings the
-// schema.
+// buffers are a string's. Nested columns are flattened depth first, a
+// parent before its children (walkKudo): a struct's children take its row
+// slice, a list's child the rows its offsets reach, and a column whose
+// slice has no rows contributes nothing (no validity bit, no bytes). The
+// tables carry no types: the reader brings the schema.
 
 // MaxKudoTableSize is the largest kudo table, in bytes: its lengths are
 // int32s. A longer row range is split (Kudo.Split).
