@@ -33,6 +33,13 @@ func newTestBatch(t testing.TB, schema string, rows, parts int, nulls float64) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	return partitionedTestBatch(t, raw, parts)
+}
+
+// partitionedTestBatch partitions raw by its column 0 and lays it out in
+// one region as a client would.
+func partitionedTestBatch(t testing.TB, raw *partition.Batch, parts int) *testBatch {
+	t.Helper()
 	b, err := partition.Partition(raw, []int{0}, parts)
 	if err != nil {
 		t.Fatal(err)
@@ -389,15 +396,7 @@ func TestPlanColumnarIntervals(t *testing.T) {
 	for i := range dt.Validity {
 		dt.Validity[i] = byte(r.Uint32())
 	}
-	raw := &partition.Batch{Rows: rows, Columns: []partition.Column{key, ym, dt}}
-	b, err := partition.Partition(raw, []int{0}, 9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size, wl := columnar.Layout(b)
-	tb := &testBatch{b: b, region: make([]byte, size), prows: wl.PartitionRows}
-	columnar.Fill(tb.region, b, &wl)
-	tb.l, tb.meta, tb.offs = fromWire(&wl, tb.region)
+	tb := partitionedTestBatch(t, &partition.Batch{Rows: rows, Columns: []partition.Column{key, ym, dt}}, 9)
 	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
 		checkPlanColumnar(t, fmt.Sprintf("%v intervals", f), f, tb, 3000)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,10 +126,9 @@ func TestCatNested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := rand.New(rand.NewPCG(3, 4))
 	raw := &partition.Batch{Rows: 200}
-	for _, f := range fields {
-		raw.Columns = append(raw.Columns, columnOf(r, f, raw.Rows))
+	for i, f := range fields {
+		raw.Columns = append(raw.Columns, synth.Column(f, int64(i), raw.Rows, 0.2))
 	}
 	b, err := partition.Partition(raw, []int{0}, n)
 	if err != nil {
@@ -166,39 +164,4 @@ func TestCatNested(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want.Bytes()) || !strings.Contains(want.String(), "INTERVAL '") || !strings.Contains(want.String(), " -> [") {
 		t.Fatalf("kudo rows differ from the block rows, or lack nested values:\n%.600s\nwant\n%.600s", got.String(), want.String())
 	}
-}
-
-// columnOf returns a random valid column of field f's shape and rows rows.
-func columnOf(r *rand.Rand, f partition.Field, rows int) partition.Column {
-	c := partition.Column{Name: f.Name, Type: f.Type, Precision: f.Precision, Scale: f.Scale}
-	if f.Type == partition.Void || r.IntN(2) == 0 {
-		c.Validity = make([]byte, (rows+7)/8)
-		for i := range rows {
-			if f.Type != partition.Void && r.IntN(4) > 0 {
-				c.Validity[i>>3] |= 1 << (i & 7)
-			}
-		}
-	}
-	switch {
-	case f.Type == partition.Struct:
-		for _, cf := range f.Children {
-			c.Children = append(c.Children, columnOf(r, cf, rows))
-		}
-	case f.Type.HasOffsets():
-		c.Offsets = make([]int32, rows+1)
-		for i := range rows {
-			c.Offsets[i+1] = c.Offsets[i] + int32(r.IntN(3))
-		}
-		if f.Type.VarWidth() {
-			c.Data = bytes.Repeat([]byte("q"), int(c.Offsets[rows]))
-		} else {
-			c.Children = []partition.Column{columnOf(r, f.Children[0], int(c.Offsets[rows]))}
-		}
-	default:
-		c.Data = make([]byte, rows*f.Type.Width())
-		for i := range c.Data {
-			c.Data[i] = byte(r.Uint32())
-		}
-	}
-	return c
 }

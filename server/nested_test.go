@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 )
@@ -22,18 +22,18 @@ import (
 const nestedSchema = "k bigint, a array<int>, s struct<x:string,y:array<binary>>, m map<string,bigint>, " +
 	"aa array<array<smallint>>, ym interval year to month, dt interval day to second, v void"
 
-// nestedBatch returns rows rows of nestedSchema, partitioned: nulls at
-// every level (list, element, struct, struct field, map value), empty and
-// null lists, a void column.
-func nestedBatch(t *testing.T, r *rand.Rand, rows, parts int) *partition.Batch {
+// nestedBatch returns rows rows of nestedSchema (synth.Column), partitioned:
+// nulls at every other level of the flattened columns, empty and null
+// lists, a void column.
+func nestedBatch(t *testing.T, seed int64, rows, parts int) *partition.Batch {
 	t.Helper()
 	schema, err := partition.ParseSchema(nestedSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := &partition.Batch{Rows: rows}
-	for _, f := range schema {
-		b.Columns = append(b.Columns, columnOf(r, f, rows))
+	for i, f := range schema {
+		b.Columns = append(b.Columns, synth.Column(f, seed+int64(i), rows, 0.25))
 	}
 	b.Columns[0].Validity = nil // the key
 	if err := b.Validate(); err != nil {
@@ -46,44 +46,6 @@ func nestedBatch(t *testing.T, r *rand.Rand, rows, parts int) *partition.Batch {
 	return p
 }
 
-func columnOf(r *rand.Rand, f partition.Field, rows int) partition.Column {
-	c := partition.Column{Name: f.Name, Type: f.Type, Precision: f.Precision, Scale: f.Scale}
-	if f.Type == partition.Void || r.IntN(3) > 0 {
-		c.Validity = make([]byte, (rows+7)/8)
-		for i := range rows {
-			if f.Type != partition.Void && r.IntN(4) > 0 {
-				c.Validity[i>>3] |= 1 << (i & 7)
-			}
-		}
-	}
-	switch {
-	case f.Type == partition.Struct:
-		for _, cf := range f.Children {
-			c.Children = append(c.Children, columnOf(r, cf, rows))
-		}
-	case f.Type.HasOffsets():
-		c.Offsets = make([]int32, rows+1)
-		for i := range rows {
-			c.Offsets[i+1] = c.Offsets[i] + int32(r.IntN(4))
-		}
-		n := int(c.Offsets[rows])
-		if f.Type.VarWidth() {
-			c.Data = make([]byte, n)
-			for i := range c.Data {
-				c.Data[i] = byte('a' + r.IntN(26))
-			}
-		} else {
-			c.Children = []partition.Column{columnOf(r, f.Children[0], n)}
-		}
-	default:
-		c.Data = make([]byte, rows*f.Type.Width())
-		for i := range c.Data {
-			c.Data[i] = byte(r.Uint32())
-		}
-	}
-	return c
-}
-
 // TestNestedRoundTrip writes batches of nested, interval and void columns
 // through the socket as SHFC and as kudo, inline and over memfd; every
 // partition must decode to exactly the rows that were sent, values and
@@ -93,8 +55,7 @@ func TestNestedRoundTrip(t *testing.T) {
 	d := startDaemon(t, nil)
 	ctx := context.Background()
 	const parts = 5
-	r := rand.New(rand.NewPCG(21, 22))
-	batches := []*partition.Batch{nestedBatch(t, r, 301, parts), nestedBatch(t, r, 77, parts)}
+	batches := []*partition.Batch{nestedBatch(t, 21, 301, parts), nestedBatch(t, 22, 77, parts)}
 	schema := partition.SchemaOf(batches[0])
 	mapID := int64(0)
 	for _, plane := range []client.DataPlane{client.PlaneInline, client.PlaneMemfd} {
@@ -167,8 +128,7 @@ func TestNestedRefused(t *testing.T) {
 	d := startDaemon(t, nil)
 	ctx := context.Background()
 	c := dial(t, d, "app")
-	r := rand.New(rand.NewPCG(1, 2))
-	b := nestedBatch(t, r, 40, 2)
+	b := nestedBatch(t, 1, 40, 2)
 	for i, tc := range []struct {
 		name      string
 		mod       func(l *protocol.ColumnarLayout, payload []byte)
