@@ -76,6 +76,9 @@ func validMessages() []Message {
 		&OpenMapOutput{ShuffleID: 1, MapID: 2, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Codec: "zstd",
 			Schema: []SchemaField{{"id", "int"}, {"price", "decimal(38,10)"}, {"", "binary"}}},
 		&OpenMapOutput{ShuffleID: 1, MapID: 3, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{}},
+		// A wide nested type: Spark's simpleString of it is over 1 KiB.
+		&OpenMapOutput{ShuffleID: 1, MapID: 4, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{
+			{"w", "struct<" + strings.Repeat("field_with_a_long_name:array<map<string,int>>,", 60) + "last:int>"}}},
 		&OpenMapOutput{ShuffleID: 3, MapID: 9, NumPartitions: 4, Kind: KindOpaque, Codec: "zstd", Level: 3},
 		&OpenMapOutput{ShuffleID: 3, MapID: 10, NumPartitions: 4, Kind: KindColumnar, Format: FormatKudo, Codec: "lz4", BlockSize: 64 << 10, Level: -7,
 			Schema: []SchemaField{{"id", "bigint"}}},
