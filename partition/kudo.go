@@ -139,6 +139,24 @@ func kudoLayoutOf(b *Batch, start, end int) kudoLayout {
 	}
 	l := kudoLayout{header: kudoFixedHeader + (kudoFlatColumns(b.Columns)+7)/8}
 	v := 0
+	if !b.hasNested() {
+		// Every column at the table's slice: no walk (and no closure)
+		// on the path of flat batches.
+		n := end - start
+		for i := range b.Columns {
+			c := &b.Columns[i]
+			if c.Validity != nil {
+				_, nb := validitySpan(start, n)
+				v += nb
+			}
+			if c.Type.VarWidth() {
+				l.offsets += 4 * (n + 1)
+			}
+			l.data += c.dataLen(start, end)
+		}
+		l.validity = pad4(l.header+v) - l.header
+		return l
+	}
 	walkKudo(b.Columns, start, end-start, func(c *Column, byteChild bool, off, rows int) {
 		if kudoValidity(c, byteChild, rows) {
 			_, nb := validitySpan(off, rows)
@@ -195,6 +213,18 @@ func putKudoHeader(out []byte, b *Batch, start, end int, l *kudoLayout) {
 	bits := out[kudoFixedHeader:l.header]
 	clear(bits)
 	flat := 0
+	if !b.hasNested() {
+		for i := range b.Columns {
+			if b.Columns[i].Validity != nil {
+				bits[flat>>3] |= 1 << (flat & 7)
+			}
+			flat++
+			if b.Columns[i].Type == Binary {
+				flat++ // the byte child has no validity
+			}
+		}
+		return
+	}
 	walkKudo(b.Columns, start, n, func(c *Column, byteChild bool, _, rows int) {
 		if kudoValidity(c, byteChild, rows) {
 			bits[flat>>3] |= 1 << (flat & 7)
@@ -209,6 +239,28 @@ func putKudoHeader(out []byte, b *Batch, start, end int, l *kudoLayout) {
 func kudoSections(b *Batch, start, end int, l *kudoLayout, emit func(p []byte, zeros int)) {
 	n := end - start
 	v := 0
+	if !b.hasNested() {
+		for i := range b.Columns {
+			if c := &b.Columns[i]; c.Validity != nil {
+				first, nb := validitySpan(start, n)
+				emit(c.Validity[first:first+nb], 0)
+				v += nb
+			}
+		}
+		emit(nil, l.validity-v)
+		for i := range b.Columns {
+			if c := &b.Columns[i]; c.Type.VarWidth() {
+				emit(int32Bytes(c.Offsets[start:end+1]), 0)
+			}
+		}
+		for i := range b.Columns {
+			if d := b.Columns[i].dataBytes(start, end); len(d) > 0 {
+				emit(d, 0)
+			}
+		}
+		emit(nil, pad4(l.data)-l.data)
+		return
+	}
 	walkKudo(b.Columns, start, n, func(c *Column, byteChild bool, off, rows int) {
 		if kudoValidity(c, byteChild, rows) {
 			first, nb := validitySpan(off, rows)
