@@ -89,6 +89,91 @@ func (s *byteSource) bytes(n int) []byte {
 	return out
 }
 
+// columnFromBytes reads a column of rows rows from s, as batchFromBytes
+// does, mostly valid: a list, map or struct gets children built the same
+// way (a list's child as many rows as its offsets reach), up to 3 levels
+// deep; the mistakes bits break one rule or another.
+func columnFromBytes(s *byteSource, rows, depth int) Column {
+	mode, colMistakes := s.u8(), s.u8()&s.u8()&s.u8()
+	c := Column{Type: Type(s.u8()%int(maxType) + 1)}
+	if colMistakes&1 != 0 {
+		c.Type = Type(s.u8() % (int(maxType) + 2))
+	}
+	if mode&1 != 0 {
+		c.Name = string(s.bytes(s.u8() % 8))
+	}
+	if mp := c.Type.MaxPrecision(); mp > 0 {
+		c.Precision = int8(1 + s.u8()%mp)
+		c.Scale = int8(s.u8() % (int(c.Precision) + 1))
+	}
+	if colMistakes&2 != 0 {
+		c.Precision, c.Scale = int8(s.u8()), int8(s.u8())
+	}
+	if mode&2 != 0 {
+		n := (rows+7)/8 + s.u8()%3
+		if colMistakes&4 != 0 {
+			n = s.u8() % 40
+		}
+		c.Validity = s.bytes(n)
+	}
+	dataLen := rows*c.Type.Width() + s.u8()%3
+	if c.Type.VarWidth() || colMistakes&8 != 0 {
+		n := rows + 1
+		if colMistakes&16 != 0 {
+			n = s.u8() % (rows + 3)
+		}
+		c.Offsets = make([]int32, n)
+		for i := 1; i < n; i++ {
+			c.Offsets[i] = c.Offsets[i-1] + int32(s.u8()%6)
+			if colMistakes&32 != 0 {
+				c.Offsets[i] += int32(int8(s.u8())) / 8
+			}
+		}
+		if n > 0 {
+			dataLen = int(c.Offsets[n-1]) + s.u8()%3
+		}
+	}
+	if colMistakes&64 != 0 {
+		dataLen = s.u16() % 2500
+	}
+	c.Data = s.bytes(max(dataLen, 0))
+	if depth < 3 {
+		switch c.Type {
+		case List, Map:
+			if c.Offsets == nil {
+				c.Offsets = make([]int32, rows+1)
+				for i := 1; i <= rows; i++ {
+					c.Offsets[i] = c.Offsets[i-1] + int32(s.u8()%3)
+				}
+			}
+			childRows := 0
+			if len(c.Offsets) > 0 {
+				childRows = max(int(c.Offsets[len(c.Offsets)-1]), 0)
+			}
+			child := columnFromBytes(s, min(childRows, 1000), depth+1)
+			if c.Type == Map {
+				child = Column{Type: Struct, Children: []Column{columnFromBytes(s, min(childRows, 1000), depth+1), child}}
+			}
+			c.Children = []Column{child}
+			if colMistakes&128 == 0 {
+				c.Data = nil
+			}
+		case Struct:
+			for range s.u8() % 3 {
+				c.Children = append(c.Children, columnFromBytes(s, rows, depth+1))
+			}
+			if colMistakes&128 == 0 {
+				c.Offsets, c.Data = nil, nil
+			}
+		case Void:
+			if colMistakes&128 == 0 && rows > 0 {
+				c.Validity = make([]byte, (rows+7)/8)
+			}
+		}
+	}
+	return c
+}
+
 // batchFromBytes builds an arbitrary batch from data: well-formed by
 // construction, except where the bits of a "mistake" byte ask for one field
 // or another to be drawn without regard to the rules, so that the fuzzer
@@ -113,50 +198,7 @@ func batchFromBytes(data []byte) *Batch {
 		}
 	}
 	for range s.u8() % 6 {
-		mode, colMistakes := s.u8(), s.u8()&s.u8()&s.u8()
-		c := Column{Type: Type(s.u8()%int(maxType) + 1)}
-		if colMistakes&1 != 0 {
-			c.Type = Type(s.u8() % (int(maxType) + 2))
-		}
-		if mode&1 != 0 {
-			c.Name = string(s.bytes(s.u8() % 8))
-		}
-		if mp := c.Type.MaxPrecision(); mp > 0 {
-			c.Precision = int8(1 + s.u8()%mp)
-			c.Scale = int8(s.u8() % (int(c.Precision) + 1))
-		}
-		if colMistakes&2 != 0 {
-			c.Precision, c.Scale = int8(s.u8()), int8(s.u8())
-		}
-		if mode&2 != 0 {
-			n := (rows+7)/8 + s.u8()%3
-			if colMistakes&4 != 0 {
-				n = s.u8() % 40
-			}
-			c.Validity = s.bytes(n)
-		}
-		dataLen := rows*c.Type.Width() + s.u8()%3
-		if c.Type.VarWidth() || colMistakes&8 != 0 {
-			n := rows + 1
-			if colMistakes&16 != 0 {
-				n = s.u8() % (rows + 3)
-			}
-			c.Offsets = make([]int32, n)
-			for i := 1; i < n; i++ {
-				c.Offsets[i] = c.Offsets[i-1] + int32(s.u8()%6)
-				if colMistakes&32 != 0 {
-					c.Offsets[i] += int32(int8(s.u8())) / 8
-				}
-			}
-			if n > 0 {
-				dataLen = int(c.Offsets[n-1]) + s.u8()%3
-			}
-		}
-		if colMistakes&64 != 0 {
-			dataLen = s.u16() % 2500
-		}
-		c.Data = s.bytes(max(dataLen, 0))
-		b.Columns = append(b.Columns, c)
+		b.Columns = append(b.Columns, columnFromBytes(s, rows, 0))
 	}
 	return b
 }
