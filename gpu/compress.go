@@ -104,6 +104,7 @@ var covered = map[partition.Type]bool{
 	partition.Int64: true, partition.Float32: true, partition.Float64: true, partition.Date32: true,
 	partition.TimestampMicros: true, partition.Decimal32: true, partition.Decimal64: true,
 	partition.Decimal128: true, partition.String: true, partition.Binary: true,
+	partition.YearMonthInterval: true, partition.DayTimeInterval: true,
 }
 
 // coveredFormats lists the payload formats the plans lay out.

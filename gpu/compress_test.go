@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/shuffled/shuffled/client/columnar"
@@ -32,6 +33,13 @@ func newTestBatch(t testing.TB, schema string, rows, parts int, nulls float64) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	return partitionedTestBatch(t, raw, parts)
+}
+
+// partitionedTestBatch partitions raw by its column 0 and lays it out in
+// one region as a client would.
+func partitionedTestBatch(t testing.TB, raw *partition.Batch, parts int) *testBatch {
+	t.Helper()
 	b, err := partition.Partition(raw, []int{0}, parts)
 	if err != nil {
 		t.Fatal(err)
@@ -352,15 +360,44 @@ func BenchmarkPlanColumnar(b *testing.B) {
 func TestCovers(t *testing.T) {
 	var all []partition.Type
 	for typ := partition.Bool; typ.Valid(); typ++ {
+		if typ.Nested() || typ == partition.Void {
+			if err := Covers(partition.Kudo, []partition.Type{typ}); !errors.Is(err, ErrNotCovered) {
+				t.Errorf("%v: %v, want ErrNotCovered", typ, err)
+			}
+			continue
+		}
 		all = append(all, typ)
 	}
 	if err := Covers(partition.SHFC, all); err != nil {
-		t.Errorf("shfc, every type: %v", err)
+		t.Errorf("shfc, every flat type but void: %v", err)
 	}
 	if err := Covers(partition.SHFC, []partition.Type{partition.Int32, 0}); !errors.Is(err, ErrNotCovered) {
 		t.Errorf("type 0: %v, want ErrNotCovered", err)
 	}
 	if err := Covers(partition.Format(7), nil); !errors.Is(err, ErrNotCovered) {
 		t.Errorf("format 7: %v, want ErrNotCovered", err)
+	}
+}
+
+// The plans lay out the ANSI interval columns (int32 months, int64
+// microseconds) as the serializer does, with and without nulls, in both
+// formats.
+func TestPlanColumnarIntervals(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	const rows = 1500
+	ym := partition.Column{Name: "ym", Type: partition.YearMonthInterval, Data: make([]byte, 4*rows)}
+	dt := partition.Column{Name: "dt", Type: partition.DayTimeInterval, Data: make([]byte, 8*rows), Validity: make([]byte, (rows+7)/8)}
+	key := partition.Column{Name: "k", Type: partition.Int64, Data: make([]byte, 8*rows)}
+	for _, c := range []*partition.Column{&ym, &dt, &key} {
+		for i := range c.Data {
+			c.Data[i] = byte(r.Uint32())
+		}
+	}
+	for i := range dt.Validity {
+		dt.Validity[i] = byte(r.Uint32())
+	}
+	tb := partitionedTestBatch(t, &partition.Batch{Rows: rows, Columns: []partition.Column{key, ym, dt}}, 9)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		checkPlanColumnar(t, fmt.Sprintf("%v intervals", f), f, tb, 3000)
 	}
 }

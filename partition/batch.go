@@ -61,8 +61,30 @@ const (
 	// bytes first (little-endian), with a precision of 1 to 38 digits
 	// (Spark DecimalType(p > 18, s), cuDF DECIMAL128).
 	Decimal128
+	// List is Spark's ArrayType (cuDF LIST): int32 offsets (rows+1) into
+	// the rows of its one child column, which holds the elements of all
+	// rows one after the other. No data.
+	List
+	// Struct is Spark's StructType (cuDF STRUCT): one child column per
+	// field, each with the struct's rows. Only a validity bitmap of its
+	// own; no offsets, no data.
+	Struct
+	// Map is Spark's MapType, laid out as cuDF lays it out: a List whose
+	// one child is a Struct of two children, the keys and the values.
+	Map
+	// YearMonthInterval is Spark's YearMonthIntervalType: an int32 count
+	// of months (spark-rapids' INT32).
+	YearMonthInterval
+	// DayTimeInterval is Spark's DayTimeIntervalType: an int64 count of
+	// microseconds (spark-rapids' INT64).
+	DayTimeInterval
+	// Void is Spark's NullType, laid out as spark-rapids does (INT8): one
+	// byte per row, every row null. A void column of rows > 0 has a
+	// validity bitmap with the bits of its rows clear; its data bytes are
+	// carried but mean nothing.
+	Void
 
-	maxType = Decimal128
+	maxType = Void
 )
 
 // MaxRows is the largest row count of a batch: cuDF's size_type and the
@@ -83,25 +105,32 @@ const MaxNameLen = math.MaxUint16
 const MaxColumns = math.MaxUint16
 
 var typeNames = [...]string{
-	Bool:            "bool",
-	Int8:            "int8",
-	Int16:           "int16",
-	Int32:           "int32",
-	Int64:           "int64",
-	Float32:         "float32",
-	Float64:         "float64",
-	Date32:          "date32",
-	TimestampMicros: "timestamp_us",
-	Decimal64:       "decimal64",
-	String:          "string",
-	Binary:          "binary",
-	Decimal32:       "decimal32",
-	Decimal128:      "decimal128",
+	Bool:              "bool",
+	Int8:              "int8",
+	Int16:             "int16",
+	Int32:             "int32",
+	Int64:             "int64",
+	Float32:           "float32",
+	Float64:           "float64",
+	Date32:            "date32",
+	TimestampMicros:   "timestamp_us",
+	Decimal64:         "decimal64",
+	String:            "string",
+	Binary:            "binary",
+	Decimal32:         "decimal32",
+	Decimal128:        "decimal128",
+	List:              "list",
+	Struct:            "struct",
+	Map:               "map",
+	YearMonthInterval: "interval_ym",
+	DayTimeInterval:   "interval_dt",
+	Void:              "void",
 }
 
 var typeWidths = [maxType + 1]int{
 	Bool: 1, Int8: 1, Int16: 2, Int32: 4, Int64: 8, Float32: 4, Float64: 8,
 	Date32: 4, TimestampMicros: 8, Decimal64: 8, Decimal32: 4, Decimal128: 16,
+	YearMonthInterval: 4, DayTimeInterval: 8, Void: 1,
 }
 
 // MaxPrecision returns the largest precision of a decimal type and 0 for
@@ -133,7 +162,7 @@ func (t Type) String() string {
 func (t Type) Valid() bool { return t >= Bool && t <= maxType }
 
 // Width returns the bytes per row of a fixed-width type and 0 for String,
-// Binary and invalid types.
+// Binary, the nested types and invalid types.
 func (t Type) Width() int {
 	if t.Valid() {
 		return typeWidths[t]
@@ -143,6 +172,16 @@ func (t Type) Width() int {
 
 // VarWidth reports whether t is laid out as offsets into a byte buffer.
 func (t Type) VarWidth() bool { return t == String || t == Binary }
+
+// Nested reports whether t has child columns: List, Struct, Map.
+func (t Type) Nested() bool { return t == List || t == Struct || t == Map }
+
+// HasOffsets reports whether a column of type t has int32 offsets:
+// String, Binary, List and Map.
+func (t Type) HasOffsets() bool { return t.VarWidth() || t == List || t == Map }
+
+// FixedWidth reports whether t is laid out as Width() bytes per row.
+func (t Type) FixedWidth() bool { return t.Width() > 0 }
 
 // ParseType returns the type that String names.
 func ParseType(s string) (Type, error) {
@@ -169,15 +208,56 @@ type Column struct {
 	// significant bit first: bit i set means row i is not null. Nil means
 	// the column has no nulls.
 	Validity []byte
-	// Offsets, for String and Binary only, holds rows+1 non-decreasing
-	// byte offsets into Data, the first 0: row i is Data[Offsets[i]:
-	// Offsets[i+1]]. A column of 0 rows may leave it empty. Nil for
-	// fixed-width types.
+	// Offsets, for String and Binary, holds rows+1 non-decreasing byte
+	// offsets into Data, the first 0: row i is Data[Offsets[i]:
+	// Offsets[i+1]]. For List and Map it holds rows+1 non-decreasing row
+	// offsets into the child, the first 0: row i is the child's rows
+	// [Offsets[i], Offsets[i+1]), and the child has Offsets[rows] rows
+	// (or more, the excess ignored). A column of 0 rows may leave it
+	// empty. Nil for every other type.
 	Offsets []int32
 	// Data holds rows × Type.Width() little-endian values for fixed-width
 	// types, and the concatenated bytes of all rows for String and Binary.
-	// It may be longer than needed; the excess is ignored.
+	// It may be longer than needed; the excess is ignored. Nil for the
+	// nested types.
 	Data []byte
+	// Children are the child columns of a nested type: one for List (the
+	// elements), one Struct of two children (keys, values) for Map, one
+	// per field for Struct (Name is the field's name). Nil for every
+	// other type. A struct child has the struct's rows; a list child the
+	// rows its parent's offsets reach.
+	Children []Column
+}
+
+// flatCount returns the number of columns of cols and all their
+// descendants (the flattened columns of the block format).
+func flatCount(cols []Column) int {
+	n := len(cols)
+	for i := range cols {
+		if cols[i].Children != nil {
+			n += flatCount(cols[i].Children)
+		}
+	}
+	return n
+}
+
+// hasNested reports whether any column of b has a nested type.
+func (b *Batch) hasNested() bool {
+	for i := range b.Columns {
+		if b.Columns[i].Type.Nested() {
+			return true
+		}
+	}
+	return false
+}
+
+// childRange returns the rows of c's child that rows [start, end) of a
+// List or Map column c reach.
+func (c *Column) childRange(start, end int) (int, int) {
+	if len(c.Offsets) == 0 {
+		return 0, 0
+	}
+	return int(c.Offsets[start]), int(c.Offsets[end])
 }
 
 // Batch is a table of equally long columns whose rows are grouped by

@@ -15,9 +15,13 @@ import (
 // section starting and ending on an 8-byte boundary:
 //
 //	header      16 bytes: magic "SHFC", version, flags, columns, rows, block length
-//	columns     8 bytes each: type, flags, precision, scale, data length
+//	columns     8 bytes each: type, flags, precision, scale, length (data
+//	            length; a list's child rows; a struct's child count)
 //	names       (flag) u16 length per column, the names, zero padding
-//	per column  validity (flag) | offsets (String, Binary) | data
+//	per column  validity (flag) | offsets (String, Binary, List, Map) | data
+//
+// Columns are flattened depth first, a nested column before its children
+// (walkRanges), each child with the rows of it the block's rows reach.
 //
 // Offsets are rebased to start at 0 and validity bitmaps shifted to start at
 // bit 0, so a block decodes on its own, in place, without the batch it came
@@ -62,11 +66,32 @@ var (
 
 func pad8(n int) int { return (n + 7) &^ 7 }
 
+// walkRanges calls fn for each column of cols and, after each nested
+// column, its descendants (depth-first pre-order, the flattened columns),
+// with the row range [start, end) of that column that rows [start, end)
+// of cols reach: a struct's children share its range, a list's child
+// gets the rows its offsets delimit.
+func walkRanges(cols []Column, start, end int, fn func(c *Column, start, end int)) {
+	for i := range cols {
+		c := &cols[i]
+		fn(c, start, end)
+		switch c.Type {
+		case List, Map:
+			s, e := c.childRange(start, end)
+			walkRanges(c.Children, s, e, fn)
+		case Struct:
+			walkRanges(c.Children, start, end, fn)
+		}
+	}
+}
+
 // hasNames reports whether the blocks of b carry a names section: when any
-// column has a name.
-func (b *Batch) hasNames() bool {
-	for i := range b.Columns {
-		if b.Columns[i].Name != "" {
+// column, at any depth, has a name.
+func (b *Batch) hasNames() bool { return anyNamed(b.Columns) }
+
+func anyNamed(cols []Column) bool {
+	for i := range cols {
+		if cols[i].Name != "" || anyNamed(cols[i].Children) {
 			return true
 		}
 	}
@@ -77,11 +102,23 @@ func (b *Batch) namesSize() int {
 	if !b.hasNames() {
 		return 0
 	}
-	n := 2 * len(b.Columns)
-	for i := range b.Columns {
-		n += len(b.Columns[i].Name)
-	}
+	n := 0
+	walkRanges(b.Columns, 0, 0, func(c *Column, _, _ int) { n += 2 + len(c.Name) })
 	return pad8(n)
+}
+
+// descriptorLen returns the length field of c's descriptor for rows
+// [start, end): its data length, the child's row count for List and Map,
+// the number of children for Struct.
+func (c *Column) descriptorLen(start, end int) int {
+	switch c.Type {
+	case List, Map:
+		s, e := c.childRange(start, end)
+		return e - s
+	case Struct:
+		return len(c.Children)
+	}
+	return c.dataLen(start, end)
 }
 
 // dataLen returns the length of the data section of rows [start, end) of c.
@@ -102,7 +139,7 @@ func (c *Column) sectionsSize(n, dataLen int) int {
 	if c.Validity != nil {
 		size += pad8((n + 7) / 8)
 	}
-	if c.Type.VarWidth() {
+	if c.Type.HasOffsets() {
 		size += pad8(4 * (n + 1))
 	}
 	return size
@@ -113,6 +150,13 @@ func (c *Column) sectionsSize(n, dataLen int) int {
 // to the number of columns. b must be valid and 0 <= rowStart <= rowEnd <=
 // b.Rows; the result may exceed MaxBlockSize.
 func BlockSize(b *Batch, rowStart, rowEnd int) int {
+	if b.hasNested() {
+		size := headerSize + descriptorSize*flatCount(b.Columns) + b.namesSize()
+		walkRanges(b.Columns, rowStart, rowEnd, func(c *Column, start, end int) {
+			size += c.sectionsSize(end-start, c.dataLen(start, end))
+		})
+		return size
+	}
 	n := rowEnd - rowStart
 	size := headerSize + descriptorSize*len(b.Columns) + b.namesSize()
 	for i := range b.Columns {
@@ -149,22 +193,21 @@ func AppendBlock(dst []byte, b *Batch, rowStart, rowEnd int) []byte {
 	}
 	dst, out := grow(dst, size)
 	pos := putMeta(out, b, rowStart, rowEnd, size)
-	n := rowEnd - rowStart
-	for i := range b.Columns {
-		c := &b.Columns[i]
+	walkRanges(b.Columns, rowStart, rowEnd, func(c *Column, start, end int) {
+		n := end - start
 		if c.Validity != nil {
 			nb := (n + 7) / 8
-			putBits(out[pos:], c.Validity, rowStart, n)
+			putBits(out[pos:], c.Validity, start, n)
 			pos = zeroPad(out, pos+nb)
 		}
-		if c.Type.VarWidth() {
-			putOffsets(out[pos:], c.Offsets, rowStart, rowEnd)
+		if c.Type.HasOffsets() {
+			putOffsets(out[pos:], c.Offsets, start, end)
 			pos = zeroPad(out, pos+4*(n+1))
 		}
-		d := c.dataLen(rowStart, rowEnd)
-		pos += copy(out[pos:pos+d], c.dataBytes(rowStart, rowEnd))
+		d := c.dataLen(start, end)
+		pos += copy(out[pos:pos+d], c.dataBytes(start, end))
 		pos = zeroPad(out, pos)
-	}
+	})
 	if pos != size {
 		panic(fmt.Sprintf("partition: block of rows [%d,%d) filled %d of %d bytes", rowStart, rowEnd, pos, size))
 	}
@@ -177,8 +220,12 @@ func checkRange(b *Batch, rowStart, rowEnd int) {
 	}
 }
 
-// dataBytes returns the data of rows [start, end) of c.
+// dataBytes returns the data of rows [start, end) of c (nil for nested
+// types).
 func (c *Column) dataBytes(start, end int) []byte {
+	if c.Type.Nested() {
+		return nil
+	}
 	if c.Type.VarWidth() {
 		if start == end {
 			return nil
@@ -207,12 +254,11 @@ func putMeta(out []byte, b *Batch, start, end, size int) int {
 		flags |= blockFlagNames
 	}
 	out[5] = flags
-	binary.LittleEndian.PutUint16(out[6:], uint16(len(b.Columns)))
+	binary.LittleEndian.PutUint16(out[6:], uint16(flatCount(b.Columns)))
 	binary.LittleEndian.PutUint32(out[8:], uint32(n))
 	binary.LittleEndian.PutUint32(out[12:], uint32(size))
 	pos := headerSize
-	for i := range b.Columns {
-		c := &b.Columns[i]
+	walkRanges(b.Columns, start, end, func(c *Column, start, end int) {
 		d := out[pos : pos+descriptorSize]
 		d[0] = byte(c.Type)
 		d[1] = 0
@@ -221,17 +267,17 @@ func putMeta(out []byte, b *Batch, start, end, size int) int {
 		}
 		d[2] = byte(c.Precision)
 		d[3] = byte(c.Scale)
-		binary.LittleEndian.PutUint32(d[4:], uint32(c.dataLen(start, end)))
+		binary.LittleEndian.PutUint32(d[4:], uint32(c.descriptorLen(start, end)))
 		pos += descriptorSize
-	}
+	})
 	if flags&blockFlagNames != 0 {
-		for i := range b.Columns {
-			binary.LittleEndian.PutUint16(out[pos:], uint16(len(b.Columns[i].Name)))
+		walkRanges(b.Columns, 0, 0, func(c *Column, _, _ int) {
+			binary.LittleEndian.PutUint16(out[pos:], uint16(len(c.Name)))
 			pos += 2
-		}
-		for i := range b.Columns {
-			pos += copy(out[pos:], b.Columns[i].Name)
-		}
+		})
+		walkRanges(b.Columns, 0, 0, func(c *Column, _, _ int) {
+			pos += copy(out[pos:], c.Name)
+		})
 		pos = zeroPad(out, pos)
 	}
 	return pos
@@ -285,6 +331,12 @@ func WriteSlice(w io.Writer, b *Batch, rowStart, rowEnd int) (int64, error) {
 	size := BlockSize(b, rowStart, rowEnd)
 	if size > MaxBlockSize {
 		return 0, fmt.Errorf("%w: rows [%d,%d) make a %d-byte block, more than %d", ErrBlockTooLarge, rowStart, rowEnd, size, MaxBlockSize)
+	}
+	if b.hasNested() {
+		// Nested columns' children take row ranges of their own: the
+		// block is built in memory and written at once.
+		n, err := w.Write(AppendBlock(nil, b, rowStart, rowEnd))
+		return int64(n), err
 	}
 	bufp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(bufp)

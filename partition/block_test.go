@@ -282,10 +282,10 @@ func TestDecodeBlockCorrupt(t *testing.T) {
 		{"names all empty", func(p []byte) { clear(p[40:56]) }, 0, "every name empty", ErrCorruptBlock},
 		{"validity tail bits", setByte(56, 0b1101), 0, "validity bits past row 3", ErrCorruptBlock},
 		{"validity padding", setByte(60, 1), 0, "validity: nonzero padding", ErrCorruptBlock},
-		{"data padding", setByte(78, 1), 0, "column 0: data: nonzero padding", ErrCorruptBlock},
+		{"data padding", setByte(78, 1), 0, `column 0 "i": data: nonzero padding`, ErrCorruptBlock},
 		{"first offset", set32(80, 1), 0, "offsets[0] = 1", ErrCorruptBlock},
 		{"offsets decrease", set32(84, 3), 0, "offsets[2] = 1, less than offsets[1] = 3", ErrCorruptBlock},
-		{"string data padding", setByte(101, 1), 0, "column 1: data: nonzero padding", ErrCorruptBlock},
+		{"string data padding", setByte(101, 1), 0, `column 1 "s": data: nonzero padding`, ErrCorruptBlock},
 		{"added validity flag", setByte(33, 1), 0, "", ErrCorruptBlock},
 		{"dropped validity flag", setByte(17, 0), 0, "", ErrCorruptBlock},
 	}

@@ -53,56 +53,138 @@ func DecodeBlock(src []byte) (*Batch, int, error) {
 			return nil, 0, corrupt("column %d: %v", i, err)
 		}
 		dataLens[i] = int(binary.LittleEndian.Uint32(d[4:]))
-		if w := c.Type.Width(); w > 0 && dataLens[i] != rows*w {
-			return nil, 0, corrupt("column %d: data length %d, want %d rows × %d", i, dataLens[i], rows, w)
-		}
 	}
 	if flags&blockFlagNames != 0 {
 		if pos, err = decodeNames(blk, pos, cols); err != nil {
 			return nil, 0, err
 		}
 	}
-	for i := range cols {
-		c := &cols[i]
-		if c.Validity != nil {
-			nb := (rows + 7) / 8
-			if err := checkSection(blk, pos, nb); err != nil {
-				return nil, 0, corrupt("column %d: validity: %v", i, err)
-			}
-			c.Validity = blk[pos : pos+nb : pos+nb]
-			if r := rows & 7; r != 0 && c.Validity[nb-1]>>r != 0 {
-				return nil, 0, corrupt("column %d: validity bits past row %d set", i, rows)
-			}
-			pos = pad8(pos + nb)
+	d := &blockReader{blk: blk, pos: pos, descs: cols, lens: dataLens}
+	var top []Column
+	for d.next < len(cols) {
+		c, err := d.column(rows, 0, "", len(top))
+		if err != nil {
+			return nil, 0, err
 		}
-		if c.Type.VarWidth() {
-			ob := 4 * (rows + 1)
-			if err := checkSection(blk, pos, ob); err != nil {
-				return nil, 0, corrupt("column %d: offsets: %v", i, err)
-			}
-			off := make([]int32, rows+1)
-			for j := range off {
-				off[j] = int32(binary.LittleEndian.Uint32(blk[pos+4*j:]))
-			}
-			if err := validateOffsets(off, rows, dataLens[i]); err != nil {
-				return nil, 0, corrupt("column %d: %v", i, err)
-			}
-			if last := int(off[rows]); last != dataLens[i] {
-				return nil, 0, corrupt("column %d: offsets[%d] = %d, want data length %d", i, rows, last, dataLens[i])
-			}
-			c.Offsets = off
-			pos = pad8(pos + ob)
-		}
-		if err := checkSection(blk, pos, dataLens[i]); err != nil {
-			return nil, 0, corrupt("column %d: data: %v", i, err)
-		}
-		c.Data = blk[pos : pos+dataLens[i] : pos+dataLens[i]]
-		pos = pad8(pos + dataLens[i])
+		top = append(top, c)
 	}
-	if pos != size {
-		return nil, 0, corrupt("block length %d, but its sections end at %d", size, pos)
+	if top == nil {
+		top = []Column{}
 	}
-	return &Batch{Columns: cols, Rows: rows}, size, nil
+	if d.pos != size {
+		return nil, 0, corrupt("block length %d, but its sections end at %d", size, d.pos)
+	}
+	return &Batch{Columns: top, Rows: rows}, size, nil
+}
+
+// blockReader reads the sections of a block's columns in the order of
+// their descriptors (depth-first pre-order), building the column tree.
+type blockReader struct {
+	blk   []byte
+	pos   int
+	descs []Column // one per descriptor; Validity non-nil marks a section
+	lens  []int    // the descriptors' length fields
+	next  int      // the next descriptor
+}
+
+// column reads the next descriptor's column of rows rows and its
+// children: top-level column k at depth 0, else child k of the column
+// parent names in errors.
+func (d *blockReader) column(rows, depth int, parent string, k int) (Column, error) {
+	path := fmt.Sprintf("column %d", k)
+	if depth > 0 {
+		path = parent + fmt.Sprintf(".[%d]", k)
+	}
+	if depth > MaxNestingDepth {
+		return Column{}, corrupt("%s: nested deeper than %d levels", path, MaxNestingDepth)
+	}
+	i := d.next
+	if i >= len(d.descs) {
+		return Column{}, corrupt("%s: the descriptors end before this child", path)
+	}
+	d.next++
+	c := d.descs[i]
+	if depth == 0 {
+		path += fmt.Sprintf(" %q", c.Name)
+	} else {
+		path = parent + childStep(k, c.Name)
+	}
+	dl := d.lens[i]
+	blk := d.blk
+	if w := c.Type.Width(); w > 0 && dl != rows*w {
+		return Column{}, corrupt("%s: data length %d, want %d rows × %d", path, dl, rows, w)
+	}
+	if c.Validity != nil {
+		nb := (rows + 7) / 8
+		if err := checkSection(blk, d.pos, nb); err != nil {
+			return Column{}, corrupt("%s: validity: %v", path, err)
+		}
+		c.Validity = blk[d.pos : d.pos+nb : d.pos+nb]
+		if r := rows & 7; r != 0 && c.Validity[nb-1]>>r != 0 {
+			return Column{}, corrupt("%s: validity bits past row %d set", path, rows)
+		}
+		if c.Type == Void && rows > 0 && countOnes(c.Validity, 0, rows) != 0 {
+			return Column{}, corrupt("%s: void column with valid rows", path)
+		}
+		d.pos = pad8(d.pos + nb)
+	} else if c.Type == Void && rows > 0 {
+		return Column{}, corrupt("%s: void column of %d rows without validity", path, rows)
+	}
+	if c.Type.HasOffsets() {
+		if c.Type.Nested() && dl > MaxRows {
+			return Column{}, corrupt("%s: child rows = %d, more than %d", path, dl, MaxRows)
+		}
+		ob := 4 * (rows + 1)
+		if err := checkSection(blk, d.pos, ob); err != nil {
+			return Column{}, corrupt("%s: offsets: %v", path, err)
+		}
+		off := make([]int32, rows+1)
+		for j := range off {
+			off[j] = int32(binary.LittleEndian.Uint32(blk[d.pos+4*j:]))
+		}
+		if err := validateOffsets(off, rows, dl); err != nil {
+			return Column{}, corrupt("%s: %v", path, err)
+		}
+		if last := int(off[rows]); last != dl {
+			what := "data length"
+			if c.Type.Nested() {
+				what = "child rows"
+			}
+			return Column{}, corrupt("%s: offsets[%d] = %d, want %s %d", path, rows, last, what, dl)
+		}
+		c.Offsets = off
+		d.pos = pad8(d.pos + ob)
+	}
+	switch c.Type {
+	case List, Map:
+		child, err := d.column(dl, depth+1, path, 0)
+		if err != nil {
+			return Column{}, err
+		}
+		c.Children = []Column{child}
+		if err := c.checkChildren(); err != nil {
+			return Column{}, corrupt("%s: %v", path, err)
+		}
+	case Struct:
+		if dl > len(d.descs)-d.next {
+			return Column{}, corrupt("%s: %d children, but %d descriptors follow", path, dl, len(d.descs)-d.next)
+		}
+		c.Children = make([]Column, dl)
+		for k := range c.Children {
+			child, err := d.column(rows, depth+1, path, k)
+			if err != nil {
+				return Column{}, err
+			}
+			c.Children[k] = child
+		}
+	default:
+		if err := checkSection(blk, d.pos, dl); err != nil {
+			return Column{}, corrupt("%s: data: %v", path, err)
+		}
+		c.Data = blk[d.pos : d.pos+dl : d.pos+dl]
+		d.pos = pad8(d.pos + dl)
+	}
+	return c, nil
 }
 
 // parseHeader checks the fixed header at the start of src and returns the

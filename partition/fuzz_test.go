@@ -22,6 +22,12 @@ func FuzzDecodeBlocks(f *testing.F) {
 	f.Add(AppendBlock(nil, validBatch(), 0, 3))
 	f.Add(AppendBlock(nil, &Batch{Rows: 4}, 0, 4))
 	f.Add([]byte("SHFC\x01\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00"))
+	for _, g := range nestedGoldens {
+		f.Add(AppendBlock(nil, g.batch(), g.start, g.end))
+	}
+	nr := rand.New(rand.NewPCG(2, 3))
+	nb := randomNestedBatch(nr, 25)
+	f.Add(AppendBlock(AppendBlock(nil, nb, 0, 7), nb, 7, 25))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		batches, err := DecodeBlocks(data)
 		if err != nil {
@@ -83,6 +89,91 @@ func (s *byteSource) bytes(n int) []byte {
 	return out
 }
 
+// columnFromBytes reads a column of rows rows from s, as batchFromBytes
+// does, mostly valid: a list, map or struct gets children built the same
+// way (a list's child as many rows as its offsets reach), up to 3 levels
+// deep; the mistakes bits break one rule or another.
+func columnFromBytes(s *byteSource, rows, depth int) Column {
+	mode, colMistakes := s.u8(), s.u8()&s.u8()&s.u8()
+	c := Column{Type: Type(s.u8()%int(maxType) + 1)}
+	if colMistakes&1 != 0 {
+		c.Type = Type(s.u8() % (int(maxType) + 2))
+	}
+	if mode&1 != 0 {
+		c.Name = string(s.bytes(s.u8() % 8))
+	}
+	if mp := c.Type.MaxPrecision(); mp > 0 {
+		c.Precision = int8(1 + s.u8()%mp)
+		c.Scale = int8(s.u8() % (int(c.Precision) + 1))
+	}
+	if colMistakes&2 != 0 {
+		c.Precision, c.Scale = int8(s.u8()), int8(s.u8())
+	}
+	if mode&2 != 0 {
+		n := (rows+7)/8 + s.u8()%3
+		if colMistakes&4 != 0 {
+			n = s.u8() % 40
+		}
+		c.Validity = s.bytes(n)
+	}
+	dataLen := rows*c.Type.Width() + s.u8()%3
+	if c.Type.VarWidth() || colMistakes&8 != 0 {
+		n := rows + 1
+		if colMistakes&16 != 0 {
+			n = s.u8() % (rows + 3)
+		}
+		c.Offsets = make([]int32, n)
+		for i := 1; i < n; i++ {
+			c.Offsets[i] = c.Offsets[i-1] + int32(s.u8()%6)
+			if colMistakes&32 != 0 {
+				c.Offsets[i] += int32(int8(s.u8())) / 8
+			}
+		}
+		if n > 0 {
+			dataLen = int(c.Offsets[n-1]) + s.u8()%3
+		}
+	}
+	if colMistakes&64 != 0 {
+		dataLen = s.u16() % 2500
+	}
+	c.Data = s.bytes(max(dataLen, 0))
+	if depth < 3 {
+		switch c.Type {
+		case List, Map:
+			if c.Offsets == nil {
+				c.Offsets = make([]int32, rows+1)
+				for i := 1; i <= rows; i++ {
+					c.Offsets[i] = c.Offsets[i-1] + int32(s.u8()%3)
+				}
+			}
+			childRows := 0
+			if len(c.Offsets) > 0 {
+				childRows = max(int(c.Offsets[len(c.Offsets)-1]), 0)
+			}
+			child := columnFromBytes(s, min(childRows, 1000), depth+1)
+			if c.Type == Map {
+				child = Column{Type: Struct, Children: []Column{columnFromBytes(s, min(childRows, 1000), depth+1), child}}
+			}
+			c.Children = []Column{child}
+			if colMistakes&128 == 0 {
+				c.Data = nil
+			}
+		case Struct:
+			for range s.u8() % 3 {
+				c.Children = append(c.Children, columnFromBytes(s, rows, depth+1))
+			}
+			if colMistakes&128 == 0 {
+				c.Offsets, c.Data = nil, nil
+			}
+		case Void:
+			if colMistakes&128 == 0 && rows > 0 {
+				c.Validity = make([]byte, (rows+7)/8)
+			}
+		}
+	}
+	return c
+}
+
 // batchFromBytes builds an arbitrary batch from data: well-formed by
 // construction, except where the bits of a "mistake" byte ask for one field
 // or another to be drawn without regard to the rules, so that the fuzzer
@@ -107,50 +198,7 @@ func batchFromBytes(data []byte) *Batch {
 		}
 	}
 	for range s.u8() % 6 {
-		mode, colMistakes := s.u8(), s.u8()&s.u8()&s.u8()
-		c := Column{Type: Type(s.u8()%int(maxType) + 1)}
-		if colMistakes&1 != 0 {
-			c.Type = Type(s.u8() % (int(maxType) + 2))
-		}
-		if mode&1 != 0 {
-			c.Name = string(s.bytes(s.u8() % 8))
-		}
-		if mp := c.Type.MaxPrecision(); mp > 0 {
-			c.Precision = int8(1 + s.u8()%mp)
-			c.Scale = int8(s.u8() % (int(c.Precision) + 1))
-		}
-		if colMistakes&2 != 0 {
-			c.Precision, c.Scale = int8(s.u8()), int8(s.u8())
-		}
-		if mode&2 != 0 {
-			n := (rows+7)/8 + s.u8()%3
-			if colMistakes&4 != 0 {
-				n = s.u8() % 40
-			}
-			c.Validity = s.bytes(n)
-		}
-		dataLen := rows*c.Type.Width() + s.u8()%3
-		if c.Type.VarWidth() || colMistakes&8 != 0 {
-			n := rows + 1
-			if colMistakes&16 != 0 {
-				n = s.u8() % (rows + 3)
-			}
-			c.Offsets = make([]int32, n)
-			for i := 1; i < n; i++ {
-				c.Offsets[i] = c.Offsets[i-1] + int32(s.u8()%6)
-				if colMistakes&32 != 0 {
-					c.Offsets[i] += int32(int8(s.u8())) / 8
-				}
-			}
-			if n > 0 {
-				dataLen = int(c.Offsets[n-1]) + s.u8()%3
-			}
-		}
-		if colMistakes&64 != 0 {
-			dataLen = s.u16() % 2500
-		}
-		c.Data = s.bytes(max(dataLen, 0))
-		b.Columns = append(b.Columns, c)
+		b.Columns = append(b.Columns, columnFromBytes(s, rows, 0))
 	}
 	return b
 }
@@ -361,4 +409,56 @@ func kudoSource(raw []byte, tab *KudoTable) (*Batch, bool) {
 		b.Columns = append(b.Columns, s)
 	}
 	return b, true
+}
+
+// nestedFuzzSchemas are the schemas FuzzDecodeKudoNested reads tables
+// with: the nested goldens' and a deep one.
+var nestedFuzzSchemas = func() [][]Field {
+	var out [][]Field
+	for _, g := range nestedGoldens {
+		out = append(out, SchemaOf(g.batch()))
+	}
+	deep, err := ParseSchema("x array<struct<a:array<binary>,m:map<string,array<int>>>>, v void")
+	if err != nil {
+		panic(err)
+	}
+	return append(out, deep)
+}()
+
+// FuzzDecodeKudoNested feeds arbitrary bytes to the kudo decoders with a
+// schema of nested columns (the first byte picks it). They must never
+// panic; errors wrap ErrCorruptKudo; whatever decodes validates, and its
+// rows re-encoded (at row offset 0) decode to the same rows.
+func FuzzDecodeKudoNested(f *testing.F) {
+	for i, g := range nestedGoldens {
+		f.Add(append([]byte{byte(i)}, AppendKudo(nil, g.batch(), g.start, g.end)...))
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	deep := &Batch{Rows: 12}
+	for _, fl := range nestedFuzzSchemas[len(nestedFuzzSchemas)-1] {
+		deep.Columns = append(deep.Columns, randomColumnOf(r, fl, 12))
+	}
+	f.Add(append([]byte{byte(len(nestedFuzzSchemas) - 1)}, append(AppendKudo(nil, deep, 3, 9), AppendKudo(nil, deep, 9, 12)...)...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		schema := nestedFuzzSchemas[int(data[0])%len(nestedFuzzSchemas)]
+		tabs, err := DecodeKudoTables(data[1:], schema)
+		if err != nil && !errors.Is(err, ErrCorruptKudo) {
+			t.Fatalf("DecodeKudoTables error %v does not wrap ErrCorruptKudo", err)
+		}
+		for i, tab := range tabs {
+			if err := tab.Batch.Validate(); err != nil {
+				t.Fatalf("table %d decodes to an invalid batch: %v", i, err)
+			}
+			again, err := DecodeKudo(AppendKudo(nil, tab.Batch, 0, tab.Rows), schema)
+			if err != nil {
+				t.Fatalf("table %d re-encoded: %v", i, err)
+			}
+			if err := sameRows(tab.Batch, 0, tab.Rows, again.Batch); err != nil {
+				t.Fatalf("table %d re-encoded: %v", i, err)
+			}
+		}
+	})
 }

@@ -121,7 +121,11 @@ func minimalTwosComplement(be []byte) int {
 // hash as ints; Int64, TimestampMicros, Decimal32 and Decimal64 (precision
 // <= 18: the unscaled long) as longs; Decimal128 as HashDecimal128; Float32
 // and Float64 hash their Java bits after normalizing -0.0 and NaN; String
-// and Binary hash their bytes.
+// and Binary hash their bytes; YearMonthInterval hashes as an int and
+// DayTimeInterval as a long; Void is always null; a List folds its
+// elements in order, a Map each entry's key then value, a Struct its fields
+// in order (each a null leaving the running hash unchanged), as Spark's
+// hash of arrays, maps and structs does.
 func (c *Column) Hash(i int, seed int32) int32 {
 	if c.IsNull(i) {
 		return seed
@@ -133,9 +137,9 @@ func (c *Column) Hash(i int, seed int32) int32 {
 			return HashInt(1, seed)
 		}
 		return HashInt(0, seed)
-	case Int8, Int16, Int32, Date32:
+	case Int8, Int16, Int32, Date32, YearMonthInterval:
 		return HashInt(int32(c.Int(i)), seed)
-	case Int64, TimestampMicros, Decimal32, Decimal64:
+	case Int64, TimestampMicros, Decimal32, Decimal64, DayTimeInterval:
 		return HashLong(c.Int(i), seed)
 	case Decimal128:
 		lo, hi := c.Int128(i)
@@ -146,6 +150,25 @@ func (c *Column) Hash(i int, seed int32) int32 {
 		return HashLong(float64Bits(math.Float64frombits(binary.LittleEndian.Uint64(d[8*i:]))), seed)
 	case String, Binary:
 		return HashBytes(c.Bytes(i), seed)
+	case Void:
+		return seed
+	case List:
+		for j := c.Offsets[i]; j < c.Offsets[i+1]; j++ {
+			seed = c.Children[0].Hash(int(j), seed)
+		}
+		return seed
+	case Map:
+		kv := c.Children[0].Children
+		for j := c.Offsets[i]; j < c.Offsets[i+1]; j++ {
+			seed = kv[0].Hash(int(j), seed)
+			seed = kv[1].Hash(int(j), seed)
+		}
+		return seed
+	case Struct:
+		for k := range c.Children {
+			seed = c.Children[k].Hash(i, seed)
+		}
+		return seed
 	}
 	panic("partition: Hash of a " + c.Type.String() + " column")
 }
@@ -170,7 +193,7 @@ func hashColumn(c *Column, hashes []int32) {
 	if len(hashes) == 0 {
 		return // a 0-row String column may have no offsets at all
 	}
-	if c.Validity != nil {
+	if c.Validity != nil || c.Type.Nested() {
 		for i := range hashes {
 			hashes[i] = c.Hash(i, hashes[i])
 		}

@@ -27,8 +27,11 @@ import (
 // Unlike the block format, nothing is shifted or rebased: a table is a
 // header and plain copies of the batch's buffers. Binary is kudo's
 // LIST<UINT8>: two flattened columns (the list, then its byte child) whose
-// buffers are a string's. The tables carry no types: the reader brings the
-// schema.
+// buffers are a string's. Nested columns are flattened depth first, a
+// parent before its children (walkKudo): a struct's children take its row
+// slice, a list's child the rows its offsets reach, and a column whose
+// slice has no rows contributes nothing (no validity bit, no bytes). The
+// tables carry no types: the reader brings the schema.
 
 // MaxKudoTableSize is the largest kudo table, in bytes: its lengths are
 // int32s. A longer row range is split (Kudo.Split).
@@ -46,12 +49,16 @@ var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 func pad4(n int) int { return (n + 3) &^ 3 }
 
 // kudoFlatColumns returns the number of flattened columns of a table of
-// cols: one per column, two per Binary column.
+// cols: one per column at every depth, and one more per Binary column (its
+// byte child).
 func kudoFlatColumns(cols []Column) int {
 	n := len(cols)
 	for i := range cols {
 		if cols[i].Type == Binary {
 			n += kudoBinaryFlat - 1
+		}
+		if cols[i].Children != nil {
+			n += kudoFlatColumns(cols[i].Children)
 		}
 	}
 	return n
@@ -62,6 +69,57 @@ func kudoFlatColumns(cols []Column) int {
 func validitySpan(start, n int) (first, nb int) {
 	first = start >> 3
 	return first, (start+n-1)>>3 - first + 1
+}
+
+// walkKudo calls fn for each flattened column of a kudo table of rows
+// [off, off+rows) of cols, in KudoSerializer's order (depth-first
+// pre-order), with the slice of that column the table holds: a struct's
+// children share its slice; a list's child (and a Binary column's byte
+// child, byteChild true) gets rows [o[off], o[off+rows]) of it.
+func walkKudo(cols []Column, off, rows int, fn func(c *Column, byteChild bool, off, rows int)) {
+	for i := range cols {
+		c := &cols[i]
+		fn(c, false, off, rows)
+		switch c.Type {
+		case Binary:
+			s, e := c.childRange(off, off+rows)
+			fn(c, true, s, e-s)
+		case List, Map:
+			s, e := c.childRange(off, off+rows)
+			walkKudo(c.Children, s, e-s, fn)
+		case Struct:
+			walkKudo(c.Children, off, rows, fn)
+		}
+	}
+}
+
+// kudoValidity reports whether the slice (off, rows) of c carries
+// validity bytes in a kudo table: c has a bitmap and the slice has rows.
+func kudoValidity(c *Column, byteChild bool, rows int) bool {
+	return !byteChild && c.Validity != nil && rows > 0
+}
+
+// kudoOffsets returns the offsets a kudo table copies for the slice (off,
+// rows) of c: the rows+1 source offsets from off, for a column with
+// offsets and a slice with rows; nil otherwise.
+func kudoOffsets(c *Column, byteChild bool, off, rows int) []int32 {
+	if byteChild || !c.Type.HasOffsets() || rows == 0 {
+		return nil
+	}
+	return c.Offsets[off : off+rows+1]
+}
+
+// kudoData returns the data bytes a kudo table copies for the slice (off,
+// rows) of c: values, the chars of a string, the bytes of a Binary
+// column's byte child; nil for lists, structs and Binary's list level.
+func kudoData(c *Column, byteChild bool, off, rows int) []byte {
+	switch {
+	case byteChild:
+		return c.Data[off : off+rows]
+	case c.Type == Binary || c.Type.Nested() || rows == 0:
+		return nil
+	}
+	return c.dataBytes(off, off+rows)
 }
 
 // kudoLayout holds the section lengths of the kudo table of one row range.
@@ -76,23 +134,47 @@ func (l *kudoLayout) body() int  { return l.validity + l.offsets + pad4(l.data) 
 func (l *kudoLayout) total() int { return l.header + l.body() }
 
 func kudoLayoutOf(b *Batch, start, end int) kudoLayout {
-	n := end - start
 	if len(b.Columns) == 0 {
 		return kudoLayout{header: kudoFixedHeader}
 	}
 	l := kudoLayout{header: kudoFixedHeader + (kudoFlatColumns(b.Columns)+7)/8}
 	v := 0
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		if c.Validity != nil {
-			_, nb := validitySpan(start, n)
+	if !b.hasNested() {
+		// Every column at the table's slice: no walk (and no closure)
+		// on the path of flat batches.
+		n := end - start
+		for i := range b.Columns {
+			c := &b.Columns[i]
+			if c.Validity != nil {
+				_, nb := validitySpan(start, n)
+				v += nb
+			}
+			if c.Type.VarWidth() {
+				l.offsets += 4 * (n + 1)
+			}
+			l.data += c.dataLen(start, end)
+		}
+		l.validity = pad4(l.header+v) - l.header
+		return l
+	}
+	walkKudo(b.Columns, start, end-start, func(c *Column, byteChild bool, off, rows int) {
+		if kudoValidity(c, byteChild, rows) {
+			_, nb := validitySpan(off, rows)
 			v += nb
 		}
-		if c.Type.VarWidth() {
-			l.offsets += 4 * (n + 1)
+		if byteChild || rows == 0 {
+			if byteChild {
+				l.data += rows
+			}
+			return
 		}
-		l.data += c.dataLen(start, end)
-	}
+		if c.Type.HasOffsets() {
+			l.offsets += 4 * (rows + 1)
+		}
+		if c.Type != Binary && !c.Type.Nested() {
+			l.data += c.dataLen(off, off+rows)
+		}
+	})
 	l.validity = pad4(l.header+v) - l.header
 	return l
 }
@@ -131,43 +213,72 @@ func putKudoHeader(out []byte, b *Batch, start, end int, l *kudoLayout) {
 	bits := out[kudoFixedHeader:l.header]
 	clear(bits)
 	flat := 0
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		if c.Validity != nil {
+	if !b.hasNested() {
+		for i := range b.Columns {
+			if b.Columns[i].Validity != nil {
+				bits[flat>>3] |= 1 << (flat & 7)
+			}
+			flat++
+			if b.Columns[i].Type == Binary {
+				flat++ // the byte child has no validity
+			}
+		}
+		return
+	}
+	walkKudo(b.Columns, start, n, func(c *Column, byteChild bool, _, rows int) {
+		if kudoValidity(c, byteChild, rows) {
 			bits[flat>>3] |= 1 << (flat & 7)
 		}
 		flat++
-		if c.Type == Binary {
-			flat++ // the byte child has no validity
-		}
-	}
+	})
 }
 
 // kudoSections calls emit with the body's pieces in order: source bytes of
 // b, or nil with a count for zero padding. AppendKudo walks it; WriteKudo
-// makes the same walk inline.
+// makes the same walk inline for batches without nested columns.
 func kudoSections(b *Batch, start, end int, l *kudoLayout, emit func(p []byte, zeros int)) {
 	n := end - start
 	v := 0
-	for i := range b.Columns {
-		if c := &b.Columns[i]; c.Validity != nil {
-			first, nb := validitySpan(start, n)
+	if !b.hasNested() {
+		for i := range b.Columns {
+			if c := &b.Columns[i]; c.Validity != nil {
+				first, nb := validitySpan(start, n)
+				emit(c.Validity[first:first+nb], 0)
+				v += nb
+			}
+		}
+		emit(nil, l.validity-v)
+		for i := range b.Columns {
+			if c := &b.Columns[i]; c.Type.VarWidth() {
+				emit(int32Bytes(c.Offsets[start:end+1]), 0)
+			}
+		}
+		for i := range b.Columns {
+			if d := b.Columns[i].dataBytes(start, end); len(d) > 0 {
+				emit(d, 0)
+			}
+		}
+		emit(nil, pad4(l.data)-l.data)
+		return
+	}
+	walkKudo(b.Columns, start, n, func(c *Column, byteChild bool, off, rows int) {
+		if kudoValidity(c, byteChild, rows) {
+			first, nb := validitySpan(off, rows)
 			emit(c.Validity[first:first+nb], 0)
 			v += nb
 		}
-	}
+	})
 	emit(nil, l.validity-v)
-	for i := range b.Columns {
-		if c := &b.Columns[i]; c.Type.VarWidth() {
-			emit(int32Bytes(c.Offsets[start:end+1]), 0)
+	walkKudo(b.Columns, start, n, func(c *Column, byteChild bool, off, rows int) {
+		if o := kudoOffsets(c, byteChild, off, rows); o != nil {
+			emit(int32Bytes(o), 0)
 		}
-	}
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		if d := c.dataBytes(start, end); len(d) > 0 {
+	})
+	walkKudo(b.Columns, start, n, func(c *Column, byteChild bool, off, rows int) {
+		if d := kudoData(c, byteChild, off, rows); len(d) > 0 {
 			emit(d, 0)
 		}
-	}
+	})
 	emit(nil, pad4(l.data)-l.data)
 }
 
@@ -238,6 +349,12 @@ func WriteKudo(w io.Writer, b *Batch, rowStart, rowEnd int) (int64, error) {
 	size := l.total()
 	if size > MaxKudoTableSize {
 		return 0, fmt.Errorf("%w: rows [%d,%d) make a %d-byte kudo table, more than %d", ErrBlockTooLarge, rowStart, rowEnd, size, MaxKudoTableSize)
+	}
+	if b.hasNested() {
+		// Children take slices of their own: the walk goes through
+		// AppendKudo, and the table is written at once.
+		n, err := w.Write(AppendKudo(nil, b, rowStart, rowEnd))
+		return int64(n), err
 	}
 	// The header goes through a pooled buffer: one on the stack would
 	// escape to the heap through w.Write.

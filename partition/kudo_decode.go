@@ -110,104 +110,186 @@ func DecodeKudo(src []byte, schema []Field) (*KudoTable, error) {
 		return t, nil
 	}
 	body := src[h.size:t.Size]
-	cols := make([]Column, len(schema))
-	// Validity: which columns have it, and the section's exact length.
-	first, nb := validitySpan(h.offset, h.rows)
-	flat, v := 0, 0
-	hasValidity := make([]bool, len(schema))
-	for i := range schema {
-		f := &schema[i]
-		cols[i] = Column{Name: f.Name, Type: f.Type, Precision: f.Precision, Scale: f.Scale}
-		if bits[flat>>3]>>(flat&7)&1 != 0 {
-			hasValidity[i] = true
-			v += nb
-		}
-		flat++
-		if f.Type == Binary {
-			if bits[flat>>3]>>(flat&7)&1 != 0 {
-				return nil, corruptKudo("column %d %q: binary's byte child has validity", i, f.Name)
-			}
-			flat++
-		}
-	}
-	if want := pad4(h.size+v) - h.size; h.validity != want {
-		return nil, corruptKudo("validity length %d, want %d for %d bytes after a %d-byte header", h.validity, want, v, h.size)
-	}
-	var o int
-	for i := range schema {
-		if schema[i].Type.VarWidth() {
-			o += 4 * (h.rows + 1)
-		}
-	}
-	if h.offsets != o {
-		return nil, corruptKudo("offsets length %d, want %d", h.offsets, o)
-	}
 	if h.validity+h.offsets > len(body) {
 		return nil, corruptKudo("validity and offsets (%d bytes) exceed the body length %d", h.validity+h.offsets, len(body))
 	}
-	if err := checkZero(body[v:h.validity]); err != nil {
+	r := &kudoReader{
+		bits:     bits,
+		validity: body[:h.validity],
+		offsets:  body[h.validity : h.validity+h.offsets],
+		data:     body[h.validity+h.offsets:],
+	}
+	cols := make([]Column, len(schema))
+	for i := range schema {
+		c, err := r.column(&schema[i], h.offset, h.rows, 0, fmt.Sprintf("column %d %q", i, schema[i].Name))
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	if want := pad4(h.size+r.v) - h.size; h.validity != want {
+		return nil, corruptKudo("validity length %d, want %d for %d bytes after a %d-byte header", h.validity, want, r.v, h.size)
+	}
+	if err := checkZero(r.validity[r.v:]); err != nil {
 		return nil, corruptKudo("validity padding: %v", err)
 	}
-	pos := 0
-	for i := range cols {
-		if hasValidity[i] {
-			raw := body[pos : pos+nb]
-			cols[i].Validity = make([]byte, (h.rows+7)/8)
-			putBits(cols[i].Validity, raw, h.offset-8*first, h.rows)
-			pos += nb
-		}
+	if h.offsets != r.o {
+		return nil, corruptKudo("offsets length %d, want %d", h.offsets, r.o)
 	}
-	// Offsets, and from them the data lengths.
-	pos = h.validity
-	dataLens := make([]int, len(cols))
-	d := 0
-	for i := range cols {
-		c := &cols[i]
-		if !c.Type.VarWidth() {
-			dataLens[i] = h.rows * c.Type.Width()
-			d += dataLens[i]
-			continue
-		}
-		raw := body[pos : pos+4*(h.rows+1)]
-		pos += len(raw)
-		base := int32(binary.LittleEndian.Uint32(raw))
-		if base < 0 {
-			return nil, corruptKudo("column %d %q: offsets[0] = %d, negative", i, c.Name, base)
-		}
-		off := make([]int32, h.rows+1)
-		prev := base
-		for j := range off {
-			x := int32(binary.LittleEndian.Uint32(raw[4*j:]))
-			if x < prev {
-				return nil, corruptKudo("column %d %q: offsets[%d] = %d, less than offsets[%d] = %d", i, c.Name, j, x, j-1, prev)
-			}
-			off[j], prev = x-base, x
-		}
-		c.Offsets = off
-		dataLens[i] = int(off[h.rows])
-		d += dataLens[i]
+	if want := h.validity + h.offsets + pad4(r.d); h.body != want {
+		return nil, corruptKudo("body length %d, want %d (validity %d + offsets %d + data %d padded to 4)", h.body, want, h.validity, h.offsets, r.d)
 	}
-	if want := h.validity + h.offsets + pad4(d); h.body != want {
-		return nil, corruptKudo("body length %d, want %d (validity %d + offsets %d + data %d padded to 4)", h.body, want, h.validity, h.offsets, d)
-	}
-	for i := range cols {
-		cols[i].Data = body[pos : pos+dataLens[i] : pos+dataLens[i]]
-		pos += dataLens[i]
-	}
-	if err := checkZero(body[pos:]); err != nil {
+	if err := checkZero(r.data[r.d:]); err != nil {
 		return nil, corruptKudo("data padding: %v", err)
 	}
 	t.Batch = &Batch{Rows: h.rows, Columns: cols}
 	return t, nil
 }
 
-// kudoFieldsFlat returns the flattened column count of schema.
+// kudoReader reads a table's flattened columns in order, each from its
+// three sections: validity, offsets, data.
+type kudoReader struct {
+	bits                    []byte // the header's has-validity bitset
+	validity, offsets, data []byte // the body's sections
+	flat                    int    // the next flattened column
+	v, o, d                 int    // bytes read from each section
+}
+
+// hasValidity reports the next flattened column's has-validity bit.
+func (r *kudoReader) hasValidity() bool {
+	f := r.flat
+	r.flat++
+	return r.bits[f>>3]>>(f&7)&1 != 0
+}
+
+// take returns the next n bytes of section sec (whose read count is *at).
+func take(sec []byte, at *int, n int, what, path string) ([]byte, error) {
+	if n > len(sec)-*at {
+		return nil, corruptKudo("%s: %s: %d bytes at %d, past the section's %d bytes", path, what, n, *at, len(sec))
+	}
+	p := sec[*at : *at+n : *at+n]
+	*at += n
+	return p, nil
+}
+
+// column reads the slice (off, rows) of a column of field f and its
+// children; the result holds the slice's rows, validity shifted to bit 0
+// and offsets rebased to 0. path names the column in errors.
+func (r *kudoReader) column(f *Field, off, rows, depth int, path string) (Column, error) {
+	if depth > MaxNestingDepth {
+		return Column{}, corruptKudo("%s: nested deeper than %d levels", path, MaxNestingDepth)
+	}
+	c := Column{Name: f.Name, Type: f.Type, Precision: f.Precision, Scale: f.Scale}
+	if r.flat >= 8*len(r.bits) {
+		return Column{}, corruptKudo("%s: past the header's %d flattened columns", path, 8*len(r.bits))
+	}
+	if r.hasValidity() {
+		if rows == 0 {
+			return Column{}, corruptKudo("%s: has-validity bit set on a slice of 0 rows", path)
+		}
+		first, nb := validitySpan(off, rows)
+		raw, err := take(r.validity, &r.v, nb, "validity", path)
+		if err != nil {
+			return Column{}, err
+		}
+		c.Validity = make([]byte, (rows+7)/8)
+		putBits(c.Validity, raw, off-8*first, rows)
+	} else if f.Type == Void && rows > 0 {
+		return Column{}, corruptKudo("%s: void column of %d rows without validity", path, rows)
+	}
+	if c.Type == Void && rows > 0 && countOnes(c.Validity, 0, rows) != 0 {
+		return Column{}, corruptKudo("%s: void column with valid rows", path)
+	}
+	// Offsets: the child's (or chars') slice.
+	childOff, childRows := 0, 0
+	if f.Type.HasOffsets() {
+		c.Offsets = []int32{0}
+		if rows > 0 {
+			raw, err := take(r.offsets, &r.o, 4*(rows+1), "offsets", path)
+			if err != nil {
+				return Column{}, err
+			}
+			base := int32(binary.LittleEndian.Uint32(raw))
+			if base < 0 {
+				return Column{}, corruptKudo("%s: offsets[0] = %d, negative", path, base)
+			}
+			off := make([]int32, rows+1)
+			prev := base
+			for j := range off {
+				x := int32(binary.LittleEndian.Uint32(raw[4*j:]))
+				if x < prev {
+					return Column{}, corruptKudo("%s: offsets[%d] = %d, less than offsets[%d] = %d", path, j, x, j-1, prev)
+				}
+				off[j], prev = x-base, x
+			}
+			c.Offsets = off
+			childOff, childRows = int(base), int(off[rows])
+		}
+	}
+	switch f.Type {
+	case Binary, String:
+		if f.Type == Binary {
+			if r.flat >= 8*len(r.bits) {
+				return Column{}, corruptKudo("%s: byte child past the header's flattened columns", path)
+			}
+			if r.hasValidity() {
+				return Column{}, corruptKudo("%s: binary's byte child has validity", path)
+			}
+		}
+		d, err := take(r.data, &r.d, childRows, "data", path)
+		if err != nil {
+			return Column{}, err
+		}
+		c.Data = d
+	case List, Map:
+		if len(f.Children) != 1 {
+			return Column{}, fmt.Errorf("%w: %s: a %v field with %d children, want 1", ErrInvalidArgument, path, f.Type, len(f.Children))
+		}
+		child, err := r.column(&f.Children[0], childOff, childRows, depth+1, path+childStep(0, f.Children[0].Name))
+		if err != nil {
+			return Column{}, err
+		}
+		c.Children = []Column{child}
+	case Struct:
+		c.Children = make([]Column, len(f.Children))
+		for k := range f.Children {
+			child, err := r.column(&f.Children[k], off, rows, depth+1, path+childStep(k, f.Children[k].Name))
+			if err != nil {
+				return Column{}, err
+			}
+			c.Children[k] = child
+		}
+	default:
+		w := f.Type.Width()
+		if w == 0 {
+			return Column{}, fmt.Errorf("%w: %s: type %v", ErrInvalidArgument, path, f.Type)
+		}
+		d, err := take(r.data, &r.d, rows*w, "data", path)
+		if err != nil {
+			return Column{}, err
+		}
+		c.Data = d
+	}
+	return c, nil
+}
+
+// childStep names child i (its name, or its index) in a column path.
+func childStep(i int, name string) string {
+	if name != "" {
+		return "." + name
+	}
+	return fmt.Sprintf(".[%d]", i)
+}
+
+// kudoFieldsFlat returns the flattened column count of schema: one per
+// field at every depth, one more per Binary field.
 func kudoFieldsFlat(schema []Field) int {
 	n := len(schema)
 	for i := range schema {
 		if schema[i].Type == Binary {
 			n++
 		}
+		n += kudoFieldsFlat(schema[i].Children)
 	}
 	return n
 }

@@ -17,7 +17,10 @@ const (
 )
 
 // KudoPiece is one piece of the body of a kudo table: Len bytes from byte
-// Off of column Column's Buffer, or Len zero bytes (KudoZeros).
+// Off of column Column's Buffer, or Len zero bytes (KudoZeros). Column
+// counts the batch's columns and their nested children in depth-first
+// pre-order (a batch without nested columns: its column index); the bytes
+// of a Binary column's byte child are that Binary column's KudoData.
 type KudoPiece struct {
 	Buffer   KudoBuffer
 	Column   int
@@ -58,27 +61,42 @@ func AppendKudoPlan(head []byte, pieces []KudoPiece, b *Batch, rowStart, rowEnd 
 	}
 	n := rowEnd - rowStart
 	v := 0
-	for i := range b.Columns {
-		if b.Columns[i].Validity != nil {
-			first, nb := validitySpan(rowStart, n)
-			add(KudoPiece{Buffer: KudoValidity, Column: i, Off: first, Len: nb})
+	col := -1
+	walkKudo(b.Columns, rowStart, n, func(c *Column, byteChild bool, off, rows int) {
+		if !byteChild {
+			col++
+		}
+		if kudoValidity(c, byteChild, rows) {
+			first, nb := validitySpan(off, rows)
+			add(KudoPiece{Buffer: KudoValidity, Column: col, Off: first, Len: nb})
 			v += nb
 		}
-	}
+	})
 	add(KudoPiece{Buffer: KudoZeros, Column: -1, Len: l.validity - v})
-	for i := range b.Columns {
-		if b.Columns[i].Type.VarWidth() {
-			add(KudoPiece{Buffer: KudoOffsets, Column: i, Off: 4 * rowStart, Len: 4 * (n + 1)})
+	col = -1
+	walkKudo(b.Columns, rowStart, n, func(c *Column, byteChild bool, off, rows int) {
+		if !byteChild {
+			col++
 		}
-	}
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		off := rowStart * c.Type.Width()
-		if c.Type.VarWidth() {
-			off = int(c.Offsets[rowStart])
+		if !byteChild && c.Type.HasOffsets() && rows > 0 {
+			add(KudoPiece{Buffer: KudoOffsets, Column: col, Off: 4 * off, Len: 4 * (rows + 1)})
 		}
-		add(KudoPiece{Buffer: KudoData, Column: i, Off: off, Len: c.dataLen(rowStart, rowEnd)})
-	}
+	})
+	col = -1
+	walkKudo(b.Columns, rowStart, n, func(c *Column, byteChild bool, off, rows int) {
+		if !byteChild {
+			col++
+		}
+		switch {
+		case byteChild:
+			add(KudoPiece{Buffer: KudoData, Column: col, Off: off, Len: rows})
+		case c.Type == Binary || c.Type.Nested() || rows == 0:
+		case c.Type.VarWidth():
+			add(KudoPiece{Buffer: KudoData, Column: col, Off: int(c.Offsets[off]), Len: c.dataLen(off, off+rows)})
+		default:
+			add(KudoPiece{Buffer: KudoData, Column: col, Off: off * c.Type.Width(), Len: rows * c.Type.Width()})
+		}
+	})
 	add(KudoPiece{Buffer: KudoZeros, Column: -1, Len: pad4(l.data) - l.data})
 	return head, pieces, size
 }

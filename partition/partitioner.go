@@ -54,8 +54,20 @@ func Partition(b *Batch, keyCols []int, numPartitions int) (*Batch, error) {
 		next[p]++
 	}
 	out := &Batch{Rows: rows, PartitionOffsets: offsets, Columns: make([]Column, len(b.Columns))}
+	var src []int32 // the inverse of dst, for nested columns
 	for i := range b.Columns {
-		out.Columns[i] = b.Columns[i].scatter(dst, rows)
+		c := &b.Columns[i]
+		if !c.Type.Nested() {
+			out.Columns[i] = c.scatter(dst, rows)
+			continue
+		}
+		if src == nil {
+			src = make([]int32, rows)
+			for i, j := range dst {
+				src[j] = int32(i)
+			}
+		}
+		out.Columns[i] = c.gather(src)
 	}
 	return out, nil
 }
@@ -117,5 +129,54 @@ func (c *Column) scatter(dst []int32, rows int) Column {
 		}
 	}
 	out.Data = data
+	return out
+}
+
+// gather returns a new column whose row j is row idx[j] of c, children
+// included (the rows of a list's child follow its new row order).
+func (c *Column) gather(idx []int32) Column {
+	rows := len(idx)
+	out := Column{Name: c.Name, Type: c.Type, Precision: c.Precision, Scale: c.Scale}
+	if c.Validity != nil {
+		v := make([]byte, (rows+7)/8)
+		for j, i := range idx {
+			v[j>>3] |= (c.Validity[i>>3] >> (i & 7) & 1) << (j & 7)
+		}
+		out.Validity = v
+	}
+	switch {
+	case c.Type == Struct:
+		out.Children = make([]Column, len(c.Children))
+		for k := range c.Children {
+			out.Children[k] = c.Children[k].gather(idx)
+		}
+		return out
+	case c.Type.HasOffsets():
+		off := make([]int32, rows+1)
+		var childIdx []int32
+		for j, i := range idx {
+			a, b := c.Offsets[i], c.Offsets[i+1]
+			off[j+1] = off[j] + b - a
+			if c.Type.Nested() {
+				for k := a; k < b; k++ {
+					childIdx = append(childIdx, k)
+				}
+			} else {
+				out.Data = append(out.Data, c.Data[a:b]...)
+			}
+		}
+		out.Offsets = off
+		if c.Type.Nested() {
+			out.Children = []Column{c.Children[0].gather(childIdx)}
+		} else if out.Data == nil {
+			out.Data = []byte{}
+		}
+		return out
+	}
+	w := c.Type.Width()
+	out.Data = make([]byte, rows*w)
+	for j, i := range idx {
+		copy(out.Data[j*w:(j+1)*w], c.Data[int(i)*w:int(i+1)*w])
+	}
 	return out
 }

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -22,24 +23,35 @@ func TestParseSparkType(t *testing.T) {
 		{"decimal(19,3)", Field{Type: Decimal128, Precision: 19, Scale: 3}},
 		{"decimal(38,10)", Field{Type: Decimal128, Precision: 38, Scale: 10}},
 		{"decimal", Field{Type: Decimal64, Precision: 10}}, {"numeric(5)", Field{Type: Decimal32, Precision: 5}},
+		{"interval year to month", Field{Type: YearMonthInterval}}, {"INTERVAL MONTH", Field{Type: YearMonthInterval}},
+		{"interval day to second", Field{Type: DayTimeInterval}}, {"interval hour to minute", Field{Type: DayTimeInterval}},
+		{"void", Field{Type: Void}},
+		{"array<int>", Field{Type: List, Children: []Field{{Name: "element", Type: Int32}}}},
+		{"ARRAY< array<string> >", Field{Type: List, Children: []Field{{Name: "element", Type: List, Children: []Field{{Name: "element", Type: String}}}}}},
+		{"map<string,decimal(20,2)>", Field{Type: Map, Children: []Field{{Name: "entries", Type: Struct, Children: []Field{
+			{Name: "key", Type: String}, {Name: "value", Type: Decimal128, Precision: 20, Scale: 2}}}}}},
+		{"struct<A:int, `b c`:array<binary>, `x``y` void>", Field{Type: Struct, Children: []Field{
+			{Name: "A", Type: Int32}, {Name: "b c", Type: List, Children: []Field{{Name: "element", Type: Binary}}}, {Name: "x`y", Type: Void}}}},
+		{"struct<>", Field{Type: Struct, Children: []Field{}}},
 	} {
 		got, err := ParseSparkType(c.in)
-		if err != nil || got != c.want {
+		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("ParseSparkType(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
 		}
 		if err == nil {
 			back, err := ParseSparkType(got.SparkType())
-			if err != nil || back != got {
+			if err != nil || !reflect.DeepEqual(back, got) {
 				t.Errorf("ParseSparkType(%q.SparkType() = %q) = %+v, %v", c.in, got.SparkType(), back, err)
 			}
 		}
 	}
-	for _, in := range []string{"array<int>", "struct<a:int>", "map<string,int>", "interval day", "void", "char(3)", "varchar(10)", "variant"} {
+	for _, in := range []string{"interval", "calendarinterval", "interval year to second", "char(3)", "varchar(10)", "variant", "array<char(3)>"} {
 		if _, err := ParseSparkType(in); !errors.Is(err, ErrUnsupportedType) {
 			t.Errorf("ParseSparkType(%q) = %v, want ErrUnsupportedType", in, err)
 		}
 	}
-	for _, in := range []string{"", "int32", "decimal(39,0)", "decimal(5,6)", "decimal(0)", "decimal(a,b)", "decimal(1,2,3)"} {
+	for _, in := range []string{"", "int32", "decimal(39,0)", "decimal(5,6)", "decimal(0)", "decimal(a,b)", "decimal(1,2,3)",
+		"array<int,int>", "array<>", "map<int>", "struct<a>", "struct<`a:int>", "array<foo>", strings.Repeat("array<", 300) + "int" + strings.Repeat(">", 300)} {
 		if _, err := ParseSparkType(in); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("ParseSparkType(%q) = %v, want ErrInvalidArgument", in, err)
 		}
@@ -56,7 +68,7 @@ func TestParseSchema(t *testing.T) {
 		t.Fatalf("%d fields, want %d", len(s), len(want))
 	}
 	for i := range want {
-		if s[i] != want[i] {
+		if !reflect.DeepEqual(s[i], want[i]) {
 			t.Fatalf("field %d = %+v, want %+v", i, s[i], want[i])
 		}
 	}
@@ -67,7 +79,7 @@ func TestParseSchema(t *testing.T) {
 		t.Fatalf("empty schema = %v, %v", s, err)
 	}
 	for _, c := range []struct{ in, want string }{
-		{"id", `column 0 "id"`}, {"a int, b map<int,int>", `column 1 "b"`}, {"`x int", "unterminated"},
+		{"id", `column 0 "id"`}, {"a int, b char(3)", `column 1 "b"`}, {"a int, b array<int", `column 1 "b"`}, {"`x int", "unterminated"},
 	} {
 		if _, err := ParseSchema(c.in); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseSchema(%q) = %v, want an error naming %s", c.in, err, c.want)

@@ -21,12 +21,15 @@ func (b *Batch) Validate() error {
 	if len(b.Columns) > MaxColumns {
 		return fmt.Errorf("%w: %d columns, want at most %d", ErrInvalidBatch, len(b.Columns), MaxColumns)
 	}
+	if n := flatCount(b.Columns); n > MaxColumns {
+		return fmt.Errorf("%w: %d columns with their nested children, want at most %d", ErrInvalidBatch, n, MaxColumns)
+	}
 	if err := b.validatePartitionOffsets(); err != nil {
 		return err
 	}
 	for i := range b.Columns {
-		if err := b.Columns[i].validate(b.Rows); err != nil {
-			return fmt.Errorf("%w: column %d %q: %w", ErrInvalidBatch, i, b.Columns[i].Name, err)
+		if err := b.Columns[i].validate(b.Rows, 0); err != nil {
+			return fmt.Errorf("%w: column %d %q%w", ErrInvalidBatch, i, b.Columns[i].Name, err)
 		}
 	}
 	return nil
@@ -56,9 +59,60 @@ func (b *Batch) validatePartitionOffsets() error {
 	return nil
 }
 
-// validate checks c as a column of rows rows; the error names the field and
-// value but not the column, which the caller adds.
-func (c *Column) validate(rows int) error {
+// pathError is an error inside a column: the path from the top-level
+// column to the one at fault (".name" or "[child i]" per level), then the
+// field and value. Its text starts with the path or ": ".
+type pathError struct {
+	path string
+	err  error
+}
+
+func (e *pathError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *pathError) Unwrap() error { return e.err }
+
+// inChild prefixes err, from child i of a column, with the child's name.
+func inChild(err error, i int, name string) error {
+	step := fmt.Sprintf(".[%d]", i)
+	if name != "" {
+		step = fmt.Sprintf(".%s", name)
+	}
+	if pe, ok := err.(*pathError); ok {
+		return &pathError{path: step + pe.path, err: pe.err}
+	}
+	return &pathError{path: step, err: err}
+}
+
+// validate checks c as a column of rows rows, and its children; the error
+// names the path below c, the field and the value, but not c, which the
+// caller adds.
+func (c *Column) validate(rows, depth int) error {
+	if depth > MaxNestingDepth {
+		return &pathError{err: fmt.Errorf("nested deeper than %d levels", MaxNestingDepth)}
+	}
+	if err := c.validateSelf(rows); err != nil {
+		return &pathError{err: err}
+	}
+	switch c.Type {
+	case List, Map:
+		_, childRows := c.childRange(0, rows)
+		if rows == 0 {
+			childRows = 0
+		}
+		if err := c.Children[0].validate(childRows, depth+1); err != nil {
+			return inChild(err, 0, c.Children[0].Name)
+		}
+	case Struct:
+		for i := range c.Children {
+			if err := c.Children[i].validate(rows, depth+1); err != nil {
+				return inChild(err, i, c.Children[i].Name)
+			}
+		}
+	}
+	return nil
+}
+
+// validateSelf checks c's own fields as a column of rows rows.
+func (c *Column) validateSelf(rows int) error {
 	if !c.Type.Valid() {
 		return fmt.Errorf("type = %d, not a known type", uint8(c.Type))
 	}
@@ -80,16 +134,60 @@ func (c *Column) validate(rows int) error {
 			return fmt.Errorf("validity length = %d bytes, want at least %d for %d rows", len(c.Validity), want, rows)
 		}
 	}
-	if !c.Type.VarWidth() {
+	if err := c.checkChildren(); err != nil {
+		return err
+	}
+	switch {
+	case c.Type.FixedWidth():
 		if c.Offsets != nil {
 			return fmt.Errorf("offsets length = %d on a fixed-width %v column, want nil", len(c.Offsets), c.Type)
 		}
 		if want := rows * c.Type.Width(); len(c.Data) < want {
 			return fmt.Errorf("data length = %d bytes, want at least %d (%d rows × %d)", len(c.Data), want, rows, c.Type.Width())
 		}
+		if c.Type == Void && rows > 0 {
+			if c.Validity == nil {
+				return fmt.Errorf("void column of %d rows without a validity bitmap, want every row null", rows)
+			}
+			if n := countOnes(c.Validity, 0, rows); n != 0 {
+				return fmt.Errorf("void column: %d of %d rows valid in the validity bitmap, want every row null", n, rows)
+			}
+		}
+		return nil
+	case c.Type.VarWidth():
+		return validateOffsets(c.Offsets, rows, len(c.Data))
+	case c.Type == Struct:
+		if c.Offsets != nil || c.Data != nil {
+			return fmt.Errorf("offsets, data lengths = %d, %d on a struct column, want nil", len(c.Offsets), len(c.Data))
+		}
 		return nil
 	}
-	return validateOffsets(c.Offsets, rows, len(c.Data))
+	// List and Map: the offsets index the child's rows, which the child
+	// checks against its own buffers.
+	if c.Data != nil {
+		return fmt.Errorf("data length = %d on a %v column, want nil", len(c.Data), c.Type)
+	}
+	return validateOffsets(c.Offsets, rows, MaxRows)
+}
+
+// checkChildren checks the number and types of c's children.
+func (c *Column) checkChildren() error {
+	switch c.Type {
+	case List:
+		if len(c.Children) != 1 {
+			return fmt.Errorf("%d children on a list column, want 1 (the elements)", len(c.Children))
+		}
+	case Map:
+		if len(c.Children) != 1 || c.Children[0].Type != Struct || len(c.Children[0].Children) != 2 {
+			return fmt.Errorf("children of a map column: want one struct of two children (keys, values)")
+		}
+	case Struct:
+	default:
+		if c.Children != nil {
+			return fmt.Errorf("%d children on a %v column, want none", len(c.Children), c.Type)
+		}
+	}
+	return nil
 }
 
 // validateOffsets checks that off holds rows+1 non-decreasing offsets from

@@ -49,7 +49,7 @@ func TestValidate(t *testing.T) {
 		{"last partition offset short", func(b *Batch) { b.PartitionOffsets = []int32{0, 1, 2} }, "partition offsets[2] = 2, want rows = 3"},
 		{"last partition offset past rows", func(b *Batch) { b.PartitionOffsets = []int32{0, 1, 4} }, "partition offsets[2] = 4, want rows = 3"},
 		{"zero type", func(b *Batch) { b.Columns[0].Type = 0 }, `column 0 "i": type = 0, not a known type`},
-		{"unknown type", func(b *Batch) { b.Columns[0].Type = 15 }, `column 0 "i": type = 15`},
+		{"unknown type", func(b *Batch) { b.Columns[0].Type = 21 }, `column 0 "i": type = 21`},
 		{"long name", func(b *Batch) { b.Columns[0].Name = strings.Repeat("x", MaxNameLen+1) }, "name length = 65536"},
 		{"precision 0", func(b *Batch) { b.Columns[1].Precision = 0 }, `column 1 "d": decimal precision = 0, want 1 to 18`},
 		{"precision 19", func(b *Batch) { b.Columns[1].Precision = 19 }, "decimal precision = 19"},

@@ -3,6 +3,7 @@ package partition
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 
 // Int returns row i of an integer-valued column as an int64: Bool (0 or 1),
 // Int8 to Int64, Date32 (days), TimestampMicros (µs), Decimal32 and
-// Decimal64 (the unscaled value). It panics for other types (Decimal128:
+// Decimal64 (the unscaled value), YearMonthInterval (months),
+// DayTimeInterval (µs), Void (the meaningless stored byte). It panics for other types (Decimal128:
 // see Int128).
 func (c *Column) Int(i int) int64 {
 	d := c.Data
@@ -25,13 +27,13 @@ func (c *Column) Int(i int) int64 {
 			return 1
 		}
 		return 0
-	case Int8:
+	case Int8, Void:
 		return int64(int8(d[i]))
 	case Int16:
 		return int64(int16(binary.LittleEndian.Uint16(d[2*i:])))
-	case Int32, Date32, Decimal32:
+	case Int32, Date32, Decimal32, YearMonthInterval:
 		return int64(int32(binary.LittleEndian.Uint32(d[4*i:])))
-	case Int64, TimestampMicros, Decimal64:
+	case Int64, TimestampMicros, Decimal64, DayTimeInterval:
 		return int64(binary.LittleEndian.Uint64(d[8*i:]))
 	}
 	panic("partition: Int of a " + c.Type.String() + " column")
@@ -79,7 +81,11 @@ func (c *Column) Bytes(i int) []byte {
 // string: true/false, decimal integers, shortest round-trip floats, dates as
 // 2006-01-02, timestamps as 2006-01-02 15:04:05.999999 in UTC, decimals
 // with scale digits after the point, strings as their raw bytes and binary
-// as lowercase hex. Nulls are the caller's to render (IsNull).
+// as lowercase hex; year-month intervals as INTERVAL '[-]y-m' YEAR TO
+// MONTH and day-time intervals as INTERVAL '[-]d hh:mm:ss.ffffff' DAY TO
+// SECOND; void as null; arrays as [e1, e2], maps as {k1 -> v1, k2 -> v2}
+// and structs as {f1, f2}, with null for a null inside them. Nulls of row
+// i itself are the caller's to render (IsNull).
 func (c *Column) AppendText(dst []byte, i int) []byte {
 	switch c.Type {
 	case Bool:
@@ -105,8 +111,64 @@ func (c *Column) AppendText(dst []byte, i int) []byte {
 		return append(dst, c.Bytes(i)...)
 	case Binary:
 		return hex.AppendEncode(dst, c.Bytes(i))
+	case Void:
+		return append(dst, "null"...)
+	case YearMonthInterval:
+		m := c.Int(i)
+		sign := ""
+		if m < 0 {
+			sign, m = "-", -m
+		}
+		return fmt.Appendf(dst, "INTERVAL '%s%d-%d' YEAR TO MONTH", sign, m/12, m%12)
+	case DayTimeInterval:
+		us := c.Int(i)
+		sign := ""
+		mag := uint64(us)
+		if us < 0 {
+			sign, mag = "-", -mag
+		}
+		const day = 86400e6
+		return fmt.Appendf(dst, "INTERVAL '%s%d %02d:%02d:%02d.%06d' DAY TO SECOND", sign, mag/day, mag%day/3600e6, mag%3600e6/60e6, mag%60e6/1e6, mag%1e6)
+	case List:
+		dst = append(dst, '[')
+		for j := c.Offsets[i]; j < c.Offsets[i+1]; j++ {
+			if j > c.Offsets[i] {
+				dst = append(dst, ", "...)
+			}
+			dst = c.Children[0].appendChild(dst, int(j))
+		}
+		return append(dst, ']')
+	case Map:
+		kv := c.Children[0].Children
+		dst = append(dst, '{')
+		for j := c.Offsets[i]; j < c.Offsets[i+1]; j++ {
+			if j > c.Offsets[i] {
+				dst = append(dst, ", "...)
+			}
+			dst = kv[0].appendChild(dst, int(j))
+			dst = append(dst, " -> "...)
+			dst = kv[1].appendChild(dst, int(j))
+		}
+		return append(dst, '}')
+	case Struct:
+		dst = append(dst, '{')
+		for k := range c.Children {
+			if k > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = c.Children[k].appendChild(dst, i)
+		}
+		return append(dst, '}')
 	}
 	panic("partition: AppendText of a " + c.Type.String() + " column")
+}
+
+// appendChild appends row i of a child column: its text, or null.
+func (c *Column) appendChild(dst []byte, i int) []byte {
+	if c.IsNull(i) {
+		return append(dst, "null"...)
+	}
+	return c.AppendText(dst, i)
 }
 
 // appendDecimal appends unscaled × 10^-scale with exactly scale fraction

@@ -74,7 +74,12 @@ const (
 	TypeBinary          ColumnType = 12 // int32 offsets (rows+1) into bytes
 	TypeDecimal32       ColumnType = 13 // unscaled int32, Precision <= 9
 	TypeDecimal128      ColumnType = 14 // unscaled int128 (low 64 bits first), Precision <= 38
-	// 15 (list) and 16 (struct) are reserved for nested columns.
+	TypeList            ColumnType = 15 // int32 offsets (rows+1) into the rows of its one child
+	TypeStruct          ColumnType = 16 // validity only; one child per field, each of the struct's rows
+	TypeMap             ColumnType = 17 // a list whose one child is a struct of two children (keys, values)
+	TypeIntervalYM      ColumnType = 18 // Spark YearMonthIntervalType: int32 months
+	TypeIntervalDT      ColumnType = 19 // Spark DayTimeIntervalType: int64 microseconds
+	TypeVoid            ColumnType = 20 // Spark NullType: 1 byte per row, every row null
 )
 
 var columnTypes = [...]struct {
@@ -96,7 +101,16 @@ var columnTypes = [...]struct {
 	TypeBinary:          {"binary", 0, 0},
 	TypeDecimal32:       {"decimal32", 4, 9},
 	TypeDecimal128:      {"decimal128", 16, 38},
+	TypeList:            {"list", 0, 0},
+	TypeStruct:          {"struct", 0, 0},
+	TypeMap:             {"map", 0, 0},
+	TypeIntervalYM:      {"interval_ym", 4, 0},
+	TypeIntervalDT:      {"interval_dt", 8, 0},
+	TypeVoid:            {"void", 1, 0},
 }
+
+// Nested reports whether t has child columns: list, struct, map.
+func (t ColumnType) Nested() bool { return t == TypeList || t == TypeStruct || t == TypeMap }
 
 // Known reports whether t is a column type of this protocol version.
 func (t ColumnType) Known() bool { return t != 0 && int(t) < len(columnTypes) }
@@ -125,9 +139,15 @@ type Column struct {
 	// Precision and Scale are Spark's DecimalType(precision, scale) for
 	// decimal types, zero otherwise.
 	Precision, Scale int32
-	// Name is informative (logs, inspect); it may be empty.
+	// Name is informative (logs, inspect), and a struct field's name; it
+	// may be empty.
 	Name                    string
 	Validity, Offsets, Data Buffer
+	// Children is the number of child columns of a nested type (list and
+	// map: 1, struct: its fields), 0 for every other type. The children
+	// follow their parent in ColumnarLayout.Columns, each with its own
+	// children after it (depth-first pre-order).
+	Children uint16
 }
 
 // MaxColumns bounds ColumnarLayout.Columns.
@@ -246,10 +266,39 @@ func (l *ColumnarLayout) validate(payloadLen int64) error {
 	if len(l.Columns) > MaxColumns {
 		return invalid("Batch", "Columns", "%d columns, want 0..%d", len(l.Columns), MaxColumns)
 	}
+	// The columns are trees in pre-order: pending counts the children
+	// still to come of each open nested column, rows the row count each
+	// level's columns have (-1 below a list: only the bytes tell).
+	type level struct {
+		pending int
+		rows    int64
+	}
+	stack := []level{{pending: -1, rows: l.Rows}}
 	for i := range l.Columns {
-		if err := l.Columns[i].validate(i, l.Rows, payloadLen); err != nil {
+		for len(stack) > 1 && stack[len(stack)-1].pending == 0 {
+			stack = stack[:len(stack)-1]
+		}
+		top := &stack[len(stack)-1]
+		if top.pending > 0 {
+			top.pending--
+		}
+		c := &l.Columns[i]
+		if err := c.validate(i, top.rows, payloadLen); err != nil {
 			return err
 		}
+		if c.Children > 0 {
+			rows := top.rows
+			if c.Type != TypeStruct {
+				rows = -1
+			}
+			stack = append(stack, level{pending: int(c.Children), rows: rows})
+		}
+	}
+	for len(stack) > 1 && stack[len(stack)-1].pending == 0 {
+		stack = stack[:len(stack)-1]
+	}
+	if len(stack) > 1 {
+		return invalid("Batch", "Columns", "the columns end with %d children of a nested column still to come", stack[len(stack)-1].pending)
 	}
 	return checkOffsets("PartitionRows", l.PartitionRows, l.Rows, "Rows")
 }
@@ -275,6 +324,12 @@ func (c *Column) validate(i int, rows, payloadLen int64) error {
 	if err := checkText("Batch", f("Name"), c.Name, MaxColumnNameLen); err != nil {
 		return err
 	}
+	switch {
+	case (c.Type == TypeList || c.Type == TypeMap) && c.Children != 1:
+		return invalid("Batch", f("Children"), "%d for %v, want 1", c.Children, c.Type)
+	case !c.Type.Nested() && c.Children != 0:
+		return invalid("Batch", f("Children"), "%d for %v, want 0", c.Children, c.Type)
+	}
 	for _, b := range []struct {
 		name string
 		buf  Buffer
@@ -283,6 +338,19 @@ func (c *Column) validate(i int, rows, payloadLen int64) error {
 			return invalid("Batch", f(b.name), "offset %d length %d outside the payload of %d bytes",
 				b.buf.Offset, b.buf.Length, payloadLen)
 		}
+	}
+	switch {
+	case c.Type == TypeStruct && (c.Offsets.Length != 0 || c.Data.Length != 0):
+		return invalid("Batch", f("Offsets"), "offsets, data lengths %d, %d for struct, want 0, 0", c.Offsets.Length, c.Data.Length)
+	case c.Type.Nested() && c.Data.Length != 0:
+		return invalid("Batch", f("Data"), "%d bytes for %v, want 0", c.Data.Length, c.Type)
+	case ct.width > 0 && c.Offsets.Length != 0:
+		return invalid("Batch", f("Offsets"), "%d bytes for fixed-width %v, want 0", c.Offsets.Length, c.Type)
+	}
+	if rows < 0 {
+		// Below a list: the parent's offsets, checked by the server against
+		// the bytes, give the row count.
+		return nil
 	}
 	// Rows is bounded only by int64: compare by division, never multiply.
 	need := rows / 8
@@ -293,15 +361,12 @@ func (c *Column) validate(i int, rows, payloadLen int64) error {
 		return invalid("Batch", f("Validity"), "%d bytes for %d rows, want 0 or >= %d", v, rows, need)
 	}
 	if ct.width > 0 {
-		if c.Offsets.Length != 0 {
-			return invalid("Batch", f("Offsets"), "%d bytes for fixed-width %v, want 0", c.Offsets.Length, c.Type)
-		}
 		if rows > c.Data.Length/ct.width {
 			return invalid("Batch", f("Data"), "%d bytes for %d rows of %v, want >= %d", c.Data.Length, rows, c.Type, rows)
 		}
 		return nil
 	}
-	if rows == 0 && c.Offsets.Length == 0 {
+	if c.Type == TypeStruct || rows == 0 && c.Offsets.Length == 0 {
 		return nil
 	}
 	if rows >= c.Offsets.Length/4 {
@@ -351,7 +416,8 @@ func (m *Batch) AppendHead(dst []byte) []byte {
 		dst = appendU32(dst, uint32(len(l.Columns)))
 		for i := range l.Columns {
 			c := &l.Columns[i]
-			dst = append(dst, uint8(c.Type), 0, 0, 0) // type, flags, children (u16)
+			dst = append(dst, uint8(c.Type), 0) // type, flags
+			dst = appendU16(dst, c.Children)
 			dst = appendI32(dst, c.Precision)
 			dst = appendI32(dst, c.Scale)
 			dst = appendString(dst, c.Name)
@@ -407,7 +473,7 @@ func (m *Batch) Unmarshal(p []byte) error {
 				c := &l.Columns[i]
 				c.Type = ColumnType(d.u8("Columns.Type"))
 				d.zero("Columns.Flags", 1)
-				d.zero("Columns.Children", 2)
+				c.Children = d.u16("Columns.Children")
 				c.Precision = d.i32("Columns.Precision")
 				c.Scale = d.i32("Columns.Scale")
 				c.Name = d.str("Columns.Name", MaxColumnNameLen)

@@ -39,8 +39,9 @@ type SchemaField struct {
 	SparkType string
 }
 
-// MaxSparkTypeLen bounds SchemaField.SparkType in bytes.
-const MaxSparkTypeLen = 1024
+// MaxSparkTypeLen bounds SchemaField.SparkType in bytes: the most a
+// string of the wire holds, room for the simpleString of wide nested types.
+const MaxSparkTypeLen = 65535
 
 func (m *OpenMapOutput) validateFormat() error {
 	switch m.Format {

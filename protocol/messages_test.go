@@ -37,6 +37,20 @@ func validMessages() []Message {
 			},
 			PartitionRows: []int64{0, 1, 1, 4},
 		}},
+		&Batch{Handle: 9, Kind: KindColumnar, Plane: PlaneInline, Inline: make([]byte, 128), Columnar: ColumnarLayout{
+			Rows: 4,
+			Columns: []Column{
+				{Type: TypeList, Name: "a", Children: 1, Validity: Buffer{0, 1}, Offsets: Buffer{8, 20}},
+				{Type: TypeStruct, Name: "element", Children: 2},
+				{Type: TypeIntervalYM, Name: "ym", Data: Buffer{32, 40}},
+				{Type: TypeMap, Name: "m", Children: 1, Offsets: Buffer{72, 40}},
+				{Type: TypeStruct, Children: 2},
+				{Type: TypeString, Name: "key", Offsets: Buffer{72, 4}},
+				{Type: TypeVoid, Name: "value", Validity: Buffer{0, 1}, Data: Buffer{0, 8}},
+				{Type: TypeIntervalDT, Name: "dt", Data: Buffer{32, 32}},
+			},
+			PartitionRows: []int64{0, 4},
+		}},
 		&Batch{Handle: 9, Kind: KindColumnar, Plane: PlaneCUDAIPC, IPC: ipc, Region: Region{Offset: 256, Length: 1 << 20}, Columnar: ColumnarLayout{
 			Rows:          0,
 			Columns:       []Column{{Type: TypeBinary}},
@@ -64,6 +78,9 @@ func validMessages() []Message {
 		&OpenMapOutput{ShuffleID: 1, MapID: 2, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Codec: "zstd",
 			Schema: []SchemaField{{"id", "int"}, {"price", "decimal(38,10)"}, {"", "binary"}}},
 		&OpenMapOutput{ShuffleID: 1, MapID: 3, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{}},
+		// A wide nested type: Spark's simpleString of it is over 1 KiB.
+		&OpenMapOutput{ShuffleID: 1, MapID: 4, NumPartitions: 8, Kind: KindColumnar, Format: FormatKudo, Schema: []SchemaField{
+			{"w", "struct<" + strings.Repeat("field_with_a_long_name:array<map<string,int>>,", 60) + "last:int>"}}},
 		&OpenMapOutput{ShuffleID: 3, MapID: 9, NumPartitions: 4, Kind: KindOpaque, Codec: "zstd", Level: 3},
 		&OpenMapOutput{ShuffleID: 3, MapID: 10, NumPartitions: 4, Kind: KindColumnar, Format: FormatKudo, Codec: "lz4", BlockSize: 64 << 10, Level: -7,
 			Schema: []SchemaField{{"id", "bigint"}}},
@@ -182,6 +199,12 @@ func TestValidateRefuses(t *testing.T) {
 		{columnar(9, Column{Type: TypeInt8, Validity: Buffer{0, 1}, Data: Buffer{0, 9}}, 16), "Columns[0].Validity", false},
 		{columnar(4, Column{Type: TypeString, Offsets: Buffer{0, 16}}, 16), "Columns[0].Offsets", false},
 		{columnar(4, Column{Type: TypeInt32, Precision: 3, Data: Buffer{0, 16}}, 16), "Columns[0].Precision", false},
+		{columnar(4, Column{Type: TypeList, Children: 2, Offsets: Buffer{0, 20}}, 32), "Columns[0].Children", false},
+		{columnar(4, Column{Type: TypeInt32, Children: 1, Data: Buffer{0, 16}}, 16), "Columns[0].Children", false},
+		{columnar(4, Column{Type: TypeStruct, Children: 1}, 16), "the columns end with 1 children", false},
+		{columnar(4, Column{Type: TypeStruct, Data: Buffer{0, 4}}, 16), "Columns[0].Offsets", false},
+		{columnar(4, Column{Type: TypeList, Children: 1, Offsets: Buffer{0, 16}}, 16), "Columns[0].Offsets", false},
+		{columnar(4, Column{Type: TypeMap, Children: 1, Offsets: Buffer{0, 20}, Data: Buffer{0, 1}}, 32), "Columns[0].Data", false},
 		{columnar(4, Column{Type: TypeDecimal32, Precision: 10, Data: Buffer{0, 16}}, 16), "Columns[0].Precision", false},
 		{columnar(4, Column{Type: TypeDecimal32, Precision: 5, Scale: 6, Data: Buffer{0, 16}}, 16), "Columns[0].Scale", false},
 		{columnar(4, Column{Type: TypeDecimal64, Precision: 5, Scale: -1, Data: Buffer{0, 32}}, 32), "Columns[0].Scale", false},

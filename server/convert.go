@@ -10,8 +10,8 @@ import (
 )
 
 // maxColumnType is the last wire column type this build serializes; the
-// wire ids of types 1..14 equal partition's.
-const maxColumnType = protocol.TypeDecimal128
+// wire ids of types 1..20 equal partition's.
+const maxColumnType = protocol.TypeVoid
 
 var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
@@ -22,29 +22,17 @@ func columnarBatch(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch
 	if l.Rows < 0 || l.Rows > partition.MaxRows {
 		return nil, fmt.Errorf("%w: columnar layout: rows %d out of range [0,%d]", errInvalid, l.Rows, partition.MaxRows)
 	}
-	b := &partition.Batch{Rows: int(l.Rows), Columns: make([]partition.Column, len(l.Columns))}
-	for i := range l.Columns {
-		c := &l.Columns[i]
-		if c.Type == 0 || c.Type > maxColumnType {
-			return nil, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errUnsupported, i, c.Name, c.Type)
-		}
-		pc := &b.Columns[i]
-		pc.Name, pc.Type = c.Name, partition.Type(c.Type)
-		pc.Precision, pc.Scale = int8(c.Precision), int8(c.Scale)
-		var err error
-		if pc.Validity, err = slice(payload, c.Validity, i, "validity"); err != nil {
-			return nil, err
-		}
-		if pc.Data, err = slice(payload, c.Data, i, "data"); err != nil {
-			return nil, err
-		}
-		raw, err := slice(payload, c.Offsets, i, "offsets")
+	b := &partition.Batch{Rows: int(l.Rows)}
+	next := 0
+	for next < len(l.Columns) {
+		c, err := column(l.Columns, &next, payload, 0)
 		if err != nil {
 			return nil, err
 		}
-		if pc.Offsets, err = int32s(raw, i); err != nil {
-			return nil, err
-		}
+		b.Columns = append(b.Columns, c)
+	}
+	if b.Columns == nil {
+		b.Columns = []partition.Column{}
 	}
 	b.PartitionOffsets = make([]int32, len(l.PartitionRows))
 	for p, r := range l.PartitionRows {
@@ -54,6 +42,49 @@ func columnarBatch(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch
 		b.PartitionOffsets[p] = int32(r)
 	}
 	return b, nil
+}
+
+// column builds the column of wire column *next and its children, which
+// follow it (depth-first pre-order), advancing *next past them.
+func column(cols []protocol.Column, next *int, payload []byte, depth int) (partition.Column, error) {
+	i := *next
+	if i >= len(cols) {
+		return partition.Column{}, fmt.Errorf("%w: columnar layout: the columns end inside a nested column's children", errInvalid)
+	}
+	if depth > partition.MaxNestingDepth {
+		return partition.Column{}, fmt.Errorf("%w: column %d: nested deeper than %d levels", errInvalid, i, partition.MaxNestingDepth)
+	}
+	*next++
+	c := &cols[i]
+	if c.Type == 0 || c.Type > maxColumnType {
+		return partition.Column{}, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errUnsupported, i, c.Name, c.Type)
+	}
+	pc := partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
+	var err error
+	if pc.Validity, err = slice(payload, c.Validity, i, "validity"); err != nil {
+		return pc, err
+	}
+	if pc.Data, err = slice(payload, c.Data, i, "data"); err != nil {
+		return pc, err
+	}
+	raw, err := slice(payload, c.Offsets, i, "offsets")
+	if err != nil {
+		return pc, err
+	}
+	if pc.Offsets, err = int32s(raw, i); err != nil {
+		return pc, err
+	}
+	if c.Children > 0 {
+		pc.Children = make([]partition.Column, c.Children)
+		for k := range pc.Children {
+			if pc.Children[k], err = column(cols, next, payload, depth+1); err != nil {
+				return pc, err
+			}
+		}
+	} else if c.Type == protocol.TypeStruct {
+		pc.Children = []partition.Column{}
+	}
+	return pc, nil
 }
 
 // slice returns the bytes of buf inside payload, nil for an empty buffer.

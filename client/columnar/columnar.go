@@ -20,11 +20,12 @@ const Align = 64
 func alignUp(n int64) int64 { return (n + Align - 1) &^ (Align - 1) }
 
 // Layout places b's buffers in one payload and returns the payload size
-// and the wire layout; Fill then copies the buffers in. b must be valid.
+// and the wire layout; Fill then copies the buffers in. Nested columns are
+// followed by their children, depth-first (docs/protocol.md), each child
+// holding the rows its parent reaches. b must be valid.
 func Layout(b *partition.Batch) (int, protocol.ColumnarLayout) {
 	l := protocol.ColumnarLayout{
 		Rows:          int64(b.Rows),
-		Columns:       make([]protocol.Column, len(b.Columns)),
 		PartitionRows: make([]int64, len(b.PartitionOffsets)),
 	}
 	for p, r := range b.PartitionOffsets {
@@ -39,22 +40,40 @@ func Layout(b *partition.Batch) (int, protocol.ColumnarLayout) {
 		pos = alignUp(pos + n)
 		return buf
 	}
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		wc := &l.Columns[i]
-		wc.Type = protocol.ColumnType(c.Type) // the wire's type ids are partition's
-		wc.Precision, wc.Scale = int32(c.Precision), int32(c.Scale)
-		wc.Name = c.Name
-		if c.Validity != nil {
-			wc.Validity = place(int64(b.Rows+7) / 8)
+	var add func(cols []partition.Column, rows int)
+	add = func(cols []partition.Column, rows int) {
+		for i := range cols {
+			c := &cols[i]
+			wc := protocol.Column{
+				Type:      protocol.ColumnType(c.Type), // the wire's type ids are partition's
+				Precision: int32(c.Precision), Scale: int32(c.Scale),
+				Name:     c.Name,
+				Children: uint16(len(c.Children)),
+			}
+			if c.Validity != nil {
+				wc.Validity = place(int64(rows+7) / 8)
+			}
+			childRows := rows
+			switch {
+			case c.Type.FixedWidth():
+				wc.Data = place(int64(rows * c.Type.Width()))
+			case c.Type == partition.Struct:
+			case len(c.Offsets) == 0: // a 0-row column may have no offsets
+				childRows = 0
+			default:
+				wc.Offsets = place(4 * int64(rows+1))
+				childRows = int(c.Offsets[rows])
+				if c.Type.VarWidth() {
+					wc.Data = place(int64(childRows))
+				}
+			}
+			l.Columns = append(l.Columns, wc)
+			add(c.Children, childRows)
 		}
-		switch {
-		case !c.Type.VarWidth():
-			wc.Data = place(int64(b.Rows * c.Type.Width()))
-		case len(c.Offsets) > 0: // a 0-row column may have no offsets
-			wc.Offsets = place(4 * int64(b.Rows+1))
-			wc.Data = place(int64(c.Offsets[b.Rows]))
-		}
+	}
+	add(b.Columns, b.Rows)
+	if l.Columns == nil {
+		l.Columns = []protocol.Column{}
 	}
 	return int(pos), l
 }
@@ -63,18 +82,25 @@ func Layout(b *partition.Batch) (int, protocol.ColumnarLayout) {
 // Padding between buffers is left as dst has it.
 func Fill(dst []byte, b *partition.Batch, l *protocol.ColumnarLayout) {
 	at := func(buf protocol.Buffer) []byte { return dst[buf.Offset : buf.Offset+buf.Length] }
-	for i := range b.Columns {
-		c := &b.Columns[i]
-		wc := &l.Columns[i]
-		copy(at(wc.Validity), c.Validity)
-		if wc.Offsets.Length > 0 {
-			out := at(wc.Offsets)
-			for r, off := range c.Offsets[:b.Rows+1] {
-				binary.LittleEndian.PutUint32(out[4*r:], uint32(off))
+	next := 0
+	var fill func(cols []partition.Column)
+	fill = func(cols []partition.Column) {
+		for i := range cols {
+			c := &cols[i]
+			wc := &l.Columns[next]
+			next++
+			copy(at(wc.Validity), c.Validity)
+			if wc.Offsets.Length > 0 {
+				out := at(wc.Offsets)
+				for r := range out[:len(out)/4] {
+					binary.LittleEndian.PutUint32(out[4*r:], uint32(c.Offsets[r]))
+				}
 			}
+			copy(at(wc.Data), c.Data)
+			fill(c.Children)
 		}
-		copy(at(wc.Data), c.Data)
 	}
+	fill(b.Columns)
 }
 
 // Size returns the payload size Append produces for b.

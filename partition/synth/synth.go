@@ -571,3 +571,79 @@ func (z *zipf) sample(r *rng) int {
 	k := int(x - 0.5)
 	return min(max(k, len(z.cdf)), z.n-1)
 }
+
+// Column returns a deterministic random column of field f's shape (its
+// type, precision, scale and children at every depth) and rows rows, a
+// pure function of its arguments like Generate: with nulls > 0 about that
+// fraction of the rows of every other column at every level is null (void
+// columns always are); lists, maps, strings and binary hold 0 to 3
+// elements or bytes a row; decimals stay within their precision. For
+// tests of nested schemas (partition.ParseSchema) that Generate's named
+// schemas do not cover.
+func Column(f partition.Field, seed int64, rows int, nulls float64) partition.Column {
+	r := newRNG(uint64(seed))
+	k := 0
+	return randomColumn(&r, f, rows, nulls, &k)
+}
+
+func randomColumn(r *rng, f partition.Field, rows int, nulls float64, k *int) partition.Column {
+	c := partition.Column{Name: f.Name, Type: f.Type, Precision: f.Precision, Scale: f.Scale}
+	*k++
+	if f.Type == partition.Void || nulls > 0 && *k%2 == 1 {
+		c.Validity = make([]byte, (rows+7)/8)
+		for i := range rows {
+			if f.Type != partition.Void && r.float() >= nulls {
+				c.Validity[i>>3] |= 1 << (i & 7)
+			}
+		}
+	}
+	switch {
+	case f.Type == partition.Struct:
+		for _, cf := range f.Children {
+			c.Children = append(c.Children, randomColumn(r, cf, rows, nulls, k))
+		}
+	case f.Type.HasOffsets():
+		c.Offsets = make([]int32, rows+1)
+		for i := range rows {
+			c.Offsets[i+1] = c.Offsets[i] + int32(r.intn(4))
+		}
+		n := int(c.Offsets[rows])
+		if f.Type.VarWidth() {
+			c.Data = make([]byte, n)
+			for i := range c.Data {
+				c.Data[i] = byte('a' + r.intn(26))
+			}
+		} else {
+			c.Children = []partition.Column{randomColumn(r, f.Children[0], n, nulls, k)}
+		}
+	default:
+		w := f.Type.Width()
+		c.Data = make([]byte, rows*w)
+		for i := range rows {
+			v := r.next()
+			switch {
+			case f.Type == partition.Bool:
+				v &= 1
+			case f.Type.IsDecimal() && f.Precision <= partition.MaxDecimal64Precision:
+				v = uint64(int64(v%(2*pow10(f.Precision)-1)) - int64(pow10(f.Precision)-1))
+			case f.Type == partition.Decimal128:
+				v %= pow10(min(f.Precision, 19))
+			}
+			for b := range w {
+				if b < 8 {
+					c.Data[i*w+b] = byte(v >> (8 * b))
+				}
+			}
+		}
+	}
+	return c
+}
+
+// pow10 returns 10^p for p <= 19.
+func pow10(p int8) uint64 {
+	v := uint64(1)
+	for range p {
+		v *= 10
+	}
+	return v
+}

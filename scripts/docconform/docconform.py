@@ -966,6 +966,7 @@ class Suite:
         self.ok("map outputs with only empty partitions, and with 1 partition")
         if self.features & FEAT_COLUMNAR:
             self.columnar(c, where)
+            self.columnar_nested(c, where)
         else:
             self.skipped.append("columnar (no feature bit 2)")
         c.close()
@@ -1069,7 +1070,7 @@ class Suite:
         if self.features & FEAT_KUDO:
             expect_error("InvalidArgument", c.open, 5, 1, 4, kind=KIND_OPAQUE, fmt=1, schema=[])
             expect_error("Unsupported", c.open, 5, 1, 4, kind=KIND_COLUMNAR, fmt=1,
-                         schema=[("a", "int"), ("xs", "array<int>")], field="xs")
+                         schema=[("a", "int"), ("xs", "array<varchar(3)>")], field="xs")
             expect_error("InvalidArgument", c.open, 5, 1, 4, kind=KIND_COLUMNAR, fmt=1,
                          schema=[("q", "integr")], field="q")
             h = c.open(5, 1, 1, kind=KIND_COLUMNAR, fmt=1, schema=[("a", " INT "), ("b", "bigint")])
@@ -2037,6 +2038,264 @@ class Suite:
             self.ok("columnar %s: every type of protocol.md's table (bool8, int8 to int64, float32 and 64, date32, "
                     "timestamp_us, decimal32, 64 and 128, string, binary), 9 of the 14 columns with nulls; buffers "
                     "aligned to 64, 8 and 1; an empty batch; a batch over the record size; read back" % name)
+
+    def columnar_nested(self, c, where):
+        """Nested, interval and void columns (protocol.md "Nested columns") read back as SHFC
+        blocks and kudo tables (format.md sections 2 and 7, "Flattened columns", "Slices")."""
+        fmts = [(0, "shfc")] + ([(1, "kudo")] if self.features & FEAT_KUDO else [])
+        for fmt, name in fmts:
+            nparts = 6
+            schema = [(n["name"], n["spark"]) for n in NESTED] if fmt == 1 else None
+            h = c.open(8, fmt, nparts, kind=KIND_COLUMNAR, fmt=fmt, codec="lz4", checksum="CRC32C", schema=schema)
+            want = [[] for _ in range(nparts)]
+            for rows, align in ((97, 8), (1, 1), (300, 64)):
+                layout, payload, per_part = build_nested(self.rng, nparts, rows, align)
+                head = u64(h) + u8(KIND_COLUMNAR) + u8(PLANE_INLINE) + b"\0\0"
+                c.call(BATCH, head + layout + u32(len(payload)) + payload).done()
+                for p in range(nparts):
+                    want[p].extend(per_part[p])
+            res = c.commit(h)
+            parts, _ = read_output(where, 8, fmt, nparts, "lz4", "CRC32C", 32 << 10, res)
+            for p in range(nparts):
+                try:
+                    got = decode_nested_blocks(parts[p]) if fmt == 0 else decode_nested_kudo(parts[p])
+                except (Fail, struct.error, IndexError) as e:
+                    raise Fail("nested %s partition %d: %s" % (name, p, e))
+                check(got == want[p], "nested %s partition %d: %d rows decoded differ from the %d sent" % (name, p, len(got), len(want[p])))
+            self.ok("columnar %s, nested: array<int>, struct<x:smallint,y:string>, map<string,bigint>, "
+                    "array<binary>, array<array<int>>, the intervals, void; nulls at every level, empty "
+                    "lists, slices at odd rows; read back" % name)
+
+
+# The nested columns: protocol type, name, Spark type (top level), nullable, children.
+def _n(typ, name, nullable, *children, spark=None):
+    return {"type": typ, "name": name, "nullable": nullable, "children": list(children), "spark": spark}
+
+
+NESTED = [
+    _n(5, "k", False, spark="bigint"),
+    _n(15, "a", True, _n(4, "element", True), spark="array<int>"),
+    _n(16, "s", True, _n(3, "x", True), _n(11, "y", False), spark="struct<x:smallint,y:string>"),
+    _n(17, "m", False, _n(16, "entries", False, _n(11, "key", False), _n(5, "value", True)), spark="map<string,bigint>"),
+    _n(15, "bb", False, _n(12, "element", True), spark="array<binary>"),
+    _n(15, "aa", True, _n(15, "element", True, _n(4, "element", False)), spark="array<array<int>>"),
+    _n(18, "ym", False, spark="interval year to month"),
+    _n(19, "dt", True, spark="interval day to second"),
+    _n(20, "v", True, spark="void"),
+]
+NESTED_FIXED = {3: ("<h", 2), 4: ("<i", 4), 5: ("<q", 8), 18: ("<i", 4), 19: ("<q", 8), 20: ("<b", 1)}
+
+
+def nested_value(rng, node):
+    """A random value of node's type (None: null)."""
+    t = node["type"]
+    if t == 20 or (node["nullable"] and rng.random() < 0.2):
+        return None
+    if t in NESTED_FIXED:
+        bits = 8 * NESTED_FIXED[t][1]
+        return rng.randrange(-2 ** (bits - 1), 2 ** (bits - 1))
+    if t in VAR:
+        return make_bytes(rng, rng.randrange(0, 6))
+    if t == 16:
+        return tuple(nested_value(rng, ch) for ch in node["children"])
+    if t == 17:
+        return [tuple(nested_value(rng, ch) for ch in node["children"][0]["children"]) for _ in range(rng.randrange(0, 4))]
+    return [nested_value(rng, node["children"][0]) for _ in range(rng.randrange(0, 4))]
+
+
+def zero_value(node):
+    """What a non-nullable child holds under a null struct row."""
+    t = node["type"]
+    if t == 16:
+        return tuple(zero_value(ch) for ch in node["children"])
+    return None if t == 20 else b"" if t in VAR else [] if t in (15, 17) else 0
+
+
+def build_nested(rng, nparts, rows, align):
+    """A columnar batch of NESTED: the layout, the payload, and the rows of each partition."""
+    per = [0] * nparts
+    for _ in range(rows):
+        per[rng.randrange(nparts)] += 1
+    prow = [0]
+    for x in per:
+        prow.append(prow[-1] + x)
+    payload = bytearray()
+
+    def put(b):
+        if not b:
+            return 0, 0
+        while len(payload) % align:
+            payload.append(0)
+        off = len(payload)
+        payload.extend(b)
+        return off, len(b)
+
+    cols = []
+
+    def emit(node, vals):
+        """Lays out one column (vals: its rows) and then its children, depth first."""
+        t, v, o, d = node["type"], (0, 0), (0, 0), (0, 0)
+        if node["nullable"]:
+            bits = bytearray((len(vals) + 7) // 8)
+            for r, x in enumerate(vals):
+                if x is not None:
+                    bits[r // 8] |= 1 << (r % 8)
+            v = put(bytes(bits))
+        idx = len(cols)
+        cols.append(None)
+        if t in NESTED_FIXED:
+            fmt, _ = NESTED_FIXED[t]
+            d = put(b"".join(struct.pack(fmt, 0 if x is None else x) for x in vals))
+        elif t in VAR or t in (15, 17):
+            offs, child = [0], []
+            for x in vals:
+                x = x if x is not None else (b"" if t in VAR else [])
+                offs.append(offs[-1] + len(x))
+                child.extend(x)
+            o = put(struct.pack("<%di" % len(offs), *offs))
+            if t in VAR:
+                d = put(b"".join(x for x in vals if x is not None))
+            else:
+                emit(node["children"][0], child)
+        else:  # struct
+            for k, ch in enumerate(node["children"]):
+                emit(ch, [x[k] if x is not None else (None if ch["nullable"] else zero_value(ch)) for x in vals])
+        cols[idx] = (u8(t) + u8(0) + u16(len(node["children"])) + i32(0) + i32(0) + string(node["name"]) +
+                     i64(v[0]) + i64(v[1]) + i64(o[0]) + i64(o[1]) + i64(d[0]) + i64(d[1]))
+
+    values = []
+    for node in NESTED:
+        vals = [nested_value(rng, node) for _ in range(rows)]
+        values.append(vals)
+        emit(node, vals)
+    layout = i64(rows) + u32(len(cols)) + b"".join(cols) + lst(prow, i64)
+    rows_of = list(zip(*values))
+    return layout, bytes(payload), [rows_of[prow[p]:prow[p + 1]] for p in range(nparts)]
+
+
+def nested_rows(node, vals, valid, offs, children):
+    """The values of a decoded column from its parts (valid: None or one bool per row)."""
+    t = node["type"]
+    if t in (15, 17):
+        child = children[0]
+        vals = [child[offs[r] - offs[0]:offs[r + 1] - offs[0]] for r in range(len(offs) - 1)]
+    elif t == 16:
+        vals = list(zip(*children)) if children else [()] * len(valid or vals)
+    if t == 20:
+        check(valid is not None and not any(valid), "void column with valid rows")
+    if valid is not None:
+        vals = [x if ok else None for x, ok in zip(vals, valid)]
+    return vals
+
+
+def decode_nested_blocks(data):
+    """SHFC blocks of NESTED (format.md section 2, flattened columns); rows as tuples."""
+    rows_out = []
+    i = 0
+    while i < len(data):
+        magic, ver, bflags, ncols, nrows, blen = struct.unpack_from("<4sBBHII", data, i)
+        check(magic == b"SHFC" and ver == 1 and blen % 8 == 0, "block header")
+        blk = data[i:i + blen]
+        descs = [struct.unpack_from("<BBBbI", blk, 16 + 8 * k) for k in range(ncols)]
+        pos = 16 + 8 * ncols
+        if bflags & 1:
+            lens = struct.unpack_from("<%dH" % ncols, blk, pos)
+            pos = pad8(pos + 2 * ncols + sum(lens))
+        at = [0, pos]  # next descriptor, next section
+
+        def read(node, n):
+            t, fl, _, _, length = descs[at[0]]
+            check(t == node["type"], "block column %d: type %d, want %d" % (at[0], t, node["type"]))
+            at[0] += 1
+            valid = offs = None
+            vals, children = [], []
+            if fl & 1:
+                vb = blk[at[1]:at[1] + (n + 7) // 8]
+                valid = [bool(vb[r // 8] >> (r % 8) & 1) for r in range(n)]
+                at[1] = pad8(at[1] + (n + 7) // 8)
+            if t in VAR or t in (15, 17):
+                offs = struct.unpack_from("<%di" % (n + 1), blk, at[1])
+                check(offs[0] == 0 and offs[-1] == length, "block offsets not rebased")
+                at[1] = pad8(at[1] + 4 * (n + 1))
+            if t in (15, 17):
+                children = [read(node["children"][0], length)]
+            elif t == 16:
+                check(length == len(node["children"]), "struct of %d children" % length)
+                children = [read(ch, n) for ch in node["children"]]
+            else:
+                d = blk[at[1]:at[1] + length]
+                if t in VAR:
+                    vals = [d[offs[r]:offs[r + 1]] for r in range(n)]
+                else:
+                    fmt, w = NESTED_FIXED[t]
+                    check(length == w * n, "data length %d for %d rows" % (length, n))
+                    vals = [struct.unpack_from(fmt, d, w * r)[0] for r in range(n)]
+                at[1] = pad8(at[1] + length)
+            return nested_rows(node, vals, valid, offs, children)
+
+        cols = [read(node, nrows) for node in NESTED]
+        check(at[0] == ncols and at[1] == blen, "block: %d of %d columns, sections end at %d of %d" % (at[0], ncols, at[1], blen))
+        rows_out.extend(zip(*cols))
+        i += blen
+    return rows_out
+
+
+def decode_nested_kudo(data):
+    """kudo tables of NESTED (format.md section 7, flattened columns and slices); rows as tuples."""
+    rows_out = []
+    i = 0
+    while i < len(data):
+        magic, R, N, V, O, T, C = struct.unpack_from(">4s6i", data, i)
+        check(magic == b"KUD0", "kudo magic")
+        H = 28 + (C + 7) // 8
+        bits = data[i + 28:i + H]
+        base = i + H
+        cur = {"flat": 0, "v": base, "o": base + V, "d": base + V + O}
+
+        def bit():
+            f = cur["flat"]
+            cur["flat"] += 1
+            return bool(bits[f // 8] >> (f % 8) & 1)
+
+        def take(sec, n):
+            p = cur[sec]
+            cur[sec] += n
+            return data[p:p + n]
+
+        def read(node, off, n):
+            t = node["type"]
+            valid = offs = None
+            vals, children = [], []
+            if bit():
+                check(n > 0, "has-validity bit on a slice of 0 rows")
+                vb = take("v", (off + n - 1) // 8 - off // 8 + 1)
+                valid = [bool(vb[(off % 8 + r) // 8] >> ((off % 8 + r) % 8) & 1) for r in range(n)]
+            if (t in VAR or t in (15, 17)):
+                offs = struct.unpack("<%di" % (n + 1), take("o", 4 * (n + 1))) if n else (0,)
+            if t == 12:
+                check(not bit(), "binary's byte child with validity")
+            if t in (15, 17):
+                children = [read(node["children"][0], offs[0], offs[-1] - offs[0])]
+            elif t == 16:
+                children = [read(ch, off, n) for ch in node["children"]]
+            elif t in VAR:
+                d = take("d", offs[-1] - offs[0])
+                vals = [d[offs[r] - offs[0]:offs[r + 1] - offs[0]] for r in range(n)]
+            else:
+                fmt, w = NESTED_FIXED[t]
+                d = take("d", w * n)
+                vals = [struct.unpack_from(fmt, d, w * r)[0] for r in range(n)]
+            return nested_rows(node, vals, valid, offs, children)
+
+        cols = [read(node, R, N) for node in NESTED]
+        check(cur["flat"] == C, "kudo: %d flattened columns read, header says %d" % (cur["flat"], C))
+        check((H + V) % 4 == 0 and cur["v"] <= base + V and not any(data[cur["v"]:base + V]), "kudo validity section")
+        check(cur["o"] == base + V + O, "kudo offsets section: %d of %d bytes" % (cur["o"] - base - V, O))
+        d_end = base + T
+        check(cur["d"] <= d_end < cur["d"] + 4 and not any(data[cur["d"]:d_end]), "kudo data section and padding")
+        rows_out.extend(zip(*cols))
+        i = d_end
+    return rows_out
 
 
 # Columns of the columnar cases: name, (protocol type, width, precision, scale, nullable), Spark type.

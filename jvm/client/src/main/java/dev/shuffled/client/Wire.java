@@ -56,7 +56,7 @@ final class Wire {
   static final int MAX_TOKEN = 32;
   static final int MAX_BLOCK_SIZE = 32 << 20;
   static final int MAX_COLUMNS = 1 << 14;
-  static final int MAX_SPARK_TYPE = 1024;
+  static final int MAX_SPARK_TYPE = 65535;
   /** OpenMapOutput.num_partitions is 1..2^20 (docs/protocol.md). */
   static final int MAX_PARTITIONS = 1 << 20;
   static final int MAX_STATS = 4096;
