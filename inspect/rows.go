@@ -276,11 +276,15 @@ func appendJSONValue(dst []byte, c *partition.Column, i int) []byte {
 		return c.AppendText(dst, i)
 	case partition.String:
 		return appendJSONString(dst, c.Bytes(i))
+	case partition.Date32, partition.TimestampMicros, partition.Binary:
+		// Text without anything to escape.
+		dst = append(dst, '"')
+		dst = c.AppendText(dst, i)
+		return append(dst, '"')
 	}
-	// Date32, TimestampMicros and Binary: text without anything to escape.
-	dst = append(dst, '"')
-	dst = c.AppendText(dst, i)
-	return append(dst, '"')
+	// Nested values, intervals and the rest: their text, which may hold
+	// strings with quotes, backslashes or control characters, escaped.
+	return appendJSONString(dst, c.AppendText(nil, i))
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and

@@ -314,3 +314,31 @@ func TestAppendJSONString(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONNestedEscaped: a nested value's text goes into a JSON string
+// escaped, so strings inside an array that hold quotes, backslashes or
+// control characters still give valid JSON that reads back as the text.
+func TestJSONNestedEscaped(t *testing.T) {
+	elems := []string{`say "hi"`, `back\slash`, "tab\there"}
+	var data []byte
+	offs := []int32{0}
+	for _, e := range elems {
+		data = append(data, e...)
+		offs = append(offs, int32(len(data)))
+	}
+	c := &partition.Column{Name: "a", Type: partition.List, Offsets: []int32{0, int32(len(elems))},
+		Children: []partition.Column{{Name: "element", Type: partition.String, Offsets: offs, Data: data}}}
+	out := appendJSONValue(nil, c, 0)
+	var got string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("array<string> as JSON: %s: %v", out, err)
+	}
+	if want := string(c.AppendText(nil, 0)); got != want {
+		t.Errorf("array<string> as JSON reads back as %q, want %q", got, want)
+	}
+	for _, e := range elems {
+		if !strings.Contains(got, e) {
+			t.Errorf("%q lacks the element %q", got, e)
+		}
+	}
+}
