@@ -30,9 +30,9 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Columnar batches of every flat Spark type through the real daemon, as SHFC and as kudo, on the
- * inline plane, the memfd plane (a copy into a fresh memfd) and in place from a {@link
- * ColumnarMemfd} (JDK 22+); each committed output is read back with {@code shuffled cat --rows
+ * Columnar batches of every Spark type, nested ones too, through the real daemon, as SHFC and as
+ * kudo, on the inline plane, the memfd plane (a copy into a fresh memfd) and in place from a
+ * {@link ColumnarMemfd} (JDK 22+); each committed output is read back with {@code shuffled cat --rows
  * json} and compared with what was written, value by value.
  */
 class ColumnarIT {
@@ -389,14 +389,22 @@ class ColumnarIT {
     return n;
   }
 
-  /** A copy of c and its children in mem, from {@code at[0]} on. */
-  private static Column intoMemfd(Column c, ColumnarMemfd mem, long[] at) {
+  /**
+   * A copy of c and its children in mem, from {@code at[0]} on: nested columns made by {@code
+   * ColumnarMemfd.column} of {@code MemorySegment} slices and children (by reflection: the tests
+   * compile for JDK 17), flat ones of {@code ByteBuffer} views.
+   */
+  private static Column intoMemfd(Column c, ColumnarMemfd mem, long[] at) throws ReflectiveOperationException {
+    Class<?> ms = Class.forName("java.lang.foreign.MemorySegment");
+    Object seg = ColumnarMemfd.class.getMethod("segment").invoke(mem);
     ByteBuffer[] put = new ByteBuffer[3];
+    Object[] slices = new Object[3];
     ByteBuffer[] bs = {c.validity(), c.offsets(), c.data()};
     for (int k = 0; k < 3; k++) {
       if (bs[k] != null) {
         put[k] = mem.buffer(at[0], bs[k].remaining());
         put[k].put(0, bs[k], 0, bs[k].remaining());
+        slices[k] = ms.getMethod("asSlice", long.class, long.class).invoke(seg, at[0], (long) bs[k].remaining());
         at[0] += (bs[k].remaining() + 63) & -64;
       }
     }
@@ -404,7 +412,11 @@ class ColumnarIT {
     for (Column k : c.children()) {
       kids.add(intoMemfd(k, mem, at));
     }
-    return new Column(put[0], put[1], put[2], kids);
+    if (kids.isEmpty()) {
+      return new Column(put[0], put[1], put[2], kids);
+    }
+    return (Column) ColumnarMemfd.class.getMethod("column", ms, ms, ms, List.class)
+        .invoke(mem, slices[0], slices[1], slices[2], kids);
   }
 
   /** A struct's values, one per field. */
