@@ -295,7 +295,9 @@ class ColumnarIT {
           Field.of("ms", "MAP<int, struct<d:decimal(20,3)>>"),
           Field.of("ym", "interval year to month"),
           Field.of("dt", "interval day to second"),
-          Field.of("v", "void"));
+          Field.of("v", "void"),
+          Field.of("ai", "array<interval month>"),
+          Field.of("sv", "struct<n:void,t:interval hour to second,b:array<void>>"));
 
   static Stream<Arguments> nestedModes() {
     List<Arguments> a = new ArrayList<>();
@@ -525,6 +527,7 @@ class ColumnarIT {
         case DECIMAL128 -> new BigInteger(60, rnd).multiply(BigInteger.valueOf(rnd.nextBoolean() ? -1000 : 1000));
         case INTERVAL_YM -> rnd.nextInt(2_000_000) - 1_000_000;
         case INTERVAL_DT -> rnd.nextLong(-400_000_000_000_000L, 400_000_000_000_000L);
+        case VOID -> null;
         case LIST -> {
           List<Object> l = new ArrayList<>();
           int len = rnd.nextInt(4); // empty lists too
