@@ -33,7 +33,24 @@ public enum ColumnType {
   /** Unscaled, precision 1..9; Spark {@code decimal(p,s)}. */
   DECIMAL32(13, 4),
   /** Unscaled, low 8 bytes first, precision 19..38; Spark {@code decimal(p,s)}. */
-  DECIMAL128(14, 16);
+  DECIMAL128(14, 16),
+  /**
+   * i32 offsets into the rows of its one child column, no data; Spark {@code array<T>}.
+   */
+  LIST(15, 0),
+  /** Validity only; one child column per field, each of the struct's rows; Spark {@code struct<..>}. */
+  STRUCT(16, 0),
+  /**
+   * A list whose one child is a struct of two children, the keys then the values (as cuDF lays a
+   * map out); Spark {@code map<K,V>}.
+   */
+  MAP(17, 0),
+  /** Int32 months; Spark {@code interval year}, {@code interval year to month}, {@code interval month}. */
+  INTERVAL_YM(18, 4),
+  /** Int64 microseconds; Spark {@code interval day to second} and its other day-time forms. */
+  INTERVAL_DT(19, 8),
+  /** One byte per row, every row null (validity required, all bits 0); Spark {@code void}. */
+  VOID(20, 1);
 
   final int wireId;
   private final int width;
@@ -43,14 +60,27 @@ public enum ColumnType {
     this.width = width;
   }
 
-  /** Bytes per row in the data buffer; 0 for the variable-width {@link #STRING} and {@link #BINARY}. */
+  /**
+   * Bytes per row in the data buffer; 0 for the variable-width {@link #STRING} and {@link #BINARY}
+   * and the nested {@link #LIST}, {@link #STRUCT} and {@link #MAP}, which have no data buffer.
+   */
   public int width() {
     return width;
   }
 
   /** Whether the column has an offsets buffer (string, binary). */
   public boolean varWidth() {
-    return width == 0;
+    return this == STRING || this == BINARY;
+  }
+
+  /** Whether the column has child columns (list, struct, map). */
+  public boolean nested() {
+    return this == LIST || this == STRUCT || this == MAP;
+  }
+
+  /** Whether the column has an offsets buffer: string, binary, list, map. */
+  boolean hasOffsets() {
+    return varWidth() || this == LIST || this == MAP;
   }
 
   /** Whether the column is a decimal, with a precision and scale. */

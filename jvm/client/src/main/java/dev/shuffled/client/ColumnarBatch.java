@@ -13,14 +13,23 @@ import java.util.Objects;
  *
  * <p>Buffers are {@link ByteBuffer}s: each is the bytes from its position to its limit, numbers in
  * little-endian order whatever the buffer's {@link ByteBuffer#order()}. Validity: bit {@code i}
- * (LSB first) set means row {@code i} is valid; null means no nulls. Offsets (string and binary
- * only): {@code rows+1} int32 offsets into data, the first 0, non-decreasing (null for 0 rows).
- * Data: {@code rows × width} bytes for fixed-width types (booleans one byte 0 or 1, decimals the
- * unscaled value, decimal128 low 8 bytes first), the bytes the offsets point into for string and
- * binary. Any buffer may hold more bytes than the rows need.
+ * (LSB first) set means row {@code i} is valid; null means no nulls (void: required when there
+ * are rows, every bit 0). Offsets (string, binary, list and map only): {@code rows+1} int32
+ * offsets into data, or a list's child rows, the first 0, non-decreasing (null for 0 rows). Data:
+ * {@code rows × width} bytes for fixed-width types (booleans one byte 0 or 1, decimals the unscaled
+ * value, decimal128 low 8 bytes first, year-month intervals int32 months, day-time intervals int64
+ * microseconds, void one ignored byte a row), the bytes the offsets point into for string and
+ * binary, null for list, struct and map. Any buffer may hold more bytes than the rows need.
+ *
+ * <p>Nested columns carry their children ({@link Column#children}), in the order of their field's
+ * children, each a column of its own row count: a struct's children have the struct's rows (a row
+ * of a struct is null where the struct's validity says so, whatever its children hold), a list's
+ * child has {@code offsets[rows]} rows, row {@code i} of the list being the child's rows {@code
+ * [offsets[i], offsets[i+1])}; a map is a list whose child is a struct of the keys and values.
  *
  * <p>The batch is validated when it is made: every error names the column ({@code column 2 (price
- * decimal(12,2))}) and the buffer. It keeps read-only views of the caller's buffers, not copies:
+ * decimal(12,2))}, a child after its parent: {@code column 0 (m map<string,int>).entries.key}) and
+ * the buffer. It keeps read-only views of the caller's buffers, not copies:
  * the caller must not change their bytes until the batch is written. A batch whose buffers live in
  * a {@link ColumnarMemfd} travels to the daemon without a copy on the memfd plane.
  */
@@ -30,17 +39,26 @@ public final class ColumnarBatch {
   private final List<Column> columns;
   private final long[] partitionRows;
   private final BatchMemory memory; // null: the caller's buffers, copied when written
-  private final long[] memOffsets; // memory != null: where each column's 3 buffers start in it
-  private final long[] used; // per column: the data bytes its rows use
+  private final List<Flat> flat; // the columns and their children, in pre-order
+
+  /**
+   * One column as the wire has it: the columns and their children in pre-order.
+   *
+   * @param rows its own row count: a top-level column's is the batch's, a struct's children's the
+   *     struct's, a list's child's its last offset
+   * @param used the data bytes its rows use
+   * @param memOffsets memory != null: where its validity, offsets and data start in it
+   */
+  record Flat(ColumnarSchema.Field field, Column column, long rows, long used, long[] memOffsets) {}
 
   /**
    * The buffers of one column.
    *
    * @param validity null for no nulls
-   * @param offsets string and binary: the int32 offsets; else null
-   * @param data the values
-   * @param children the child columns of a nested type, in its field's order; empty for flat
-   *     types (the only kind this client writes yet)
+   * @param offsets string, binary, list and map: the int32 offsets; else null
+   * @param data the values; null for list, struct and map
+   * @param children the child columns of a nested type, in its field's order (list and map: one,
+   *     struct: one per field); empty for flat types
    */
   public record Column(ByteBuffer validity, ByteBuffer offsets, ByteBuffer data, List<Column> children) {
     public Column {
@@ -63,6 +81,19 @@ public final class ColumnarBatch {
     /** A string or binary column with these offsets, data and validity (null for no nulls). */
     public static Column varWidth(ByteBuffer offsets, ByteBuffer data, ByteBuffer validity) {
       return of(validity, offsets, data);
+    }
+
+    /**
+     * A list (array) or map column: these offsets into the rows of {@code child} (a map's: the
+     * struct of keys and values) and validity (null for no nulls).
+     */
+    public static Column list(ByteBuffer offsets, Column child, ByteBuffer validity) {
+      return new Column(validity, offsets, null, List.of(Objects.requireNonNull(child, "child")));
+    }
+
+    /** A struct column: one child per field, and validity (null for no nulls). */
+    public static Column struct(ByteBuffer validity, List<Column> children) {
+      return new Column(validity, null, null, children);
     }
 
     /** {@link #validity}: a read-only view of it, or null. */
@@ -92,10 +123,8 @@ public final class ColumnarBatch {
       List<Column> columns,
       long[] partitionRows,
       BatchMemory memory,
-      long[] memOffsets,
-      long[] used) {
-    this.memOffsets = memOffsets;
-    this.used = used;
+      List<Flat> flat) {
+    this.flat = flat;
     this.schema = schema;
     this.rows = rows;
     this.columns = columns;
@@ -133,12 +162,12 @@ public final class ColumnarBatch {
     if (bad != null) {
       throw new IllegalArgumentException("batch: partitionRows: " + bad);
     }
-    long[] memOffsets = memory == null ? null : new long[3 * cols.size()];
-    long[] used = new long[cols.size()];
+    List<Flat> flat = new java.util.ArrayList<>(cols.size());
     for (int i = 0; i < cols.size(); i++) {
-      used[i] = check(i, schema.field(i), cols.get(i), rows, memory, memOffsets);
+      ColumnarSchema.Field f = schema.field(i);
+      check("column " + i + " (" + f + ")", f, cols.get(i), rows, memory, flat);
     }
-    return new ColumnarBatch(schema, rows, cols, pr, memory, memOffsets, used);
+    return new ColumnarBatch(schema, rows, cols, pr, memory, List.copyOf(flat));
   }
 
   static String partitionRowsError(long[] off, long rows) {
@@ -159,17 +188,19 @@ public final class ColumnarBatch {
     return null;
   }
 
-  /** Checks column i and returns the data bytes its rows use. */
-  private static long check(
-      int i, ColumnarSchema.Field f, Column c, long rows, BatchMemory memory, long[] memOffsets) {
-    String col = "column " + i + " (" + f + ")";
-    if (!c.children().isEmpty()) {
+  /**
+   * Checks a column of {@code rows} rows and its children, named {@code col} in errors (a child:
+   * its parent's name, then {@code .} and its own), and appends them to {@code flat} in pre-order.
+   */
+  private static void check(
+      String col, ColumnarSchema.Field f, Column c, long rows, BatchMemory memory, List<Flat> flat) {
+    ColumnType t = f.type();
+    if (c.children().size() != f.children().size()) {
       throw new IllegalArgumentException(
-          col + ": children: " + c.children().size() + " for a flat type, want none");
+          col + ": children: " + c.children().size() + " columns for " + t.label() + ", want "
+              + f.children().size());
     }
-    if (c.data == null) {
-      throw new IllegalArgumentException(col + ": data: null, want a buffer");
-    }
+    long[] memOffsets = memory == null ? null : new long[3];
     if (memory != null) {
       String[] names = {"validity", "offsets", "data"};
       ByteBuffer[] bufs = {c.validity, c.offsets, c.data};
@@ -177,8 +208,8 @@ public final class ColumnarBatch {
         if (bufs[k] == null) {
           continue;
         }
-        memOffsets[3 * i + k] = memory.offsetOf(bufs[k]);
-        if (memOffsets[3 * i + k] < 0) {
+        memOffsets[k] = memory.offsetOf(bufs[k]);
+        if (memOffsets[k] < 0) {
           throw new IllegalArgumentException(
               col + ": " + names[k] + ": not a view of the memfd the batch is made in");
         }
@@ -189,46 +220,82 @@ public final class ColumnarBatch {
       throw new IllegalArgumentException(
           col + ": validity: " + c.validity.remaining() + " bytes for " + rows + " rows, want >= " + need);
     }
-    ColumnType t = f.type();
-    if (!t.varWidth()) {
+    if (t == ColumnType.VOID && rows > 0) {
+      if (c.validity == null) {
+        throw new IllegalArgumentException(
+            col + ": validity: null for " + rows + " rows of void, want every bit 0");
+      }
+      for (long r = 0; r < rows; r++) {
+        if ((c.validity.get((int) (r >>> 3)) >>> (r & 7) & 1) != 0) {
+          throw new IllegalArgumentException(
+              col + ": validity: bit " + r + " set, want every row of void null");
+        }
+      }
+    }
+    if (t.nested()) {
+      if (c.data != null) {
+        throw new IllegalArgumentException(col + ": data: a buffer for " + t.label() + ", want null");
+      }
+    } else if (c.data == null) {
+      throw new IllegalArgumentException(col + ": data: null, want a buffer");
+    }
+    if (!t.hasOffsets()) {
       if (c.offsets != null) {
-        throw new IllegalArgumentException(col + ": offsets: a buffer for fixed-width " + t.label() + ", want null");
-      }
-      if (rows > c.data.remaining() / t.width()) {
         throw new IllegalArgumentException(
-            col + ": data: " + c.data.remaining() + " bytes for " + rows + " rows of " + t.label()
-                + ", want >= " + rows + " × " + t.width());
+            col + ": offsets: a buffer for " + (t.nested() ? "" : "fixed-width ") + t.label() + ", want null");
       }
-      return rows * t.width();
+      long used = 0;
+      if (!t.nested()) {
+        if (rows > c.data.remaining() / t.width()) {
+          throw new IllegalArgumentException(
+              col + ": data: " + c.data.remaining() + " bytes for " + rows + " rows of " + t.label()
+                  + ", want >= " + rows + " × " + t.width());
+        }
+        used = rows * t.width();
+      }
+      flat.add(new Flat(f, c, rows, used, memOffsets));
+      for (int k = 0; k < f.children().size(); k++) { // a struct's: each of its rows
+        ColumnarSchema.Field cf = f.children().get(k);
+        check(col + "." + cf.name(), cf, c.children().get(k), rows, memory, flat);
+      }
+      return;
     }
+    long last = 0;
     if (c.offsets == null) {
-      if (rows == 0) {
-        return 0;
+      if (rows != 0) {
+        throw new IllegalArgumentException(col + ": offsets: null for " + rows + " rows of " + t.label());
       }
-      throw new IllegalArgumentException(col + ": offsets: null for " + rows + " rows of " + t.label());
-    }
-    if (rows >= c.offsets.remaining() / 4) {
-      throw new IllegalArgumentException(
-          col + ": offsets: " + c.offsets.remaining() + " bytes for " + rows + " rows, want >= 4 × (rows+1)");
-    }
-    ByteBuffer o = c.offsets; // little-endian, position 0
-    int prev = o.getInt(0);
-    if (prev != 0) {
-      throw new IllegalArgumentException(col + ": offsets: [0] = " + prev + ", want 0");
-    }
-    for (int r = 1; r <= rows; r++) {
-      int v = o.getInt(4 * r);
-      if (v < prev) {
+    } else {
+      if (rows >= c.offsets.remaining() / 4) {
         throw new IllegalArgumentException(
-            col + ": offsets: [" + r + "] = " + v + " below [" + (r - 1) + "] = " + prev);
+            col + ": offsets: " + c.offsets.remaining() + " bytes for " + rows + " rows, want >= 4 × (rows+1)");
       }
-      prev = v;
+      ByteBuffer o = c.offsets; // little-endian, position 0
+      int prev = o.getInt(0);
+      if (prev != 0) {
+        throw new IllegalArgumentException(col + ": offsets: [0] = " + prev + ", want 0");
+      }
+      for (int r = 1; r <= rows; r++) {
+        int v = o.getInt(4 * r);
+        if (v < prev) {
+          throw new IllegalArgumentException(
+              col + ": offsets: [" + r + "] = " + v + " below [" + (r - 1) + "] = " + prev);
+        }
+        prev = v;
+      }
+      last = prev;
     }
-    if (prev > c.data.remaining()) {
-      throw new IllegalArgumentException(
-          col + ": offsets: [" + rows + "] = " + prev + " past the data's " + c.data.remaining() + " bytes");
+    if (t.varWidth()) {
+      if (last > c.data.remaining()) {
+        throw new IllegalArgumentException(
+            col + ": offsets: [" + rows + "] = " + last + " past the data's " + c.data.remaining() + " bytes");
+      }
+      flat.add(new Flat(f, c, rows, last, memOffsets));
+      return;
     }
-    return prev;
+    flat.add(new Flat(f, c, rows, 0, memOffsets)); // list, map: the child has offsets[rows] rows
+    ColumnarSchema.Field cf = f.children().get(0);
+    check(col + "." + cf.name(), cf, c.children().get(0), last, memory, flat);
   }
 
   public ColumnarSchema schema() {
@@ -262,13 +329,8 @@ public final class ColumnarBatch {
     return memory;
   }
 
-  /** Where buffer {@code k} (0 validity, 1 offsets, 2 data) of column {@code i} starts in memory. */
-  long memOffset(int i, int k) {
-    return memOffsets[3 * i + k];
-  }
-
-  /** The data bytes column {@code i}'s rows use. */
-  long usedData(int i) {
-    return used[i];
+  /** The columns and their children as the wire has them, in pre-order. */
+  List<Flat> flat() {
+    return flat;
   }
 }

@@ -231,8 +231,9 @@ public final class MapOutput implements AutoCloseable {
    * them. Returns once the daemon no longer needs the batch's bytes; a batch's rows of a partition
    * below the previous batch's last are fine (merged at commit).
    *
-   * <p>On the inline plane the rows' bytes of every buffer are copied into the frame, each buffer
-   * starting on a 64-byte boundary. On the memfd plane a batch made in a {@link ColumnarMemfd}
+   * <p>The columns go to the daemon with their children after them, in pre-order. On the inline
+   * plane the rows' bytes of every buffer, children's included, are copied into the frame, each
+   * buffer starting on a 64-byte boundary. On the memfd plane a batch made in a {@link ColumnarMemfd}
    * travels as that memfd, without a copy: this seals it (its writable views are gone; the batch
    * can still be written again, on the memfd plane); any other batch is copied into a fresh sealed
    * memfd.
@@ -277,18 +278,19 @@ public final class MapOutput implements AutoCloseable {
               + " output's plane is inline; nothing was sent");
     }
     long rows = batch.rows();
-    List<ColumnarBatch.Column> columns = batch.columns();
-    List<Wire.Col> cols = new ArrayList<>(columns.size());
+    List<ColumnarBatch.Flat> flat = batch.flat(); // children after their parent, in pre-order
+    List<Wire.Col> cols = new ArrayList<>(flat.size());
     List<ByteBuffer> copies = new ArrayList<>(); // inline and copied memfd: sources
     List<Wire.Buf> places = new ArrayList<>(); //   and where they go
     long pos = 0;
-    for (int i = 0; i < columns.size(); i++) {
-      ColumnarSchema.Field f = schema.field(i);
-      ColumnarBatch.Column c = columns.get(i);
+    for (ColumnarBatch.Flat fc : flat) {
+      ColumnarSchema.Field f = fc.field();
+      ColumnarBatch.Column c = fc.column();
+      long n = fc.rows();
       long[] lens = {
-        c.validity() == null ? 0 : rows / 8 + (rows % 8 == 0 ? 0 : 1),
-        c.offsets() == null ? 0 : 4 * (rows + 1),
-        batch.usedData(i)
+        c.validity() == null ? 0 : n / 8 + (n % 8 == 0 ? 0 : 1),
+        c.offsets() == null ? 0 : 4 * (n + 1),
+        fc.used()
       };
       ByteBuffer[] bufs = {c.validity(), c.offsets(), c.data()};
       Wire.Buf[] w = new Wire.Buf[3];
@@ -296,7 +298,7 @@ public final class MapOutput implements AutoCloseable {
         if (lens[k] == 0) {
           w[k] = Wire.Buf.NONE;
         } else if (inPlace) {
-          w[k] = new Wire.Buf(batch.memOffset(i, k), lens[k]);
+          w[k] = new Wire.Buf(fc.memOffsets()[k], lens[k]);
         } else {
           w[k] = new Wire.Buf(pos, lens[k]);
           copies.add(bufs[k].limit((int) lens[k]));
@@ -304,7 +306,8 @@ public final class MapOutput implements AutoCloseable {
           pos = (pos + lens[k] + ALIGN - 1) & -ALIGN;
         }
       }
-      cols.add(new Wire.Col(f.type().wireId, f.precision(), f.scale(), f.name(), w[0], w[1], w[2]));
+      cols.add(new Wire.Col(
+          f.type().wireId, f.children().size(), f.precision(), f.scale(), f.name(), w[0], w[1], w[2]));
     }
     long len = inPlace ? mem.size() : places.isEmpty() ? 0 : places.get(places.size() - 1).offset()
         + places.get(places.size() - 1).length();

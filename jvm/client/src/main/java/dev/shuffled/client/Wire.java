@@ -491,8 +491,12 @@ final class Wire {
     static final Buf NONE = new Buf(0, 0);
   }
 
-  /** One column of a columnar Batch's layout. */
-  record Col(int type, int precision, int scale, String name, Buf validity, Buf offsets, Buf data) {}
+  /**
+   * One column of a columnar Batch's layout; {@code children}: how many columns that follow are its
+   * children (list, map: 1; struct: its fields), each followed by its own.
+   */
+  record Col(
+      int type, int children, int precision, int scale, String name, Buf validity, Buf offsets, Buf data) {}
 
   /**
    * A Batch of kind columnar: its head and layout; the inline payload travels as the frame's tail.
@@ -515,7 +519,7 @@ final class Wire {
     public void encode(Enc e) {
       e.u64(handle).u8(KIND_COLUMNAR).u8(plane).u8(flags).u8(0).i64(rows).u32(columns.size());
       for (Col c : columns) {
-        e.u8(c.type()).u8(0).u16(0).i32(c.precision()).i32(c.scale()).str(c.name());
+        e.u8(c.type()).u8(0).u16(c.children()).i32(c.precision()).i32(c.scale()).str(c.name());
         for (Buf b : new Buf[] {c.validity(), c.offsets(), c.data()}) {
           e.i64(b.offset()).i64(b.length());
         }

@@ -108,6 +108,17 @@ public final class ColumnarMemfd implements AutoCloseable {
     return ColumnarBatch.Column.of(view("validity", validity), view("offsets", offsets), view("data", data));
   }
 
+  /**
+   * A nested column (list, struct, map) of these slices of {@link #segment()} and these children,
+   * themselves columns of this memfd; as {@link #column(MemorySegment, MemorySegment,
+   * MemorySegment)}.
+   */
+  public ColumnarBatch.Column column(
+      MemorySegment validity, MemorySegment offsets, MemorySegment data, List<ColumnarBatch.Column> children) {
+    return new ColumnarBatch.Column(
+        view("validity", validity), view("offsets", offsets), view("data", data), children);
+  }
+
   private ByteBuffer view(String name, MemorySegment s) {
     if (s == null) {
       return null;

@@ -30,9 +30,9 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Columnar batches of every flat Spark type through the real daemon, as SHFC and as kudo, on the
- * inline plane, the memfd plane (a copy into a fresh memfd) and in place from a {@link
- * ColumnarMemfd} (JDK 22+); each committed output is read back with {@code shuffled cat --rows
+ * Columnar batches of every Spark type, nested ones too, through the real daemon, as SHFC and as
+ * kudo, on the inline plane, the memfd plane (a copy into a fresh memfd) and in place from a
+ * {@link ColumnarMemfd} (JDK 22+); each committed output is read back with {@code shuffled cat --rows
  * json} and compared with what was written, value by value.
  */
 class ColumnarIT {
@@ -277,6 +277,364 @@ class ColumnarIT {
     }
   }
 
+  // ---- nested types, intervals and void -------------------------------------------
+
+  /**
+   * Nested columns, intervals and void, with nulls at every level (list, struct, element, key
+   * never), empty lists and partitions that start mid-byte. A nested value's string in the nested
+   * text cat prints must not need JSON escapes: cat writes nested values' text unescaped.
+   */
+  static final ColumnarSchema NESTED =
+      ColumnarSchema.of(
+          Field.of("id", "int"),
+          Field.of("a", "array<int>"),
+          Field.of("as", "array<string>"),
+          Field.of("s", "struct<x:int,`y z`:string>"),
+          Field.of("m", "map<string,bigint>"),
+          Field.of("al", "array<struct<p:bigint,q:array<string>>>"),
+          Field.of("ms", "MAP<int, struct<d:decimal(20,3)>>"),
+          Field.of("ym", "interval year to month"),
+          Field.of("dt", "interval day to second"),
+          Field.of("v", "void"),
+          Field.of("ai", "array<interval month>"),
+          Field.of("sv", "struct<n:void,t:interval hour to second,b:array<void>>"));
+
+  static Stream<Arguments> nestedModes() {
+    List<Arguments> a = new ArrayList<>();
+    for (ColumnarFormat f : ColumnarFormat.values()) {
+      a.add(Arguments.of(f, DataPlane.INLINE, false));
+      a.add(Arguments.of(f, DataPlane.MEMFD, false));
+      if (memfdHere()) {
+        a.add(Arguments.of(f, DataPlane.MEMFD, true));
+      }
+    }
+    return a.stream();
+  }
+
+  /** Three batches (the last empty), written as given, in a fresh memfd, or in place in one. */
+  @ParameterizedTest(name = "{0} {1} in place {2}")
+  @MethodSource("nestedModes")
+  void nestedTypes(ColumnarFormat format, DataPlane plane, boolean inPlace) throws Exception {
+    int shuffle = nextShuffle++;
+    Random rnd = new Random(shuffle * 17L + 3);
+    List<Nested> tables = List.of(
+        Nested.random(rnd, 53, new long[] {0, 3, 3, 11, 37, 53}), // partitions from rows 3, 11, 37
+        Nested.random(rnd, 21, null),
+        Nested.random(rnd, 0, null));
+    try (MapOutput out =
+        client.openColumnarOutput(shuffle, 3, PARTS, format, NESTED, OpenOptions.DEFAULTS.withPlane(plane))) {
+      for (Nested t : tables) {
+        if (!inPlace) {
+          out.write(ColumnarBatch.of(NESTED, t.rows, t.columns, t.partitionRows));
+          continue;
+        }
+        long size = 64;
+        for (Column c : t.columns) {
+          size += memfdBytes(c);
+        }
+        try (ColumnarMemfd mem = ColumnarMemfd.allocate(size)) {
+          mem.buffer(0, (int) size).put(0, new byte[(int) size]); // no holes, even with no rows
+          long[] at = {64};
+          List<Column> cols = new ArrayList<>();
+          for (Column c : t.columns) {
+            cols.add(intoMemfd(c, mem, at));
+          }
+          out.write(mem.batch(NESTED, t.rows, cols, t.partitionRows));
+          assertTrue(mem.sealed(), "in place: the memfd itself went");
+        }
+      }
+      out.commit();
+    }
+    String got = cat(format, NESTED, shuffle, 3);
+    List<Map<String, Object>> rows = new ArrayList<>();
+    for (String line : got.split("\n")) {
+      if (!line.isEmpty()) {
+        rows.add(Json.object(line));
+      }
+    }
+    int n = 0;
+    for (int part = 0; part < PARTS; part++) {
+      for (Nested t : tables) {
+        for (long r = t.partitionRows[part]; r < t.partitionRows[part + 1]; r++) {
+          assertTrue(n < rows.size(), "only " + rows.size() + " rows read back");
+          Map<String, Object> row = rows.get(n++);
+          String where = format + " row " + (n - 1) + " (partition " + part + ")";
+          assertEquals(new Num(Integer.toString(part)), row.get("_partition"), where);
+          for (int c = 0; c < NESTED.size(); c++) {
+            Field f = NESTED.field(c);
+            assertTrue(row.containsKey(f.name()), where + ": no " + f.name() + " in " + row);
+            Object want = t.values.get(c).get((int) r);
+            Object json = row.get(f.name());
+            if (want == null) {
+              assertNull(json, where + " " + f.name());
+            } else if (f.type() == ColumnType.INT32) {
+              assertEquals(new Num(want.toString()), json, where + " " + f.name());
+            } else {
+              assertEquals(text(f, want), json, where + " " + f.name());
+            }
+          }
+        }
+      }
+    }
+    assertEquals(n, rows.size(), "rows read back");
+  }
+
+  /** The bytes a column and its children take in a memfd, each buffer on 64 bytes. */
+  private static long memfdBytes(Column c) {
+    long n = 0;
+    for (ByteBuffer b : new ByteBuffer[] {c.validity(), c.offsets(), c.data()}) {
+      n += b == null ? 0 : (b.remaining() + 63) & -64;
+    }
+    for (Column k : c.children()) {
+      n += memfdBytes(k);
+    }
+    return n;
+  }
+
+  /**
+   * A copy of c and its children in mem, from {@code at[0]} on: nested columns made by {@code
+   * ColumnarMemfd.column} of {@code MemorySegment} slices and children (by reflection: the tests
+   * compile for JDK 17), flat ones of {@code ByteBuffer} views.
+   */
+  private static Column intoMemfd(Column c, ColumnarMemfd mem, long[] at) throws ReflectiveOperationException {
+    Class<?> ms = Class.forName("java.lang.foreign.MemorySegment");
+    Object seg = ColumnarMemfd.class.getMethod("segment").invoke(mem);
+    ByteBuffer[] put = new ByteBuffer[3];
+    Object[] slices = new Object[3];
+    ByteBuffer[] bs = {c.validity(), c.offsets(), c.data()};
+    for (int k = 0; k < 3; k++) {
+      if (bs[k] != null) {
+        put[k] = mem.buffer(at[0], bs[k].remaining());
+        put[k].put(0, bs[k], 0, bs[k].remaining());
+        slices[k] = ms.getMethod("asSlice", long.class, long.class).invoke(seg, at[0], (long) bs[k].remaining());
+        at[0] += (bs[k].remaining() + 63) & -64;
+      }
+    }
+    List<Column> kids = new ArrayList<>();
+    for (Column k : c.children()) {
+      kids.add(intoMemfd(k, mem, at));
+    }
+    if (kids.isEmpty()) {
+      return new Column(put[0], put[1], put[2], kids);
+    }
+    return (Column) ColumnarMemfd.class.getMethod("column", ms, ms, ms, List.class)
+        .invoke(mem, slices[0], slices[1], slices[2], kids);
+  }
+
+  /** A struct's values, one per field. */
+  record Struct(List<Object> fields) {}
+
+  /** One entry of a map. */
+  record Entry(Object key, Object value) {}
+
+  /** A value as cat prints it (Spark's cast to string): the text of a non-null value. */
+  static String text(Field f, Object v) {
+    if (v == null) {
+      return "null";
+    }
+    return switch (f.type()) {
+      case INT32, INT64, STRING -> v.toString();
+      case DECIMAL128 -> new BigDecimal((BigInteger) v, f.scale()).toPlainString();
+      case INTERVAL_YM -> {
+        long m = (Integer) v;
+        String sign = m < 0 ? "-" : "";
+        m = Math.abs(m);
+        yield "INTERVAL '" + sign + m / 12 + "-" + m % 12 + "' YEAR TO MONTH";
+      }
+      case INTERVAL_DT -> {
+        long us = (Long) v;
+        String sign = us < 0 ? "-" : "";
+        BigInteger mag = BigInteger.valueOf(us).abs();
+        long day = 86_400_000_000L;
+        long days = mag.divide(BigInteger.valueOf(day)).longValue();
+        long rest = mag.mod(BigInteger.valueOf(day)).longValue();
+        yield String.format("INTERVAL '%s%d %02d:%02d:%02d.%06d' DAY TO SECOND", sign, days,
+            rest / 3_600_000_000L, rest % 3_600_000_000L / 60_000_000L, rest % 60_000_000L / 1_000_000L,
+            rest % 1_000_000L);
+      }
+      case LIST -> {
+        StringBuilder b = new StringBuilder("[");
+        for (Object e : (List<?>) v) {
+          b.append(b.length() == 1 ? "" : ", ").append(text(f.children().get(0), e));
+        }
+        yield b.append(']').toString();
+      }
+      case MAP -> {
+        Field kf = f.children().get(0).children().get(0);
+        Field vf = f.children().get(0).children().get(1);
+        StringBuilder b = new StringBuilder("{");
+        for (Object e : (List<?>) v) {
+          Entry en = (Entry) e;
+          b.append(b.length() == 1 ? "" : ", ").append(text(kf, en.key())).append(" -> ").append(text(vf, en.value()));
+        }
+        yield b.append('}').toString();
+      }
+      case STRUCT -> {
+        StringBuilder b = new StringBuilder("{");
+        List<Object> fs = ((Struct) v).fields();
+        for (int i = 0; i < fs.size(); i++) {
+          b.append(i == 0 ? "" : ", ").append(text(f.children().get(i), fs.get(i)));
+        }
+        yield b.append('}').toString();
+      }
+      default -> throw new AssertionError(f);
+    };
+  }
+
+  /** A batch of {@link #NESTED}: its rows as Java values, per column, and its columns. */
+  static final class Nested {
+    final long rows;
+    final long[] partitionRows;
+    final List<List<Object>> values = new ArrayList<>();
+    final List<Column> columns = new ArrayList<>();
+
+    private Nested(long rows, long[] partitionRows) {
+      this.rows = rows;
+      this.partitionRows = partitionRows;
+    }
+
+    /** Random rows; partitionRows null: random ones. */
+    static Nested random(Random rnd, int rows, long[] partitionRows) {
+      long[] pr = partitionRows;
+      if (pr == null) {
+        pr = new long[PARTS + 1];
+        for (int p = 1; p < PARTS; p++) {
+          pr[p] = rnd.nextInt(rows + 1);
+        }
+        pr[PARTS] = rows;
+        java.util.Arrays.sort(pr);
+      }
+      Nested t = new Nested(rows, pr);
+      for (Field f : NESTED.fields()) {
+        List<Object> vals = new ArrayList<>();
+        for (int r = 0; r < rows; r++) {
+          boolean isNull = f.type() == ColumnType.VOID || (!f.name().equals("id") && rnd.nextInt(5) == 0);
+          vals.add(isNull ? null : f.name().equals("id") ? (Object) r : value(f, rnd));
+        }
+        t.values.add(vals);
+        t.columns.add(encode(f, vals));
+      }
+      return t;
+    }
+
+    private static final String[] WORDS = {"", "a", "é中文😀", "plain words of some length", "k"};
+
+    private static Object value(Field f, Random rnd) {
+      return switch (f.type()) {
+        case INT32 -> rnd.nextInt();
+        case INT64 -> rnd.nextLong();
+        case STRING -> WORDS[rnd.nextInt(WORDS.length)] + rnd.nextInt(100);
+        case DECIMAL128 -> new BigInteger(60, rnd).multiply(BigInteger.valueOf(rnd.nextBoolean() ? -1000 : 1000));
+        case INTERVAL_YM -> rnd.nextInt(2_000_000) - 1_000_000;
+        case INTERVAL_DT -> rnd.nextLong(-400_000_000_000_000L, 400_000_000_000_000L);
+        case VOID -> null;
+        case LIST -> {
+          List<Object> l = new ArrayList<>();
+          int len = rnd.nextInt(4); // empty lists too
+          for (int i = 0; i < len; i++) {
+            l.add(rnd.nextInt(5) == 0 ? null : value(f.children().get(0), rnd));
+          }
+          yield l;
+        }
+        case MAP -> {
+          Field kv = f.children().get(0);
+          List<Object> l = new ArrayList<>();
+          int len = rnd.nextInt(4);
+          for (int i = 0; i < len; i++) { // keys never null, values sometimes
+            Object v = rnd.nextInt(5) == 0 ? null : value(kv.children().get(1), rnd);
+            l.add(new Entry(value(kv.children().get(0), rnd), v));
+          }
+          yield l;
+        }
+        case STRUCT -> {
+          List<Object> fs = new ArrayList<>();
+          for (Field c : f.children()) {
+            fs.add(rnd.nextInt(5) == 0 ? null : value(c, rnd));
+          }
+          yield new Struct(fs);
+        }
+        default -> throw new AssertionError(f);
+      };
+    }
+
+    /** The column of these values and its children; a validity buffer only where a value is null. */
+    static Column encode(Field f, List<Object> vals) {
+      int rows = vals.size();
+      ByteBuffer validity = null;
+      if (vals.contains(null)) {
+        validity = le((rows + 7) / 8);
+        for (int r = 0; r < rows; r++) {
+          if (vals.get(r) != null) {
+            validity.put(r / 8, (byte) (validity.get(r / 8) | (1 << (r % 8))));
+          }
+        }
+      }
+      ColumnType t = f.type();
+      switch (t) {
+        case STRING -> {
+          ByteBuffer offsets = rows == 0 ? null : le(4 * (rows + 1));
+          java.io.ByteArrayOutputStream data = new java.io.ByteArrayOutputStream();
+          for (int r = 0; r < rows; r++) {
+            Object v = vals.get(r);
+            data.writeBytes(v == null ? new byte[0] : ((String) v).getBytes(StandardCharsets.UTF_8));
+            offsets.putInt(4 * (r + 1), data.size());
+          }
+          return Column.varWidth(offsets, ByteBuffer.wrap(data.toByteArray()), validity);
+        }
+        case LIST, MAP -> {
+          ByteBuffer offsets = rows == 0 ? null : le(4 * (rows + 1));
+          List<Object> child = new ArrayList<>();
+          for (int r = 0; r < rows; r++) {
+            Object v = vals.get(r);
+            if (v != null) {
+              for (Object e : (List<?>) v) {
+                child.add(t == ColumnType.MAP ? new Struct(java.util.Arrays.asList(((Entry) e).key(), ((Entry) e).value())) : e);
+              }
+            }
+            offsets.putInt(4 * (r + 1), child.size());
+          }
+          return Column.list(offsets, encode(f.children().get(0), child), validity);
+        }
+        case STRUCT -> {
+          List<Column> kids = new ArrayList<>();
+          for (int k = 0; k < f.children().size(); k++) {
+            List<Object> kv = new ArrayList<>();
+            for (Object v : vals) {
+              kv.add(v == null ? null : ((Struct) v).fields().get(k));
+            }
+            kids.add(encode(f.children().get(k), kv));
+          }
+          return Column.struct(validity, kids);
+        }
+        default -> {
+          int w = t.width();
+          ByteBuffer data = le(rows * w);
+          for (int r = 0; r < rows; r++) {
+            Object v = vals.get(r);
+            if (v == null) {
+              data.put(r * w, (byte) 0x5a); // a null's bytes are whatever
+              continue;
+            }
+            switch (t) {
+              case INT32, INTERVAL_YM -> data.putInt(r * w, (Integer) v);
+              case INT64, INTERVAL_DT -> data.putLong(r * w, (Long) v);
+              case DECIMAL128 -> {
+                BigInteger b = (BigInteger) v;
+                data.putLong(r * w, b.longValue());
+                data.putLong(r * w + 8, b.shiftRight(64).longValue());
+              }
+              default -> throw new AssertionError(t);
+            }
+          }
+          if (t == ColumnType.VOID && rows > 0 && validity == null) {
+            validity = le((rows + 7) / 8);
+          }
+          return Column.fixed(data, validity);
+        }
+      }
+    }
+  }
+
   // ---- reading back ------------------------------------------------------------------
 
   /** {@code shuffled cat --rows json} of a committed map output: its rows, one JSON object a line. */
@@ -477,6 +835,7 @@ class ColumnarIT {
           rnd.nextBytes(b);
           yield b;
         }
+        default -> throw new AssertionError(f);
       };
     }
 
