@@ -22,7 +22,7 @@ out=${OUT:-jvm-device-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tasks=${TASKS:-300}
-vtasks=${VTASKS:-24}
+vtasks=${VTASKS:-8}
 conc=${CONC:-4}
 reps=${REPS:-3}
 work=$(mktemp -d)

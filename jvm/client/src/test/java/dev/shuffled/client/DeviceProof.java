@@ -26,7 +26,8 @@ import java.util.concurrent.TimeUnit;
  * device output must equal that of its host twin and hold every row. Prints one JSON line.
  *
  * <p>Usage: DeviceProof SOCKET ROOT SHUFFLED_BIN FORMAT(shfc|kudo) TASKS CONCURRENCY PARTITIONS
- * ROWS BATCHES_PER_TASK POOL_BATCHES verify|run
+ * ROWS BATCHES_PER_TASK POOL_BATCHES verify|run|hostcheck (hostcheck: verify, the batches written
+ * from host memory both times; no GPU needed)
  */
 public final class DeviceProof {
   private static final String APP = System.getProperty("proof.app", "jvm-device");
@@ -64,10 +65,13 @@ public final class DeviceProof {
     int rows = Integer.parseInt(a[7]);
     int perTask = Integer.parseInt(a[8]);
     int poolN = Integer.parseInt(a[9]);
-    boolean verify = a[10].equals("verify");
+    boolean onDevice = !a[10].equals("hostcheck"); // hostcheck: host batches only, no GPU
+    boolean verify = !a[10].equals("run");
 
-    CudaDriver.init();
-    CudaDriver.setCurrentDevice(0);
+    if (onDevice) {
+      CudaDriver.init();
+      CudaDriver.setCurrentDevice(0);
+    }
     List<Batch> pool = new ArrayList<>();
     long total = 0;
     for (int i = 0; i < poolN; i++) {
@@ -75,8 +79,8 @@ public final class DeviceProof {
       pool.add(b);
       total = align(total + b.bytes, 4096);
     }
-    long dev = CudaDriver.memAlloc(total); // one allocation, the batches sub-ranges of it
-    for (Batch b : pool) {
+    long dev = onDevice ? CudaDriver.memAlloc(total) : 0; // the batches sub-ranges of it
+    for (Batch b : onDevice ? pool : List.<Batch>of()) {
       for (int c = 0; c < b.host.length; c++) {
         for (int k = 0; k < 3; k++) {
           if (b.host[c][k] != null) {
@@ -87,16 +91,13 @@ public final class DeviceProof {
         }
       }
     }
-    OpenOptions opts = OpenOptions.DEFAULTS;
-    if (format == ColumnarFormat.KUDO) {
-      List<SchemaField> ks = new ArrayList<>();
-      for (ColumnarSchema.Field f : SCHEMA.fields()) {
-        ks.add(new SchemaField(f.name(), f.sparkType()));
-      }
-      opts = opts.withKudoSchema(ks);
-    }
-    OpenOptions o = opts;
-    ExecutorService ex = Executors.newFixedThreadPool(conc);
+    OpenOptions o = OpenOptions.DEFAULTS;
+    ExecutorService ex =
+        Executors.newFixedThreadPool(conc, r -> {
+          Thread t = new Thread(r);
+          t.setDaemon(true); // a failed task ends the program
+          return t;
+        });
     long[] sentRows = new long[tasks];
     long[] sentBytes = new long[tasks];
     long start = System.nanoTime();
@@ -104,14 +105,20 @@ public final class DeviceProof {
     for (int w = 0; w < conc; w++) {
       int worker = w;
       fs.add(ex.submit(() -> {
-        CudaDriver.setCurrentDevice(0);
+        if (onDevice) {
+          CudaDriver.setCurrentDevice(0);
+        }
         try (ShuffledClient cl = ShuffledClient.connect(socket)) {
           cl.register(APP, EXEC);
           for (int t = worker; t < tasks; t += conc) {
             try (MapOutput out = cl.openColumnarOutput(0, t, parts, format, SCHEMA, o)) {
               for (int j = 0; j < perTask; j++) {
                 Batch b = pool.get((t + j) % pool.size());
-                out.write(device(b, dev));
+                if (onDevice) {
+                  out.write(device(b, dev));
+                } else {
+                  out.write(host(b));
+                }
                 sentRows[t] += b.rows;
                 sentBytes[t] += b.bytes;
               }
@@ -156,7 +163,9 @@ public final class DeviceProof {
         }
       }
     }
-    CudaDriver.memFree(dev);
+    if (onDevice) {
+      CudaDriver.memFree(dev);
+    }
     System.out.printf(Locale.ROOT,
         "{\"format\":\"%s\",\"tasks\":%d,\"concurrency\":%d,\"partitions\":%d,\"rows\":%d,"
             + "\"payload_bytes\":%d,\"elapsed_s\":%.3f,\"rows_per_s\":%.0f,\"payload_mb_s\":%.1f,"
@@ -202,10 +211,15 @@ public final class DeviceProof {
       cmd.add("--schema");
       cmd.add(ddl.toString());
     }
-    Process p = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+    java.io.File err = java.io.File.createTempFile("cat", ".err");
+    Process p = new ProcessBuilder(cmd).redirectError(err).start();
     String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    if (p.waitFor() != 0) {
-      throw new IllegalStateException("shuffled cat of shuffle " + shuffle + " map " + map + ": exit " + p.exitValue());
+    int rc = p.waitFor();
+    String why = java.nio.file.Files.readString(err.toPath());
+    err.delete();
+    if (rc != 0) {
+      throw new IllegalStateException(
+          "shuffled cat of shuffle " + shuffle + " map " + map + ": exit " + rc + ": " + why);
     }
     return out;
   }
