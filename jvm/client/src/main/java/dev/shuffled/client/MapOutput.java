@@ -248,28 +248,7 @@ public final class MapOutput implements AutoCloseable {
    */
   public void write(ColumnarBatch batch) throws IOException {
     java.util.Objects.requireNonNull(batch, "batch");
-    if (schema == null) {
-      throw new IllegalStateException(
-          name + ": a columnar batch for a map output not opened with openColumnarOutput");
-    }
-    if (!batch.schema().equals(schema)) {
-      int n = Math.min(schema.size(), batch.schema().size());
-      int i = 0;
-      while (i < n && schema.field(i).equals(batch.schema().field(i))) {
-        i++;
-      }
-      String why =
-          i < n
-              ? "column " + i + " is " + batch.schema().field(i) + ", the map output's "
-                  + schema.field(i)
-              : batch.schema().size() + " columns, the map output has " + schema.size();
-      throw new IllegalArgumentException(name + ": batch schema differs: " + why + "; nothing was sent");
-    }
-    if (batch.numPartitions() != numPartitions) {
-      throw new IllegalArgumentException(
-          name + ": batch of " + batch.numPartitions() + " partitions (partitionRows), want "
-              + numPartitions + "; nothing was sent");
-    }
+    checkShape(batch.schema(), batch.numPartitions());
     BatchMemory mem = batch.memory();
     boolean inPlace = mem != null && plane == DataPlane.MEMFD;
     if (mem != null && !inPlace && mem.sealed()) {
@@ -352,6 +331,112 @@ public final class MapOutput implements AutoCloseable {
       }
     });
   }
+
+  /** Throws unless a batch of this schema and partition count fits this columnar map output. */
+  private void checkShape(ColumnarSchema batchSchema, int batchPartitions) {
+    if (schema == null) {
+      throw new IllegalStateException(
+          name + ": a columnar batch for a map output not opened with openColumnarOutput");
+    }
+    if (!batchSchema.equals(schema)) {
+      int n = Math.min(schema.size(), batchSchema.size());
+      int i = 0;
+      while (i < n && schema.field(i).equals(batchSchema.field(i))) {
+        i++;
+      }
+      String why =
+          i < n
+              ? "column " + i + " is " + batchSchema.field(i) + ", the map output's "
+                  + schema.field(i)
+              : batchSchema.size() + " columns, the map output has " + schema.size();
+      throw new IllegalArgumentException(name + ": batch schema differs: " + why + "; nothing was sent");
+    }
+    if (batchPartitions != numPartitions) {
+      throw new IllegalArgumentException(
+          name + ": batch of " + batchPartitions + " partitions (partitionRows), want "
+              + numPartitions + "; nothing was sent");
+    }
+  }
+
+  /**
+   * Writes one columnar batch from GPU memory on the CUDA IPC data plane (docs/protocol.md; JDK
+   * 22+, a daemon that announces {@link ServerInfo#FEATURE_CUDA_IPC}), whatever this map output's
+   * {@link #plane()}: the batch travels as the IPC handle of the device allocation its buffers lie
+   * in ({@code cuMemGetAddressRange}, {@code cuIpcGetMemHandle}) plus their offsets, and the
+   * daemon copies the bytes out of it. Returns once the daemon answered: only then may the caller
+   * free or reuse the device memory (until then it must stay allocated and unchanged). A batch
+   * with no device bytes (0 rows) is sent inline.
+   *
+   * <p>The driver calls run on the calling thread: when no context, or another device's, is
+   * current there, the buffers' device's primary context is made current (as the CUDA runtime's
+   * {@code cudaSetDevice} does), and stays so.
+   *
+   * @throws IllegalArgumentException the batch's schema or partition count differs from the map
+   *     output's, or its buffers do not lie in one allocation, naming the column and buffer;
+   *     nothing is sent
+   * @throws CudaException the driver is unavailable (naming {@value CudaDriver#LIBRARY}, or the
+   *     JDK) or a driver call failed, naming it; nothing is sent
+   * @throws UnsupportedOperationException the daemon does not offer the CUDA IPC data plane (a
+   *     build without CUDA); nothing is sent
+   * @throws IllegalStateException on an opaque map output, after commit or abort, or after the
+   *     write {@link #markLast()} marked; nothing is sent
+   * @throws ShuffledException the daemon refused the batch (the map output is aborted)
+   * @throws ConnectionLostException the connection failed
+   */
+  public void write(DeviceBatch batch) throws IOException {
+    java.util.Objects.requireNonNull(batch, "batch");
+    checkShape(batch.schema(), batch.numPartitions());
+    long rows = batch.rows();
+    long[] pr = batch.partitionRowsRef();
+    long first = batch.firstSent();
+    if (first == 0) {
+      List<Wire.Col> cols = batch.place(a -> {
+        throw new IllegalStateException("no device buffer to resolve");
+      }).columns();
+      submit((flags, what) -> conn.call(
+          new Wire.ColumnarBatchMsg(handle, Wire.PLANE_INLINE, flags, rows, cols, pr, 0, 0),
+          ByteBuffer.allocate(0), -1, what));
+      return;
+    }
+    if (!conn.info().has(ServerInfo.FEATURE_CUDA_IPC)) {
+      throw new UnsupportedOperationException(
+          name + ": the daemon (" + conn.info().server() + ") does not offer the cuda-ipc data"
+              + " plane (a build without CUDA); nothing was sent");
+    }
+    int device = deviceOf(first);
+    DeviceBatch.Placement p = batch.place(CudaDriver::addressRange);
+    byte[] ipc = CudaDriver.ipcMemHandle(p.base());
+    submit((flags, what) -> conn.call(
+        new Wire.ColumnarBatchMsg(handle, Wire.PLANE_CUDA_IPC, flags, rows, p.columns(), pr,
+            p.regionOffset(), p.regionLength(), ipc, device),
+        null, -1, what));
+  }
+
+  /**
+   * The device of {@code address}, made current on this thread (its primary context) unless it
+   * already is.
+   */
+  private static int deviceOf(long address) throws CudaException {
+    CudaDriver.init();
+    int current = CudaDriver.currentDevice();
+    int device;
+    try {
+      device = CudaDriver.pointerDevice(address);
+    } catch (CudaException e) {
+      if (current >= 0 || e.result() != CUDA_ERROR_INVALID_CONTEXT) {
+        throw e;
+      }
+      CudaDriver.setCurrentDevice(0); // a context to ask in
+      current = 0;
+      device = CudaDriver.pointerDevice(address);
+    }
+    if (device != current) {
+      CudaDriver.setCurrentDevice(device);
+    }
+    return device;
+  }
+
+  private static final int CUDA_ERROR_INVALID_CONTEXT = 201;
 
   /** Where {@link #write(ColumnarBatch)} starts each buffer it copies: Arrow's alignment. */
   private static final long ALIGN = 64;

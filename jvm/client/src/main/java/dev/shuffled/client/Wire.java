@@ -44,6 +44,7 @@ final class Wire {
   static final int FORMAT_KUDO = 1;
   static final int PLANE_INLINE = 1;
   static final int PLANE_MEMFD = 2;
+  static final int PLANE_CUDA_IPC = 3;
   /** Batch.flags bit 0: the map output's last batch (feature bit 5, last-batch). */
   static final int BATCH_LAST = 0x01;
   /** OpenMapOutput flag bit 0: write the map output with Spark's IO encryption. */
@@ -500,7 +501,8 @@ final class Wire {
 
   /**
    * A Batch of kind columnar: its head and layout; the inline payload travels as the frame's tail.
-   * {@code payloadLength} is the inline length (plane inline) or the memfd region's length.
+   * {@code payloadLength} is the inline length (plane inline) or the memfd or device region's
+   * length; {@code ipcHandle} and {@code device} name the device allocation (plane cuda-ipc).
    */
   record ColumnarBatchMsg(
       long handle,
@@ -510,8 +512,22 @@ final class Wire {
       List<Col> columns,
       long[] partitionRows,
       long regionOffset,
-      long payloadLength)
+      long payloadLength,
+      byte[] ipcHandle,
+      int device)
       implements Msg {
+    ColumnarBatchMsg(
+        long handle,
+        int plane,
+        int flags,
+        long rows,
+        List<Col> columns,
+        long[] partitionRows,
+        long regionOffset,
+        long payloadLength) {
+      this(handle, plane, flags, rows, columns, partitionRows, regionOffset, payloadLength, null, 0);
+    }
+
     public int type() {
       return BATCH;
     }
@@ -530,9 +546,12 @@ final class Wire {
       }
       if (plane == PLANE_INLINE) {
         e.u32(payloadLength);
-      } else {
-        e.i64(regionOffset).i64(payloadLength);
+        return;
       }
+      if (plane == PLANE_CUDA_IPC) {
+        e.bytes(ipcHandle).u32(device).u32(0);
+      }
+      e.i64(regionOffset).i64(payloadLength);
     }
   }
 
