@@ -86,6 +86,14 @@ final class Check {
    * non-decreasing, last = length.
    */
   static String offsets(long[] off, long length) {
+    return offsets(off, length, "the payload length");
+  }
+
+  /**
+   * Offsets of {@code last} units (bytes, rows): at least 2 entries, [0] = 0, non-decreasing, the
+   * last = {@code last}, which errors call {@code lastName}.
+   */
+  static String offsets(long[] off, long last, String lastName) {
     if (off.length < 2) {
       return off.length + " offsets, want numPartitions+1 >= 2";
     }
@@ -97,8 +105,8 @@ final class Check {
         return "[" + i + "] = " + off[i] + " below [" + (i - 1) + "] = " + off[i - 1];
       }
     }
-    if (off[off.length - 1] != length) {
-      return "last = " + off[off.length - 1] + ", want the payload length " + length;
+    if (off[off.length - 1] != last) {
+      return "last = " + off[off.length - 1] + ", want " + lastName + " " + last;
     }
     return null;
   }

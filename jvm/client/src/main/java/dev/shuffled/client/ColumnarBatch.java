@@ -171,21 +171,7 @@ public final class ColumnarBatch {
   }
 
   static String partitionRowsError(long[] off, long rows) {
-    if (off.length < 2) {
-      return off.length + " offsets, want numPartitions+1 >= 2";
-    }
-    if (off[0] != 0) {
-      return "[0] = " + off[0] + ", want 0";
-    }
-    for (int i = 1; i < off.length; i++) {
-      if (off[i] < off[i - 1]) {
-        return "[" + i + "] = " + off[i] + " below [" + (i - 1) + "] = " + off[i - 1];
-      }
-    }
-    if (off[off.length - 1] != rows) {
-      return "last = " + off[off.length - 1] + ", want rows = " + rows;
-    }
-    return null;
+    return Check.offsets(off, rows, "rows =");
   }
 
   /**
