@@ -20,9 +20,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
+	"github.com/shuffled/shuffled/protocol/columnar"
 )
 
 // childEnv makes the test binary an exporter: it uploads pattern(n) to

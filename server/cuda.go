@@ -12,6 +12,7 @@ import (
 
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"golang.org/x/sys/unix"
 )
 
@@ -353,7 +354,7 @@ func (sess *session) deviceOpaque(o *output, m *protocol.Batch, ds *deviceState,
 
 func (sess *session) deviceColumnar(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
 	if m.Region.Length == 0 {
-		b, err := columnarBatch(&m.Columnar, nil)
+		b, err := columnar.View(&m.Columnar, nil)
 		if err == nil {
 			err = o.checkColumns(b)
 		}
@@ -366,7 +367,7 @@ func (sess *session) deviceColumnar(o *output, m *protocol.Batch, ds *deviceStat
 	if err != nil {
 		return err
 	}
-	b, err := columnarBatch(&m.Columnar, s.Bytes())
+	b, err := columnar.View(&m.Columnar, s.Bytes())
 	if err == nil {
 		err = o.checkColumns(b)
 	}

@@ -21,7 +21,6 @@ import (
 	"unsafe"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/internal/leakcheck"
@@ -29,6 +28,7 @@ import (
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
 )
 

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/internal/errclass"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -15,15 +16,16 @@ import (
 	"github.com/shuffled/shuffled/writer"
 )
 
-// Error classes of the server itself, mapped to wire codes by codeOf.
+// Error classes of the server itself, mapped to wire codes by codeOf; the
+// ones the data planes share are errclass's.
 var (
 	errPermission   = errors.New("permission denied")
 	errNotFound     = errors.New("not found")
-	errPrecondition = errors.New("failed precondition")
+	errPrecondition = errclass.Precondition
 	errUnavailable  = errors.New("daemon is draining")
-	errExhausted    = errors.New("resource exhausted")
-	errUnsupported  = errors.New("unsupported")
-	errInvalid      = errors.New("invalid argument")
+	errExhausted    = errclass.Exhausted
+	errUnsupported  = errclass.Unsupported
+	errInvalid      = errclass.Invalid
 	// errRemoving: a map output opened while a removal of its shuffle or
 	// application runs; it is aborted at once (code Aborted).
 	errRemoving = fmt.Errorf("removal in progress: %w", writer.ErrAborted)

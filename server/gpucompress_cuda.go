@@ -16,6 +16,7 @@ import (
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/writer"
 )
 
@@ -158,17 +159,17 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 	meta := make([]gpu.ColumnMeta, len(cl.Columns))
 	for i := range cl.Columns {
 		c := &cl.Columns[i]
-		if c.Type == 0 || c.Type > maxColumnType {
+		if !columnar.Supported(c.Type) {
 			return nil, 0, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errUnsupported, i, c.Name, c.Type)
 		}
 		t := partition.Type(c.Type)
-		if err := checkDecimal(t, c.Precision, c.Scale); err != nil {
+		if err := partition.CheckDecimal(t, int(c.Precision), int(c.Scale)); err != nil {
 			return invalid(fmt.Errorf("column %d %q: %v", i, c.Name, err))
 		}
 		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
 		meta[i] = gpu.ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
 	}
-	if err := o.checkColumns(skeletonOf(cl)); err != nil {
+	if err := o.checkColumns(columnar.Skeleton(cl)); err != nil {
 		return nil, 0, err
 	}
 	if err := l.Validate(size); err != nil {
@@ -185,7 +186,7 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 		if err := ds.dev.CopyToHost(unsafe.Pointer(&o[0]), src+uintptr(c.Offsets.Offset), 4*n); err != nil {
 			return nil, 0, err
 		}
-		if !nativeLittleEndian {
+		if !columnar.NativeLittleEndian {
 			b := unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), 4*n)
 			for r := range o {
 				o[r] = int32(binary.LittleEndian.Uint32(b[4*r:]))

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 )
 
 // Which device batches the GPU compression plans take: opaque ones of any
@@ -36,7 +36,7 @@ func TestGPUPlans(t *testing.T) {
 			t.Errorf("%s kudo: %v, want as gpu.Covers: %v", schema, err, want)
 		}
 	}
-	bad := &protocol.Batch{Kind: protocol.KindColumnar, Columnar: protocol.ColumnarLayout{Columns: []protocol.Column{{Type: protocol.TypeInt32}, {Type: maxColumnType + 1}}}}
+	bad := &protocol.Batch{Kind: protocol.KindColumnar, Columnar: protocol.ColumnarLayout{Columns: []protocol.Column{{Type: protocol.TypeInt32}, {Type: columnar.MaxType + 1}}}}
 	if err := gpuPlans(partition.SHFC, bad); !errors.Is(err, gpu.ErrNotCovered) {
 		t.Errorf("unknown column type: %v, want ErrNotCovered", err)
 	}
@@ -46,23 +46,5 @@ func TestGPUPlans(t *testing.T) {
 	}
 	if err := gpuPlans(partition.SHFC, &protocol.Batch{Kind: 99}); !errors.Is(err, gpu.ErrNotCovered) {
 		t.Errorf("batch kind 99: %v, want ErrNotCovered", err)
-	}
-}
-
-// checkDecimal, which the GPU path runs before planning, accepts exactly
-// what partition.Batch.Validate accepts, for every type.
-func TestCheckDecimalAsValidate(t *testing.T) {
-	for typ := partition.Bool; typ <= partition.Decimal128; typ++ {
-		for _, ps := range [][2]int32{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {9, 0}, {9, 9}, {10, 2}, {18, 4}, {19, 0}, {38, 38}, {39, 0}, {5, -1}, {-1, 0}} {
-			b := &partition.Batch{Columns: []partition.Column{{Type: typ, Precision: int8(ps[0]), Scale: int8(ps[1])}}}
-			if typ.VarWidth() {
-				b.Columns[0].Offsets = []int32{0}
-			}
-			verr := b.Validate()
-			cerr := checkDecimal(typ, ps[0], ps[1])
-			if (verr == nil) != (cerr == nil) {
-				t.Errorf("%v precision %d scale %d: checkDecimal %v, Validate %v", typ, ps[0], ps[1], cerr, verr)
-			}
-		}
 	}
 }

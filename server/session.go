@@ -24,6 +24,7 @@ import (
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
@@ -690,7 +691,7 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	case protocol.KindOpaque:
 		err = o.w.WriteOpaque(sess.ctx, payload, m.Opaque.PartitionOffsets, release)
 	case protocol.KindColumnar:
-		b, cerr := columnarBatch(&m.Columnar, payload)
+		b, cerr := columnar.View(&m.Columnar, payload)
 		if cerr == nil {
 			cerr = o.checkColumns(b)
 		}
