@@ -19,12 +19,12 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
-	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
@@ -87,7 +87,9 @@ type session struct {
 	frame     int64
 	uidFrames *semaphore.Weighted
 
-	memfds memfdCache // mappings of the sealed memfds its batches pass again
+	// data is its share of the data planes: the mappings of the sealed
+	// memfds its batches pass again, the device allocations they name.
+	data *ingest.Conn
 	// opened counts its map outputs that have not ended (output.end); at 0
 	// the memfd cache is dropped.
 	opened atomic.Int64
@@ -134,7 +136,7 @@ func (o *output) end(s *Server, aborted bool) {
 		s.outputEnded(o)
 		s.releaseOutput(o)
 		if o.sess != nil && o.sess.opened.Add(-1) == 0 {
-			o.sess.memfds.idle() // nothing of the connection references its mappings
+			o.sess.data.Idle() // nothing of the connection references its mappings
 		}
 	})
 }
@@ -189,9 +191,9 @@ func (s *Server) newSession(conn *net.UnixConn) *session {
 	}
 	sess.uidFrames = s.mu.uidFrames[cred.UID]
 	if s.mu.uidMemfds[cred.UID] == nil {
-		s.mu.uidMemfds[cred.UID] = new(memfdBudget)
+		s.mu.uidMemfds[cred.UID] = new(ingest.MemfdBudget)
 	}
-	sess.memfds.budget = s.mu.uidMemfds[cred.UID]
+	sess.data = s.planes.NewConn(sess.ctx, s.mu.uidMemfds[cred.UID])
 	s.mu.sessions[sess] = struct{}{}
 	s.sessions.Add(1)
 	s.metrics.Sessions.Set(float64(len(s.mu.sessions)))
@@ -300,7 +302,7 @@ func (sess *session) serve() {
 		// deadline, or a client that stops reading, cancels it (close).
 		sess.commits.Wait()
 		sess.cancel()
-		sess.memfds.close()
+		sess.data.Close()
 		sess.conn.Close()
 		s.sessionEnded(sess)
 	}()
@@ -394,7 +396,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			Version:   v,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(maxInline(sess.s.cfg.MaxFrame)),
-			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | protocol.FeatureLastBatch | protocol.FeatureIOEncryption | deviceFeatures,
+			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | protocol.FeatureLastBatch | protocol.FeatureIOEncryption | ingest.DeviceFeatures,
 			Server:    "shuffled " + Version,
 		})
 		return true
@@ -645,8 +647,9 @@ func (sess *session) batch(id uint32, m *protocol.Batch, h *held) error {
 	return nil
 }
 
-// applyBatch hands the batch to the writer. What it takes of h (the
-// descriptor, the inline frame) it owns; the caller releases the rest.
+// applyBatch checks the batch against its map output and hands it to the
+// data planes, which hand it to the writer. What they take of h (the
+// descriptor, the inline frame) they own; the caller releases the rest.
 func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	if o.last {
 		return fmt.Errorf("%w: Batch on map output %d/%d after its last batch (Batch.flags LAST)", errPrecondition, o.id.Shuffle, o.id.Map)
@@ -666,48 +669,15 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 		o.last = true
 		o.w.MarkLast() // a merge of several runs may start in this batch
 	}
-	var payload []byte
-	release := func() {}
-	switch m.Plane {
-	case protocol.PlaneInline:
-		if limit := maxInline(sess.s.cfg.MaxFrame); len(m.Inline) > limit {
-			return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errExhausted, len(m.Inline), limit)
-		}
-		payload, release = m.Inline, h.takeInline()
-	case protocol.PlaneMemfd:
-		data, unmap, err := sess.memfds.mapFD(h.takeFD(), m.Region.Offset, m.Region.Length)
-		if err != nil {
-			return err
-		}
-		payload, release = data, unmap
-	case protocol.PlaneCUDAIPC:
-		return sess.deviceBatch(o, m, h.takeFD())
-	default:
-		return fmt.Errorf("%w: data plane %v is not supported by this build", errUnsupported, m.Plane)
+	if limit := maxInline(sess.s.cfg.MaxFrame); m.Plane == protocol.PlaneInline && len(m.Inline) > limit {
+		return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errExhausted, len(m.Inline), limit)
 	}
-	bytesIn := int64(len(payload))
-	var err error
-	switch m.Kind {
-	case protocol.KindOpaque:
-		err = o.w.WriteOpaque(sess.ctx, payload, m.Opaque.PartitionOffsets, release)
-	case protocol.KindColumnar:
-		b, cerr := columnar.View(&m.Columnar, payload)
-		if cerr == nil {
-			cerr = o.checkColumns(b)
-		}
-		if cerr != nil {
-			release()
-			return cerr
-		}
-		err = o.w.WriteBatch(sess.ctx, b, release)
-	default:
-		release()
-		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+	bytesIn, err := sess.data.Apply(sess.log, ingest.Output{Writer: o.w, Schema: o.schema}, m, h)
+	if err != nil {
+		return err
 	}
-	if err == nil {
-		sess.s.metrics.BytesIn.Add(float64(bytesIn))
-	}
-	return err
+	sess.s.metrics.BytesIn.Add(float64(bytesIn))
+	return nil
 }
 
 // failUndecoded aborts the open map output that a Batch which failed to
