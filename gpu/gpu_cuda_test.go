@@ -314,7 +314,7 @@ func TestIPC(t *testing.T) {
 	}
 }
 
-// gpuLayout lays b out as client/columnar does and converts the layout.
+// gpuLayout lays b out as protocol/columnar does and converts the layout.
 func gpuLayout(b *partition.Batch) ([]byte, Layout) {
 	payload, wl := columnar.Append(nil, b)
 	l := Layout{Rows: b.Rows, Columns: make([]Column, len(wl.Columns))}
