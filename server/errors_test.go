@@ -11,6 +11,7 @@ import (
 
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
@@ -27,25 +28,27 @@ var codeOfCases = []struct {
 	want protocol.Code
 }{
 	{"errUnavailable", errUnavailable, protocol.CodeUnavailable},
+	{"errdefs.ErrUnavailable", errdefs.ErrUnavailable, protocol.CodeUnavailable},
+	{"errdefs.ErrAborted", errdefs.ErrAborted, protocol.CodeAborted},
 	{"writer.ErrAborted", writer.ErrAborted, protocol.CodeAborted},
 	{"errRemoving", errRemoving, protocol.CodeAborted},
 	{"context.Canceled", context.Canceled, protocol.CodeAborted},
-	{"errPermission", errPermission, protocol.CodePermissionDenied},
+	{"errdefs.ErrPermissionDenied", errdefs.ErrPermissionDenied, protocol.CodePermissionDenied},
 	{"vfs.ErrRefused", vfs.ErrRefused, protocol.CodePermissionDenied},
 	{"fs.ErrPermission", fs.ErrPermission, protocol.CodePermissionDenied},
 	{"syscall.EACCES", syscall.EACCES, protocol.CodePermissionDenied},
-	{"errNotFound", errNotFound, protocol.CodeNotFound},
-	{"errPrecondition", errPrecondition, protocol.CodeFailedPrecondition},
+	{"errdefs.ErrNotFound", errdefs.ErrNotFound, protocol.CodeNotFound},
+	{"errdefs.ErrFailedPrecondition", errdefs.ErrFailedPrecondition, protocol.CodeFailedPrecondition},
 	{"shufflefile.ErrInvalidCommit", shufflefile.ErrInvalidCommit, protocol.CodeFailedPrecondition},
-	{"errExhausted", errExhausted, protocol.CodeResourceExhausted},
+	{"errdefs.ErrResourceExhausted", errdefs.ErrResourceExhausted, protocol.CodeResourceExhausted},
 	{"writer.ErrTooManyRuns", writer.ErrTooManyRuns, protocol.CodeResourceExhausted},
 	{"disks.ErrDiskFull", disks.ErrDiskFull, protocol.CodeResourceExhausted},
 	{"disks.ErrDiskFailed", disks.ErrDiskFailed, protocol.CodeResourceExhausted},
 	{"syscall.ENOSPC", syscall.ENOSPC, protocol.CodeResourceExhausted},
 	{"syscall.EDQUOT", syscall.EDQUOT, protocol.CodeResourceExhausted},
-	{"errUnsupported", errUnsupported, protocol.CodeUnsupported},
+	{"errdefs.ErrUnsupported", errdefs.ErrUnsupported, protocol.CodeUnsupported},
 	{"protocol.ErrUnsupported", protocol.ErrUnsupported, protocol.CodeUnsupported},
-	{"errInvalid", errInvalid, protocol.CodeInvalidArgument},
+	{"errdefs.ErrInvalidArgument", errdefs.ErrInvalidArgument, protocol.CodeInvalidArgument},
 	{"protocol.ErrMalformed", protocol.ErrMalformed, protocol.CodeInvalidArgument},
 	{"writer.ErrInvalid", writer.ErrInvalid, protocol.CodeInvalidArgument},
 	{"partition.ErrInvalidBatch", partition.ErrInvalidBatch, protocol.CodeInvalidArgument},
