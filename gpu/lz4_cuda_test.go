@@ -182,7 +182,7 @@ func testColumnar(t *testing.T, c *Compressor, kernel string) {
 			for _, nulls := range []float64{0, 0.1} {
 				tb := newTestBatch(t, schema, 50000, 13, nulls)
 				for _, bs := range []int{32 << 10, 64 << 10} {
-					pl, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+					pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -285,7 +285,7 @@ func BenchmarkLZ4Compress(b *testing.B) {
 		case "lineitem":
 			tb := newTestBatch(b, "lineitem", 400000, 200, 0)
 			region = tb.region
-			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(region)), 1<<20)
+			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(region)), 1<<20)
 		case "text":
 			region = textData(64<<20, 9)
 			pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
