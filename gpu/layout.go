@@ -203,7 +203,7 @@ func (l *Layout) ReadHost(read func(dst []byte, off int64) error) (HostBuffers, 
 		if !c.Type.HasOffsets() {
 			return rows, nil
 		}
-		if c.Offsets.Length == 0 {
+		if c.Offsets.Length < 4 {
 			return 0, nil // rows is 0 (checkRows)
 		}
 		n := min(c.Offsets.Length/4, int64(rows)+1)
