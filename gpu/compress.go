@@ -209,9 +209,15 @@ func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, host HostBuff
 			perBlock++
 		}
 	}
-	header := 16 + 8*len(l.Columns) // an SHFC header, descriptors and names
+	// An SHFC header: 16 bytes, 8 per column at every depth, and the
+	// names section when a column has a name.
+	names := 0
 	for i := range meta {
-		header += 2 + len(meta[i].Name)
+		names += len(meta[i].Name)
+	}
+	header := 16 + 8*len(l.Columns)
+	if names > 0 {
+		header += int(pad8(int64(2*len(meta) + names)))
 	}
 	if f == partition.Kudo {
 		header = kudoHeaderLen(&l)
