@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
-	"github.com/shuffled/shuffled/internal/errclass"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/protocol/columnar"
 	"golang.org/x/sys/unix"
@@ -85,7 +85,7 @@ type deviceState struct {
 func (p *Planes) deviceFor(ordinal uint32) (*deviceState, error) {
 	ds, err := p.startDevice(ordinal)
 	if errors.Is(err, gpu.ErrInvalid) {
-		return nil, fmt.Errorf("%w: Batch.IPC.Device: %v", errclass.Invalid, err)
+		return nil, fmt.Errorf("%w: Batch.IPC.Device: %v", errdefs.ErrInvalidArgument, err)
 	}
 	return ds, err
 }
@@ -233,7 +233,7 @@ func (p *Planes) acquirePeer(ds *deviceState, k peerKey) (*gpu.Peer, error) {
 	}
 	peer, err := ds.dev.OpenIPC(k.handle)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Batch.IPC.Handle: %v", errclass.Invalid, err)
+		return nil, fmt.Errorf("%w: Batch.IPC.Handle: %v", errdefs.ErrInvalidArgument, err)
 	}
 	if mappings.m == nil {
 		mappings.m = make(map[peerKey]*sharedPeer)
@@ -340,7 +340,7 @@ func (c *Conn) deviceBatch(log *slog.Logger, out *Output, m *protocol.Batch, fd 
 	}
 	r := m.Region
 	if r.Offset > peer.Size() || r.Length > peer.Size()-r.Offset {
-		return 0, fmt.Errorf("%w: Batch.Region [%d, %d+%d) past the device allocation of %d bytes", errclass.Invalid, r.Offset, r.Offset, r.Length, peer.Size())
+		return 0, fmt.Errorf("%w: Batch.Region [%d, %d+%d) past the device allocation of %d bytes", errdefs.ErrInvalidArgument, r.Offset, r.Offset, r.Length, peer.Size())
 	}
 	src := peer.Ptr() + uintptr(r.Offset)
 	lim := c.p.cfg.Limiter
@@ -354,7 +354,7 @@ func (c *Conn) deviceBatch(log *slog.Logger, out *Output, m *protocol.Batch, fd 
 	case protocol.KindColumnar:
 		err = c.deviceColumnar(out, m, ds, src, lim)
 	default:
-		return 0, fmt.Errorf("%w: Batch.kind %v", errclass.Unsupported, m.Kind)
+		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
 		return 0, err

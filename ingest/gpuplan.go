@@ -12,17 +12,9 @@ import (
 // gpuPlans returns nil if the GPU compression plans lay out device batch m
 // of a map output of format f: an opaque batch always (its bytes are the
 // client's), a columnar one when gpu.Covers its format and every column
-// type. Otherwise it returns why not, and the batch takes the CPU path
-// (staged whole, serialized and compressed by the pool), which also
-// reports what is wrong with a batch that is invalid.
-//
-// Nested columns (list, struct, map) take the CPU path: the plans cut
-// every column at the partitions' row ranges, read on the host from the
-// layout and the String and Binary offsets, but a list's child is cut at
-// the rows its parent's offsets reach, so planning it would mean copying
-// every list's offsets to the host and walking them, at every depth.
-// Void takes the CPU path too: only the host, reading the bitmap, can
-// check that every row is null.
+// type, at every depth. Otherwise it returns why not, and the batch takes
+// the CPU path (staged whole, serialized and compressed by the pool),
+// which also reports what is wrong with a batch that is invalid.
 func gpuPlans(f partition.Format, m *protocol.Batch) error {
 	switch m.Kind {
 	case protocol.KindOpaque:
@@ -35,9 +27,6 @@ func gpuPlans(f partition.Format, m *protocol.Batch) error {
 	for i, c := range m.Columnar.Columns {
 		if !columnar.Supported(c.Type) {
 			return fmt.Errorf("%w: column %d type %v", gpu.ErrNotCovered, i, c.Type)
-		}
-		if c.Type.Nested() || c.Type == protocol.TypeVoid {
-			return fmt.Errorf("%w: column %d type %v (nested and void columns take the CPU path)", gpu.ErrNotCovered, i, c.Type)
 		}
 		types[i] = partition.Type(c.Type)
 	}

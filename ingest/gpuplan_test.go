@@ -36,6 +36,21 @@ func TestGPUPlans(t *testing.T) {
 			t.Errorf("%s kudo: %v, want as gpu.Covers: %v", schema, err, want)
 		}
 	}
+	// Nested and void columns, at every depth.
+	fields, err := partition.ParseSchema("k int, a array<struct<x:string,y:array<void>>>, m map<string,array<binary>>, v void")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := &partition.Batch{Rows: 50}
+	for i, f := range fields {
+		nested.Columns = append(nested.Columns, synth.Column(f, int64(i), nested.Rows, 0.2))
+	}
+	_, wl := columnar.Layout(nested)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		if err := gpuPlans(f, &protocol.Batch{Kind: protocol.KindColumnar, Columnar: wl}); err != nil {
+			t.Errorf("%v nested and void columns: %v", f, err)
+		}
+	}
 	bad := &protocol.Batch{Kind: protocol.KindColumnar, Columnar: protocol.ColumnarLayout{Columns: []protocol.Column{{Type: protocol.TypeInt32}, {Type: columnar.MaxType + 1}}}}
 	if err := gpuPlans(partition.SHFC, bad); !errors.Is(err, gpu.ErrNotCovered) {
 		t.Errorf("unknown column type: %v, want ErrNotCovered", err)

@@ -9,7 +9,7 @@
 // The daemon owns one Planes, each connection one Conn; the package holds
 // no state of its own. The session above it keeps framing, dispatch,
 // bounds and replies; below it are the writer and the floors it stands
-// on. Errors wrap internal/errclass's classes, which the server maps onto
+// on. Its errors are of errdefs's classes, which the server maps onto
 // wire codes.
 package ingest
 
@@ -18,7 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/shuffled/shuffled/internal/errclass"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
@@ -107,7 +107,7 @@ func (out *Output) checkColumns(b *partition.Batch) error {
 		return nil
 	}
 	if err := partition.CheckSchema(b, out.Schema); err != nil {
-		return fmt.Errorf("%w: %v", errclass.Invalid, err)
+		return fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
 	}
 	return nil
 }
@@ -143,7 +143,7 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 	case protocol.PlaneCUDAIPC:
 		return c.deviceBatch(log, &out, m, h.TakeFD())
 	default:
-		return 0, fmt.Errorf("%w: data plane %v is not supported by this build", errclass.Unsupported, m.Plane)
+		return 0, fmt.Errorf("%w: data plane %v is not supported by this build", errdefs.ErrUnsupported, m.Plane)
 	}
 	var err error
 	switch m.Kind {
@@ -161,7 +161,7 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 		err = out.Writer.WriteBatch(c.ctx, b, release)
 	default:
 		release()
-		return 0, fmt.Errorf("%w: Batch.kind %v", errclass.Unsupported, m.Kind)
+		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
 		return 0, err

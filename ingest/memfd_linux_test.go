@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shuffled/shuffled/internal/errclass"
+	"github.com/shuffled/shuffled/errdefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,10 +79,10 @@ func TestMemfdCache(t *testing.T) {
 		t.Errorf("the cache holds %d mappings, want 1", n)
 	}
 	// Outside the cached region: checked as any region is.
-	if _, _, err := c.mapFD(dupFD(t, fd), 0, size); !errors.Is(err, errclass.Invalid) || !strings.Contains(err.Error(), "hole") {
+	if _, _, err := c.mapFD(dupFD(t, fd), 0, size); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hole") {
 		t.Errorf("mapFD of the memfd's hole = %v, want an invalid-argument error about a hole", err)
 	}
-	if _, _, err := c.mapFD(dupFD(t, fd), size, size+1); !errors.Is(err, errclass.Invalid) {
+	if _, _, err := c.mapFD(dupFD(t, fd), size, size+1); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("mapFD past the memfd's end = %v, want an invalid-argument error", err)
 	}
 	for _, r := range releases[1:] {
@@ -117,7 +117,7 @@ func TestMemfdCacheRefusesUnsealed(t *testing.T) {
 	var c memfdCache
 	defer c.close()
 	for i := range 3 {
-		if _, _, err := c.mapFD(dupFD(t, fd), 0, 4096); !errors.Is(err, errclass.Invalid) || !strings.Contains(err.Error(), "seals") {
+		if _, _, err := c.mapFD(dupFD(t, fd), 0, 4096); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "seals") {
 			t.Errorf("batch %d: mapFD of an unsealed memfd = %v, want an invalid-argument error about seals", i, err)
 		}
 	}
@@ -215,7 +215,7 @@ func TestSparseMemfd(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = mapMemfd(fd, 0, 1<<20) // takes fd
-	if !errors.Is(err, errclass.Invalid) || !strings.Contains(err.Error(), "holes") {
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "holes") {
 		t.Errorf("mapMemfd of a sparse memfd = %v, want an invalid-argument error about holes", err)
 	}
 }
@@ -239,7 +239,7 @@ func TestMemfdRegionWithHoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mapMemfd(dup, 0, half); !errors.Is(err, errclass.Invalid) || !strings.Contains(err.Error(), "hole") {
+	if _, _, err := mapMemfd(dup, 0, half); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hole") {
 		t.Errorf("mapMemfd of the unwritten first half = %v, want an invalid-argument error about a hole", err)
 	}
 	data, unmap, err := mapMemfd(fd, half, half)

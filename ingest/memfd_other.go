@@ -5,11 +5,11 @@ package ingest
 import (
 	"fmt"
 
-	"github.com/shuffled/shuffled/internal/errclass"
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
-	return nil, nil, fmt.Errorf("%w: the memfd data plane needs Linux", errclass.Unsupported)
+	return nil, nil, fmt.Errorf("%w: the memfd data plane needs Linux", errdefs.ErrUnsupported)
 }
 
 // memfdCache has nothing to cache where memfds do not exist.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/shuffled/shuffled/internal/errclass"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -28,7 +28,7 @@ func (c *Conn) deviceBatch(_ *slog.Logger, _ *Output, m *protocol.Batch, fd int)
 	if fd >= 0 {
 		unix.Close(fd)
 	}
-	return 0, fmt.Errorf("%w: data plane %v is not supported by this build (a daemon built with -tags cuda serves it)", errclass.Unsupported, m.Plane)
+	return 0, fmt.Errorf("%w: data plane %v is not supported by this build (a daemon built with -tags cuda serves it)", errdefs.ErrUnsupported, m.Plane)
 }
 
 func (c *Conn) closeDevices() {}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/writer"
@@ -19,7 +20,7 @@ func maxInline(maxFrame int) int { return max(maxFrame-1<<20, maxFrame/2) }
 func (sess *session) batch(id uint32, m *protocol.Batch, h *held) error {
 	o, ok := sess.outputs[m.Handle]
 	if !ok {
-		return fmt.Errorf("%w: handle %d is not an open map output of this connection", errNotFound, m.Handle)
+		return fmt.Errorf("%w: handle %d is not an open map output of this connection", errdefs.ErrNotFound, m.Handle)
 	}
 	if o.failed != nil {
 		return fmt.Errorf("%w: map output %d/%d: %v", writer.ErrAborted, o.id.Shuffle, o.id.Map, o.failed)
@@ -39,10 +40,10 @@ func (sess *session) batch(id uint32, m *protocol.Batch, h *held) error {
 // descriptor, the inline frame) they own; the caller releases the rest.
 func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	if o.last {
-		return fmt.Errorf("%w: Batch on map output %d/%d after its last batch (Batch.flags LAST)", errPrecondition, o.id.Shuffle, o.id.Map)
+		return fmt.Errorf("%w: Batch on map output %d/%d after its last batch (Batch.flags LAST)", errdefs.ErrFailedPrecondition, o.id.Shuffle, o.id.Map)
 	}
 	if m.Kind != o.kind {
-		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errPrecondition, m.Kind, o.kind)
+		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errdefs.ErrFailedPrecondition, m.Kind, o.kind)
 	}
 	field, parts := "partition_offsets", len(m.Opaque.PartitionOffsets)-1
 	if m.Kind == protocol.KindColumnar {
@@ -50,14 +51,14 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	}
 	if parts != o.w.NumPartitions() {
 		return fmt.Errorf("%w: Batch.%s has %d entries (%d partitions), but the map output was opened with num_partitions %d, want %d entries",
-			errPrecondition, field, parts+1, parts, o.w.NumPartitions(), o.w.NumPartitions()+1)
+			errdefs.ErrFailedPrecondition, field, parts+1, parts, o.w.NumPartitions(), o.w.NumPartitions()+1)
 	}
 	if m.Flags&protocol.BatchLast != 0 {
 		o.last = true
 		o.w.MarkLast() // a merge of several runs may start in this batch
 	}
 	if limit := maxInline(sess.s.cfg.MaxFrame); m.Plane == protocol.PlaneInline && len(m.Inline) > limit {
-		return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errExhausted, len(m.Inline), limit)
+		return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errdefs.ErrResourceExhausted, len(m.Inline), limit)
 	}
 	bytesIn, err := sess.data.Apply(sess.log, ingest.Output{Writer: o.w, Schema: o.schema}, m, h)
 	if err != nil {

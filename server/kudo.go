@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -18,15 +19,15 @@ func openFormat(m *protocol.OpenMapOutput) (partition.Format, []partition.Field,
 		return partition.SHFC, nil, nil
 	case protocol.FormatKudo:
 	default:
-		return 0, nil, fmt.Errorf("%w: OpenMapOutput.format %v", errUnsupported, m.Format)
+		return 0, nil, fmt.Errorf("%w: OpenMapOutput.format %v", errdefs.ErrUnsupported, m.Format)
 	}
 	schema := make([]partition.Field, len(m.Schema))
 	for i, f := range m.Schema {
 		pf, err := partition.ParseSparkType(f.SparkType)
 		if err != nil {
-			kind := errInvalid
+			kind := errdefs.ErrInvalidArgument
 			if errors.Is(err, partition.ErrUnsupportedType) {
-				kind = errUnsupported
+				kind = errdefs.ErrUnsupported
 			}
 			return 0, nil, fmt.Errorf("%w: OpenMapOutput.schema column %d %q: %v", kind, i, f.Name, err)
 		}

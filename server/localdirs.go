@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -33,11 +34,11 @@ func (s *Server) allowedDir(dir string) (string, error) {
 		}
 	}
 	if root == "" {
-		return "", fmt.Errorf("%w: %q is not under an allowed root %v", errPermission, dir, s.cfg.AllowedRoots)
+		return "", fmt.Errorf("%w: %q is not under an allowed root %v", errdefs.ErrPermissionDenied, dir, s.cfg.AllowedRoots)
 	}
 	rel, err := filepath.Rel(root, clean)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+		return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 	}
 	resolved, err := resolveBeneath(root, rel)
 	switch {
@@ -49,21 +50,21 @@ func (s *Server) allowedDir(dir string) (string, error) {
 			resolved = r
 			break
 		}
-		return "", fmt.Errorf("%w: %q %v, to nothing under an allowed root %v", errPermission, dir, errEscapes, s.cfg.AllowedRoots)
+		return "", fmt.Errorf("%w: %q %v, to nothing under an allowed root %v", errdefs.ErrPermissionDenied, dir, errEscapes, s.cfg.AllowedRoots)
 	case errors.Is(err, errNoBeneath):
 		if resolved, err = filepath.EvalSymlinks(dir); err != nil {
-			return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+			return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 		}
 	case err != nil:
-		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+		return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 	}
 	if fi, err := s.fs.Stat(resolved); err != nil {
-		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+		return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 	} else if !fi.IsDir() {
-		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
+		return "", fmt.Errorf("%w: %q is not a directory", errdefs.ErrInvalidArgument, dir)
 	}
 	if !s.underRoots(resolved) {
-		return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errPermission, dir, resolved, s.roots)
+		return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errdefs.ErrPermissionDenied, dir, resolved, s.roots)
 	}
 	return resolved, nil
 }
@@ -95,24 +96,24 @@ func (s *Server) checkLocalDirs(r *shufflefile.Root, uid uint32) error {
 	for i, d := range tops {
 		fi, err := fsys.Stat(d)
 		if err != nil {
-			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q: %v", errInvalid, i, d, err)
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q: %v", errdefs.ErrInvalidArgument, i, d, err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q is not a directory", errInvalid, i, d)
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q is not a directory", errdefs.ErrInvalidArgument, i, d)
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && uid != 0 && uid != uint32(os.Getuid()) && st.Uid != uid {
-			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q belongs to uid %d, not to the peer's uid %d", errPermission, i, d, st.Uid, uid)
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q belongs to uid %d, not to the peer's uid %d", errdefs.ErrPermissionDenied, i, d, st.Uid, uid)
 		}
 	}
 	dirs, err := shufflefile.ListDirs(fsys, r)
 	if err != nil {
-		return fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errPermission, err)
+		return fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errdefs.ErrPermissionDenied, err)
 	}
 	for _, d := range dirs {
 		if err := probeWritable(fsys, d); err != nil {
 			return fmt.Errorf("%w: the daemon (uid %d) cannot create files in %s: %v; "+
 				"local dirs and their sub-dirs must be writable by a group the daemon is in "+
-				"(Spark makes them so with spark.shuffle.service.removeShuffle=true)", errPermission, os.Getuid(), d, err)
+				"(Spark makes them so with spark.shuffle.service.removeShuffle=true)", errdefs.ErrPermissionDenied, os.Getuid(), d, err)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
@@ -67,27 +68,27 @@ func (o *output) end(s *Server, aborted bool) {
 func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	s := sess.s
 	if sess.reg == nil {
-		return fmt.Errorf("%w: OpenMapOutput before RegisterExecutor", errPrecondition)
+		return fmt.Errorf("%w: OpenMapOutput before RegisterExecutor", errdefs.ErrFailedPrecondition)
 	}
 	if len(sess.outputs) >= MaxOutputsPerConnection {
-		return fmt.Errorf("%w: %d map outputs already open on this connection", errExhausted, len(sess.outputs))
+		return fmt.Errorf("%w: %d map outputs already open on this connection", errdefs.ErrResourceExhausted, len(sess.outputs))
 	}
 	if n := commitResultSize(int(m.NumPartitions)); n > s.cfg.MaxFrame {
 		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d: its CommitResult (%d bytes) would not fit in max_frame %d",
-			errInvalid, m.NumPartitions, n, s.cfg.MaxFrame)
+			errdefs.ErrInvalidArgument, m.NumPartitions, n, s.cfg.MaxFrame)
 	}
 	k := s.codec
 	if m.Codec != "" {
 		var err error
 		if k, err = codec.Parse(m.Codec); err != nil {
-			return fmt.Errorf("%w: OpenMapOutput.codec: %v", errUnsupported, err)
+			return fmt.Errorf("%w: OpenMapOutput.codec: %v", errdefs.ErrUnsupported, err)
 		}
 	}
 	alg := s.checksum
 	if m.Checksum != "" {
 		var err error
 		if alg, err = checksum.Parse(m.Checksum); err != nil {
-			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errUnsupported, err)
+			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errdefs.ErrUnsupported, err)
 		}
 	}
 	blockSize, level, err := codecOptions(k, m)
@@ -182,7 +183,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 func (sess *session) take(handle uint64) (*output, error) {
 	o, ok := sess.outputs[handle]
 	if !ok {
-		return nil, fmt.Errorf("%w: handle %d is not an open map output of this connection", errNotFound, handle)
+		return nil, fmt.Errorf("%w: handle %d is not an open map output of this connection", errdefs.ErrNotFound, handle)
 	}
 	delete(sess.outputs, handle)
 	return o, nil

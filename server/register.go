@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -78,7 +79,7 @@ func ioKey(m *protocol.RegisterExecutor) (*iocrypt.Key, error) {
 	defer m.IOEncryptionKey.Clear()
 	k, err := iocrypt.NewKey(m.IOEncryptionKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: %v", errInvalid, err)
+		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: %v", errdefs.ErrInvalidArgument, err)
 	}
 	return k, nil
 }
@@ -119,11 +120,11 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		}
 		hashed = &shufflefile.SparkHashed{LocalDirs: reg.dirs, SubDirs: int(m.SubDirs)}
 		if err := hashed.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: RegisterExecutor: %v", errInvalid, err)
+			return nil, fmt.Errorf("%w: RegisterExecutor: %v", errdefs.ErrInvalidArgument, err)
 		}
 		root, err := shufflefile.OpenRoot(s.fs, *hashed, s.owners(uid))
 		if err != nil {
-			return nil, fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errPermission, err)
+			return nil, fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errdefs.ErrPermissionDenied, err)
 		}
 		if err := s.checkLocalDirs(root, uid); err != nil {
 			root.Close()

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/metrics"
@@ -199,7 +200,7 @@ func (sess *session) serve() {
 					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", frameReadTimeout, err)
 				}
 				sess.log.Warn("closing connection: framing error", "err", err)
-				sess.reply(0, fmt.Errorf("%w: %v", errInvalid, err))
+				sess.reply(0, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err))
 			}
 			return
 		}
@@ -210,7 +211,7 @@ func (sess *session) serve() {
 			// error.
 			h.release()
 			sess.log.Warn("closing connection: request with the reserved id 0", "type", f.Type)
-			sess.reply(0, fmt.Errorf("%w: %v request with id 0: the id is reserved for connection-level errors", errInvalid, f.Type))
+			sess.reply(0, fmt.Errorf("%w: %v request with id 0: the id is reserved for connection-level errors", errdefs.ErrInvalidArgument, f.Type))
 			return
 		}
 		if f.Type.IsResponse() {
@@ -219,7 +220,7 @@ func (sess *session) serve() {
 				sess.reply(f.ID, protocol.Errorf(protocol.CodeFailedPrecondition, "first frame is %v, want Hello", f.Type))
 				return
 			}
-			sess.reply(f.ID, fmt.Errorf("%w: %v is a response type, not a request", errInvalid, f.Type))
+			sess.reply(f.ID, fmt.Errorf("%w: %v is a response type, not a request", errdefs.ErrInvalidArgument, f.Type))
 			continue
 		}
 		m, err := protocol.DecodeFrame(&f) // closes f.FD on error
@@ -316,7 +317,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 	case *protocol.ListApplications:
 		sess.reply(id, sess.listApplications(id))
 	default:
-		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errUnsupported, m.Type()))
+		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errdefs.ErrUnsupported, m.Type()))
 	}
 	return true
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/shuffled/shuffled/internal/errclass"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -17,17 +17,17 @@ const MaxType = protocol.TypeVoid
 // Supported reports whether this build serializes wire column type t.
 func Supported(t protocol.ColumnType) bool { return t != 0 && t <= MaxType }
 
-// NativeLittleEndian: int32 offsets in a payload read in place.
-var NativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+// nativeLittleEndian: int32 offsets in a payload are read in place.
+var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // View builds a partition.Batch over payload as the layout describes it.
 // Buffers alias payload; only unaligned int32 offsets are copied. The
 // result still goes through partition.Batch.Validate. A layout that does
-// not fit the payload is an errclass.Invalid error, a column type this
-// build does not serialize errclass.Unsupported; both name the column.
+// not fit the payload is an errdefs.ErrInvalidArgument error, a column type this
+// build does not serialize errdefs.ErrUnsupported; both name the column.
 func View(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch, error) {
 	if l.Rows < 0 || l.Rows > partition.MaxRows {
-		return nil, fmt.Errorf("%w: columnar layout: rows %d out of range [0,%d]", errclass.Invalid, l.Rows, partition.MaxRows)
+		return nil, fmt.Errorf("%w: columnar layout: rows %d out of range [0,%d]", errdefs.ErrInvalidArgument, l.Rows, partition.MaxRows)
 	}
 	b := &partition.Batch{Rows: int(l.Rows)}
 	next := 0
@@ -44,7 +44,7 @@ func View(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch, error) 
 	b.PartitionOffsets = make([]int32, len(l.PartitionRows))
 	for p, r := range l.PartitionRows {
 		if r < 0 || r > l.Rows {
-			return nil, fmt.Errorf("%w: columnar layout: partition_rows[%d] = %d out of range [0,%d]", errclass.Invalid, p, r, l.Rows)
+			return nil, fmt.Errorf("%w: columnar layout: partition_rows[%d] = %d out of range [0,%d]", errdefs.ErrInvalidArgument, p, r, l.Rows)
 		}
 		b.PartitionOffsets[p] = int32(r)
 	}
@@ -56,15 +56,15 @@ func View(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch, error) 
 func column(cols []protocol.Column, next *int, payload []byte, depth int) (partition.Column, error) {
 	i := *next
 	if i >= len(cols) {
-		return partition.Column{}, fmt.Errorf("%w: columnar layout: the columns end inside a nested column's children", errclass.Invalid)
+		return partition.Column{}, fmt.Errorf("%w: columnar layout: the columns end inside a nested column's children", errdefs.ErrInvalidArgument)
 	}
 	if depth > partition.MaxNestingDepth {
-		return partition.Column{}, fmt.Errorf("%w: column %d: nested deeper than %d levels", errclass.Invalid, i, partition.MaxNestingDepth)
+		return partition.Column{}, fmt.Errorf("%w: column %d: nested deeper than %d levels", errdefs.ErrInvalidArgument, i, partition.MaxNestingDepth)
 	}
 	*next++
 	c := &cols[i]
 	if !Supported(c.Type) {
-		return partition.Column{}, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errclass.Unsupported, i, c.Name, c.Type)
+		return partition.Column{}, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errdefs.ErrUnsupported, i, c.Name, c.Type)
 	}
 	pc := partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
 	var err error
@@ -100,7 +100,7 @@ func slice(payload []byte, buf protocol.Buffer, col int, field string) ([]byte, 
 		return nil, nil
 	}
 	if buf.Offset < 0 || buf.Length < 0 || buf.Offset > int64(len(payload)) || buf.Length > int64(len(payload))-buf.Offset {
-		return nil, fmt.Errorf("%w: column %d %s: (offset %d, length %d) outside the payload of %d bytes", errclass.Invalid, col, field, buf.Offset, buf.Length, len(payload))
+		return nil, fmt.Errorf("%w: column %d %s: (offset %d, length %d) outside the payload of %d bytes", errdefs.ErrInvalidArgument, col, field, buf.Offset, buf.Length, len(payload))
 	}
 	return payload[buf.Offset : buf.Offset+buf.Length : buf.Offset+buf.Length], nil
 }
@@ -112,10 +112,10 @@ func int32s(raw []byte, col int) ([]int32, error) {
 		return nil, nil
 	}
 	if len(raw)%4 != 0 {
-		return nil, fmt.Errorf("%w: column %d offsets: length %d is not a multiple of 4", errclass.Invalid, col, len(raw))
+		return nil, fmt.Errorf("%w: column %d offsets: length %d is not a multiple of 4", errdefs.ErrInvalidArgument, col, len(raw))
 	}
 	n := len(raw) / 4
-	if NativeLittleEndian && uintptr(unsafe.Pointer(&raw[0]))%4 == 0 {
+	if nativeLittleEndian && uintptr(unsafe.Pointer(&raw[0]))%4 == 0 {
 		return unsafe.Slice((*int32)(unsafe.Pointer(&raw[0])), n), nil
 	}
 	out := make([]int32, n)
@@ -125,15 +125,40 @@ func int32s(raw []byte, col int) ([]int32, error) {
 	return out, nil
 }
 
-// Skeleton returns a batch of l's columns (names, types, precisions and
-// scales) and rows, without buffers, one per wire column: what a map
-// output's declared columns are compared with (partition.CheckSchema)
-// before a batch's buffers are read. A nested column's children stand as
-// columns of their own.
+// Skeleton returns a batch of l's columns (names, types, precisions,
+// scales and children, at every depth) and rows, without buffers: what a
+// map output's declared columns are compared with (partition.CheckSchema)
+// before a batch's buffers are read. Columns that end inside a nested
+// column's children are left out.
 func Skeleton(l *protocol.ColumnarLayout) *partition.Batch {
-	b := &partition.Batch{Rows: int(l.Rows), Columns: make([]partition.Column, len(l.Columns))}
-	for i, c := range l.Columns {
-		b.Columns[i] = partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
+	b := &partition.Batch{Rows: int(l.Rows), Columns: []partition.Column{}}
+	next := 0
+	var column func(depth int) (partition.Column, bool)
+	column = func(depth int) (partition.Column, bool) {
+		if next >= len(l.Columns) || depth > partition.MaxNestingDepth {
+			return partition.Column{}, false
+		}
+		c := &l.Columns[next]
+		next++
+		pc := partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
+		if c.Children > 0 || c.Type == protocol.TypeStruct {
+			pc.Children = make([]partition.Column, 0, c.Children)
+		}
+		for range c.Children {
+			child, ok := column(depth + 1)
+			if !ok {
+				return pc, false
+			}
+			pc.Children = append(pc.Children, child)
+		}
+		return pc, true
+	}
+	for next < len(l.Columns) {
+		c, ok := column(0)
+		if !ok {
+			break
+		}
+		b.Columns = append(b.Columns, c)
 	}
 	return b
 }
