@@ -16,6 +16,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -23,7 +24,7 @@ import (
 )
 
 // ErrInvalidConfig is wrapped by every error of Validate and ApplyEnv.
-var ErrInvalidConfig = errors.New("server: invalid configuration")
+var ErrInvalidConfig = errdefs.New(errdefs.ErrInvalidArgument, "server: invalid configuration")
 
 // Config is the configuration of `shuffled serve`. The zero value plus
 // EnsureDefaults is the default configuration.
