@@ -160,3 +160,20 @@ func TestSentinelsHaveClass(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeOfClass: a Go client's errors.Is(answer, class) holds for the
+// class whose errors the daemon answers with the answer's code.
+func TestCodeOfClass(t *testing.T) {
+	for c := protocol.CodeOK; c <= protocol.CodeInternal; c++ {
+		class := c.Class()
+		if class == nil {
+			continue
+		}
+		if got := codeOf(class); got != c {
+			t.Errorf("codeOf(%v.Class()) = %v, want %v", c, got, c)
+		}
+	}
+	if got := codeOf(errdefs.ErrDataLoss).Class(); got != errdefs.ErrInternal {
+		t.Errorf("codeOf(errdefs.ErrDataLoss).Class() = %v, want %v", got, errdefs.ErrInternal)
+	}
+}
