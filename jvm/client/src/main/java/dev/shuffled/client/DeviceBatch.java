@@ -107,12 +107,18 @@ public final class DeviceBatch {
   /**
    * One column as the wire has it: the columns and their children in pre-order.
    *
-   * @param name how errors name it: {@code column 0 (m map<string,int>).entries.key}
    * @param rows its row count: a top-level column's is the batch's, a struct's children's the
    *     struct's; -1 below a list with rows, whose offsets (in device memory) give it: the daemon
    *     checks them against the bytes, and every buffer of such a column is sent whole
+   * @param parent the column it is a child of; null for a top-level column
+   * @param index a top-level column's index in the schema
    */
-  record Flat(ColumnarSchema.Field field, Column column, long rows, String name) {}
+  record Flat(ColumnarSchema.Field field, Column column, long rows, Flat parent, int index) {
+    /** How errors name it: {@code column 0 (m map<string,int>).entries.key}. */
+    String name() {
+      return parent == null ? "column " + index + " (" + field + ")" : parent.name() + "." + field.name();
+    }
+  }
 
   private final ColumnarSchema schema;
   private final long rows;
@@ -156,62 +162,63 @@ public final class DeviceBatch {
     }
     List<Flat> flat = new ArrayList<>(cols.size());
     for (int i = 0; i < cols.size(); i++) {
-      ColumnarSchema.Field f = schema.field(i);
-      check("column " + i + " (" + f + ")", f, cols.get(i), rows, flat);
+      check(new Flat(schema.field(i), cols.get(i), rows, null, i), flat);
     }
     return new DeviceBatch(schema, rows, cols, pr, List.copyOf(flat));
   }
 
   /**
-   * Checks a column of {@code rows} rows (-1: unknown, below a list) and its children, named
-   * {@code col} in errors (a child: its parent's name, then {@code .} and its own), and appends
-   * them to {@code flat} in pre-order.
+   * Checks column {@code fc} of {@code fc.rows()} rows (-1: unknown, below a list) and its
+   * children, naming it as {@link Flat#name} does (a child: its parent's name, then {@code .} and
+   * its own; made on error only: this runs for every batch), and appends them to {@code flat} in
+   * pre-order.
    */
-  private static void check(String col, ColumnarSchema.Field f, Column c, long rows, List<Flat> flat) {
+  private static void check(Flat fc, List<Flat> flat) {
+    ColumnarSchema.Field f = fc.field();
+    Column c = fc.column();
+    long rows = fc.rows();
     ColumnType t = f.type();
     if (c.children().size() != f.children().size()) {
       throw new IllegalArgumentException(
-          col + ": children: " + c.children().size() + " columns for " + t.label() + ", want "
+          fc.name() + ": children: " + c.children().size() + " columns for " + t.label() + ", want "
               + f.children().size());
     }
     if (t.nested() && c.data().length() != 0) {
-      throw new IllegalArgumentException(col + ": data: " + c.data() + " for " + t.label() + ", want none");
+      throw new IllegalArgumentException(fc.name() + ": data: " + c.data() + " for " + t.label() + ", want none");
     }
     if (!t.hasOffsets() && c.offsets().length() != 0) {
       throw new IllegalArgumentException(
-          col + ": offsets: " + c.offsets() + " for " + (t.nested() ? "" : "fixed-width ") + t.label()
+          fc.name() + ": offsets: " + c.offsets() + " for " + (t.nested() ? "" : "fixed-width ") + t.label()
               + ", want none");
     }
-    flat.add(new Flat(f, c, rows, col));
+    flat.add(fc);
     if (rows >= 0) {
       long need = rows / 8 + (rows % 8 == 0 ? 0 : 1);
       if (c.validity().length() != 0 && c.validity().length() < need) {
         throw new IllegalArgumentException(
-            col + ": validity: " + c.validity().length() + " bytes for " + rows + " rows, want >= " + need);
+            fc.name() + ": validity: " + c.validity().length() + " bytes for " + rows + " rows, want >= " + need);
       }
       if (!t.nested() && !t.varWidth() && rows > c.data().length() / t.width()) {
         throw new IllegalArgumentException(
-            col + ": data: " + c.data().length() + " bytes for " + rows + " rows of " + t.label()
+            fc.name() + ": data: " + c.data().length() + " bytes for " + rows + " rows of " + t.label()
                 + ", want >= " + rows + " × " + t.width());
       }
       if (t.hasOffsets() && rows > 0 && c.offsets().length() / 4 <= rows) {
         throw new IllegalArgumentException(
-            col + ": offsets: " + c.offsets().length() + " bytes for " + rows
+            fc.name() + ": offsets: " + c.offsets().length() + " bytes for " + rows
                 + " rows, want >= 4 × (rows+1)");
       }
     } else if (t.hasOffsets() && c.offsets().length() != 0 && c.offsets().length() < 4) {
       throw new IllegalArgumentException(
-          col + ": offsets: " + c.offsets().length() + " bytes, want none or >= 4 (rows+1 int32)");
+          fc.name() + ": offsets: " + c.offsets().length() + " bytes, want none or >= 4 (rows+1 int32)");
     }
     if (t == ColumnType.STRUCT) {
       for (int k = 0; k < f.children().size(); k++) { // each of the struct's rows
-        ColumnarSchema.Field cf = f.children().get(k);
-        check(col + "." + cf.name(), cf, c.children().get(k), rows, flat);
+        check(new Flat(f.children().get(k), c.children().get(k), rows, fc, 0), flat);
       }
     } else if (t == ColumnType.LIST || t == ColumnType.MAP) {
       // The child's rows are offsets[rows], in device memory; none when the list has no rows.
-      ColumnarSchema.Field cf = f.children().get(0);
-      check(col + "." + cf.name(), cf, c.children().get(0), rows == 0 ? 0 : -1, flat);
+      check(new Flat(f.children().get(0), c.children().get(0), rows == 0 ? 0 : -1, fc, 0), flat);
     }
   }
 
@@ -308,28 +315,26 @@ public final class DeviceBatch {
    */
   Placement place(Resolver resolver) throws CudaException {
     long base = 0, end = 0, lo = Long.MAX_VALUE, hi = 0, first = 0;
-    String firstName = null;
+    int firstAt = -1; // 3 × column + buffer of the first buffer sent; names are made on error only
     for (int i = 0; i < flat.size(); i++) {
-      Flat fc = flat.get(i);
+      Column c = flat.get(i).column();
       for (int k = 0; k < 3; k++) {
         long len = sentLength(i, k);
         if (len == 0) {
           continue;
         }
-        Buffer b = buffer(fc.column(), k);
-        long addr = b.address();
-        String what = fc.name() + ": " + BUFFERS[k] + " (" + b + ")";
-        if (firstName == null) {
+        long addr = buffer(c, k).address();
+        if (firstAt < 0) {
           CudaDriver.AddressRange r = resolver.range(addr);
           base = r.base();
           end = base + r.size();
           first = addr;
-          firstName = what;
+          firstAt = 3 * i + k;
         }
         if (Long.compareUnsigned(addr, base) < 0 || Long.compareUnsigned(addr + len, end) > 0) {
           throw new IllegalArgumentException(
-              what + ": bytes outside the device allocation 0x" + Long.toHexString(base) + "+"
-                  + (end - base) + " that holds " + firstName
+              what(i, k) + ": bytes outside the device allocation 0x" + Long.toHexString(base) + "+"
+                  + (end - base) + " that holds " + what(firstAt / 3, firstAt % 3)
                   + "; a device batch's buffers must lie in one allocation (a contiguous split)");
         }
         lo = Math.min(lo, addr - base);
@@ -348,9 +353,15 @@ public final class DeviceBatch {
       cols.add(new Wire.Col(
           f.type().wireId, f.children().size(), f.precision(), f.scale(), f.name(), w[0], w[1], w[2]));
     }
-    if (firstName == null) {
+    if (firstAt < 0) {
       return new Placement(0, 0, 0, cols, 0);
     }
     return new Placement(base, lo, hi - lo, cols, first);
+  }
+
+  /** Buffer {@code k} of column {@code i} (pre-order) as errors name it. */
+  private String what(int i, int k) {
+    Flat fc = flat.get(i);
+    return fc.name() + ": " + BUFFERS[k] + " (" + buffer(fc.column(), k) + ")";
   }
 }
