@@ -29,7 +29,7 @@ import java.util.Objects;
  * daemon against the bytes; so are the buffer sizes of the columns below a list, whose row count
  * is its last offset, in device memory: their buffers are sent whole.
  */
-public final class DeviceBatch {
+public final class DeviceBatch extends PartitionedBatch {
   /** A device buffer: {@code length} bytes from {@code address}; length 0 means absent. */
   public record Buffer(long address, long length) {
     /** The absent buffer. */
@@ -120,18 +120,13 @@ public final class DeviceBatch {
     }
   }
 
-  private final ColumnarSchema schema;
-  private final long rows;
   private final List<Column> columns;
-  private final long[] partitionRows;
   private final List<Flat> flat;
 
   private DeviceBatch(
       ColumnarSchema schema, long rows, List<Column> columns, long[] partitionRows, List<Flat> flat) {
-    this.schema = schema;
-    this.rows = rows;
+    super(schema, rows, partitionRows);
     this.columns = columns;
-    this.partitionRows = partitionRows;
     this.flat = flat;
   }
 
@@ -144,22 +139,8 @@ public final class DeviceBatch {
    */
   public static DeviceBatch of(
       ColumnarSchema schema, long rows, List<Column> columns, long[] partitionRows) {
-    Objects.requireNonNull(schema, "schema");
-    Objects.requireNonNull(columns, "columns");
-    Objects.requireNonNull(partitionRows, "partitionRows");
+    long[] pr = checkShape("device batch", schema, rows, columns, partitionRows);
     List<Column> cols = List.copyOf(columns);
-    if (rows < 0) {
-      throw new IllegalArgumentException("device batch: rows " + rows + ", want >= 0");
-    }
-    if (cols.size() != schema.size()) {
-      throw new IllegalArgumentException(
-          "device batch: " + cols.size() + " columns for a schema of " + schema.size());
-    }
-    long[] pr = partitionRows.clone();
-    String bad = ColumnarBatch.partitionRowsError(pr, rows);
-    if (bad != null) {
-      throw new IllegalArgumentException("device batch: partitionRows: " + bad);
-    }
     List<Flat> flat = new ArrayList<>(cols.size());
     for (int i = 0; i < cols.size(); i++) {
       check(new Flat(schema.field(i), cols.get(i), rows, null, i), flat);
@@ -193,20 +174,15 @@ public final class DeviceBatch {
     }
     flat.add(fc);
     if (rows >= 0) {
-      long need = rows / 8 + (rows % 8 == 0 ? 0 : 1);
-      if (c.validity().length() != 0 && c.validity().length() < need) {
-        throw new IllegalArgumentException(
-            fc.name() + ": validity: " + c.validity().length() + " bytes for " + rows + " rows, want >= " + need);
+      // Names are made on error only: this runs for every batch.
+      if (c.validity().length() != 0 && c.validity().length() < rows / 8 + (rows % 8 == 0 ? 0 : 1)) {
+        checkValidity(fc.name(), c.validity().length(), rows);
       }
       if (!t.nested() && !t.varWidth() && rows > c.data().length() / t.width()) {
-        throw new IllegalArgumentException(
-            fc.name() + ": data: " + c.data().length() + " bytes for " + rows + " rows of " + t.label()
-                + ", want >= " + rows + " × " + t.width());
+        checkFixedData(fc.name(), t, c.data().length(), rows);
       }
-      if (t.hasOffsets() && rows > 0 && c.offsets().length() / 4 <= rows) {
-        throw new IllegalArgumentException(
-            fc.name() + ": offsets: " + c.offsets().length() + " bytes for " + rows
-                + " rows, want >= 4 × (rows+1)");
+      if (t.hasOffsets() && rows > 0 && rows >= c.offsets().length() / 4) {
+        checkOffsetsLength(fc.name(), c.offsets().length(), rows);
       }
     } else if (t.hasOffsets() && c.offsets().length() != 0 && c.offsets().length() < 4) {
       throw new IllegalArgumentException(
@@ -222,31 +198,9 @@ public final class DeviceBatch {
     }
   }
 
-  public ColumnarSchema schema() {
-    return schema;
-  }
-
-  public long rows() {
-    return rows;
-  }
-
   /** The columns, one per schema field. */
   public List<Column> columns() {
     return columns;
-  }
-
-  /** The partition row offsets (a copy). */
-  public long[] partitionRows() {
-    return partitionRows.clone();
-  }
-
-  /** The number of partitions: partitionRows().length - 1. */
-  public int numPartitions() {
-    return partitionRows.length - 1;
-  }
-
-  long[] partitionRowsRef() {
-    return partitionRows;
   }
 
   /** The columns and their children as the wire has them, in pre-order. */
