@@ -211,7 +211,8 @@ public final class DeviceBatch extends PartitionedBatch {
   /**
    * The bytes of buffer {@code k} (0 validity, 1 offsets, 2 data) of column {@code i} (in
    * pre-order, children after their parent) sent: what its rows use, or the whole buffer where
-   * they are not known here (below a list) and for the data of string and binary.
+   * they are not known here (below a list: offsets in whole int32s) and for the data of string
+   * and binary.
    */
   long sentLength(int i, int k) {
     Flat fc = flat.get(i);
@@ -221,7 +222,7 @@ public final class DeviceBatch extends PartitionedBatch {
       return 0;
     }
     if (n < 0) {
-      return b.length();
+      return k == 1 ? b.length() & -4L : b.length(); // offsets: whole int32s
     }
     ColumnType t = fc.field().type();
     return switch (k) {

@@ -203,6 +203,20 @@ class DeviceBatchTest {
     assertEquals(want, HexFormat.of().formatHex(got));
   }
 
+  /** Below a list, offsets are sent in whole int32s: the bytes past the last one are not. */
+  @Test
+  void belowListWholeOffsets() {
+    DeviceBatch b =
+        DeviceBatch.of(
+            ColumnarSchema.of(ColumnarSchema.Field.of("a", "array<string>")),
+            2,
+            List.of(DeviceBatch.Column.list(at(0, 12), DeviceBatch.Column.varWidth(at(64, 27), at(128, 5), null), null)),
+            new long[] {0, 2});
+    assertEquals(12, b.sentLength(0, 1));
+    assertEquals(24, b.sentLength(1, 1));
+    assertEquals(5, b.sentLength(1, 2));
+  }
+
   /** A nested batch of no rows has no device bytes: its children have none either. */
   @Test
   void nestedNoRows() throws Exception {
