@@ -3,7 +3,7 @@
 package server
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
@@ -92,12 +93,12 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	switch m.Kind {
 	case protocol.KindOpaque:
 		if pl, err = gpu.PlanOpaque(m.Opaque.PartitionOffsets, size, writer.DefaultRecordSize); err != nil {
-			err = fmt.Errorf("%w: Batch.opaque: %v", errInvalid, err)
+			err = fmt.Errorf("%w: Batch.opaque: %v", errdefs.ErrInvalidArgument, err)
 		}
 	case protocol.KindColumnar:
 		pl, copied, err = planColumnar(ds, o, &m.Columnar, src, size)
 	default:
-		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+		return fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
 		return err
@@ -144,12 +145,14 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 
 // planColumnar plans a columnar device batch of o: its layout checked
 // (against the columns declared at Open for kudo), the offsets of its
-// String and Binary columns copied to the host (the plan needs them for
-// the records' sizes and split points) and checked. It returns the bytes
-// it copied; a layout that does not check out is an errInvalid error.
+// String, Binary, List and Map columns and the bitmaps of its Void
+// columns copied to the host (gpu.Layout.ReadHost: the plan needs them
+// for the records' sizes, split points and children's rows) and checked.
+// It returns the bytes it copied; a layout that does not check out is of
+// class errdefs.ErrInvalidArgument.
 func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
-		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errInvalid, err)
+		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errdefs.ErrInvalidArgument, err)
 	}
 	if cl.Rows < 0 || cl.Rows > partition.MaxRows {
 		return invalid(fmt.Errorf("rows %d out of range [0,%d]", cl.Rows, partition.MaxRows))
@@ -159,42 +162,31 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 	for i := range cl.Columns {
 		c := &cl.Columns[i]
 		if c.Type == 0 || c.Type > maxColumnType {
-			return nil, 0, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errUnsupported, i, c.Name, c.Type)
+			return nil, 0, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errdefs.ErrUnsupported, i, c.Name, c.Type)
 		}
 		t := partition.Type(c.Type)
 		if err := checkDecimal(t, c.Precision, c.Scale); err != nil {
 			return invalid(fmt.Errorf("column %d %q: %v", i, c.Name, err))
 		}
-		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
+		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data), Children: int(c.Children)}
 		meta[i] = gpu.ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
-	}
-	if err := o.checkColumns(skeletonOf(cl)); err != nil {
-		return nil, 0, err
 	}
 	if err := l.Validate(size); err != nil {
 		return invalid(err)
 	}
-	offsets := make([][]int32, len(l.Columns))
-	var copied int64
-	for i, c := range l.Columns {
-		if !c.Type.VarWidth() || c.Offsets.Length == 0 {
-			continue
-		}
-		n := min(c.Offsets.Length/4, int64(l.Rows)+1)
-		o := make([]int32, n)
-		if err := ds.dev.CopyToHost(unsafe.Pointer(&o[0]), src+uintptr(c.Offsets.Offset), 4*n); err != nil {
-			return nil, 0, err
-		}
-		if !nativeLittleEndian {
-			b := unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), 4*n)
-			for r := range o {
-				o[r] = int32(binary.LittleEndian.Uint32(b[4*r:]))
-			}
-		}
-		offsets[i] = o
-		copied += 4 * n
+	if err := o.checkColumns(skeletonOf(cl)); err != nil {
+		return nil, 0, err
 	}
-	pl, err := gpu.PlanColumnar(o.w.Format(), l, meta, offsets, cl.PartitionRows, size, writer.DefaultRecordSize)
+	host, copied, err := l.ReadHost(func(dst []byte, off int64) error {
+		return ds.dev.CopyToHost(unsafe.Pointer(&dst[0]), src+uintptr(off), int64(len(dst)))
+	})
+	if errors.Is(err, gpu.ErrInvalid) {
+		return invalid(err)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	pl, err := gpu.PlanColumnar(o.w.Format(), l, meta, host, cl.PartitionRows, size, writer.DefaultRecordSize)
 	if err != nil {
 		return invalid(err)
 	}
