@@ -24,11 +24,11 @@ var (
 	// errors, or that every disk is.
 	ErrDiskFailed = errdefs.New(errdefs.ErrResourceExhausted, "disks: disk failed")
 	// ErrInvalidConfig reports an unusable directory or option.
-	ErrInvalidConfig = errors.New("disks: invalid configuration")
+	ErrInvalidConfig = errdefs.New(errdefs.ErrInternal, "disks: invalid configuration")
 	// ErrInvalidArgument reports a bad argument to a method.
-	ErrInvalidArgument = errors.New("disks: invalid argument")
+	ErrInvalidArgument = errdefs.New(errdefs.ErrInternal, "disks: invalid argument")
 	// ErrReleased reports a Grow after Release.
-	ErrReleased = errors.New("disks: reservation released")
+	ErrReleased = errdefs.New(errdefs.ErrInternal, "disks: reservation released")
 )
 
 // Set is the daemon's root on one or more disks. Its methods are safe for

@@ -1,15 +1,16 @@
 package server
 
 import (
-	"errors"
 	"io/fs"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrInvalidConfig is wrapped by every error of Validate and ApplyEnv.
-var ErrInvalidConfig = errors.New("server: invalid configuration")
+var ErrInvalidConfig = errdefs.New(errdefs.ErrInvalidArgument, "server: invalid configuration")
 
 // Config is the configuration of `shuffled serve`. The zero value plus
 // EnsureDefaults is the default configuration.
