@@ -2,7 +2,7 @@ package disks
 
 import (
 	"errors"
-	"github.com/shuffled/shuffled/internal/shuffletest"
+	"github.com/shuffled/shuffled/testkit/shuffletest"
 	"io/fs"
 	"os"
 	"path/filepath"

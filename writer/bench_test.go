@@ -10,10 +10,10 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/internal/baseline"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
+	"github.com/shuffled/shuffled/writer/baseline"
 )
 
 // benchMode is one way BenchmarkWrite writes: its sink (nil: the writer's
