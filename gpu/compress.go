@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
@@ -61,7 +62,8 @@ type CompressPlan struct {
 	// RawBytes is the sum of the records' lengths.
 	RawBytes int64
 
-	pieces []partition.KudoPiece // addKudo's scratch
+	pieces      []partition.KudoPiece  // addKudo's scratch
+	blockPieces []partition.BlockPiece // addBlock's scratch
 }
 
 // PlanOpaque plans an opaque batch of size bytes: partition p is bytes
@@ -96,23 +98,24 @@ func PlanOpaque(offsets []int64, size int64, recordSize int) (*CompressPlan, err
 var ErrNotCovered = errors.New("gpu: not covered by the compression plans")
 
 // covered lists the column types the plans lay out, each a byte copy of
-// fixed-width values, a validity bitmap, or offsets and their data. A
-// type added to package partition later is not covered until it is added
-// here, with its tests.
+// fixed-width values, a validity bitmap, offsets and their data, or a
+// nested column's offsets and children. A type added to package partition
+// later is not covered until it is added here, with its tests.
 var covered = map[partition.Type]bool{
 	partition.Bool: true, partition.Int8: true, partition.Int16: true, partition.Int32: true,
 	partition.Int64: true, partition.Float32: true, partition.Float64: true, partition.Date32: true,
 	partition.TimestampMicros: true, partition.Decimal32: true, partition.Decimal64: true,
 	partition.Decimal128: true, partition.String: true, partition.Binary: true,
-	partition.YearMonthInterval: true, partition.DayTimeInterval: true,
+	partition.List: true, partition.Struct: true, partition.Map: true,
+	partition.YearMonthInterval: true, partition.DayTimeInterval: true, partition.Void: true,
 }
 
 // coveredFormats lists the payload formats the plans lay out.
 var coveredFormats = map[partition.Format]bool{partition.SHFC: true, partition.Kudo: true}
 
 // Covers returns nil if PlanColumnar lays out batches of format f with
-// columns of types, and an ErrNotCovered error naming the format or the
-// first column it does not.
+// columns of types (every column at every depth), and an ErrNotCovered
+// error naming the format or the first column it does not.
 func Covers(f partition.Format, types []partition.Type) error {
 	if !coveredFormats[f] {
 		return fmt.Errorf("%w: payload format %v", ErrNotCovered, f)
@@ -137,18 +140,24 @@ type ColumnMeta struct {
 // partition's rows [partitionRows[p], partitionRows[p+1]) become the
 // records the writer makes of them (one SHFC block or kudo table, or
 // several when it is larger than recordSize: f.Split), gathered into one
-// buffer. offsets[i] is a host copy of column i's offsets for String and
-// Binary columns (nil for the others); they are checked as
-// partition.Batch.Validate checks them, since the kernels read the data
-// they point at. A format or column type that Covers refuses is an
-// ErrNotCovered error.
+// buffer. l.Columns and meta list the columns at every depth in pre-order
+// (Column.Children); host holds the host copies l.ReadHost makes: the
+// offsets of String, Binary, List and Map columns, which are checked as
+// partition.Batch.Validate checks them (the kernels read what they point
+// at, and a list's offsets give its child's rows), and the bitmaps of
+// Void columns, which must have every row null. A format or column type
+// that Covers refuses is an ErrNotCovered error.
 //
-// A block's header comes from the host (Meta); its bitmaps are shifted to
-// the slice's first row and its offsets rebased (OpBits, OpRebase). A kudo
-// table is its header (from the host, as partition.AppendKudoPlan makes
-// it) and byte copies of whole validity bytes, verbatim offsets and data
-// (OpCopy only); its zero padding is the gathered buffer's.
-func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, offsets [][]int32, partitionRows []int64, regionSize int64, recordSize int) (*CompressPlan, error) {
+// The plan walks the columns as the CPU serializer does: a struct's
+// children take its rows, a list's child the rows its offsets reach, so
+// every column at every depth is cut at its own row range. A block's
+// header comes from the host (Meta); its bitmaps are shifted to the
+// slice's first row and its offsets rebased (OpBits, OpRebase), as
+// partition.AppendBlockPlan lists them. A kudo table is its header (from
+// the host, as partition.AppendKudoPlan makes it) and byte copies of whole
+// validity bytes, verbatim offsets and data (OpCopy only); its zero
+// padding is the gathered buffer's.
+func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, host HostBuffers, partitionRows []int64, regionSize int64, recordSize int) (*CompressPlan, error) {
 	if !coveredFormats[f] {
 		return nil, fmt.Errorf("%w: payload format %v", ErrNotCovered, f)
 	}
@@ -158,47 +167,26 @@ func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, offsets [][]i
 	if recordSize <= 0 {
 		return nil, fmt.Errorf("%w: record size %d", ErrInvalid, recordSize)
 	}
-	if len(meta) != len(l.Columns) || len(offsets) != len(l.Columns) {
-		return nil, fmt.Errorf("%w: %d column metas and %d offsets for %d columns", ErrInvalid, len(meta), len(offsets), len(l.Columns))
+	n := len(l.Columns)
+	if len(meta) != n || len(host.Offsets) != n || (host.Validity != nil && len(host.Validity) != n) {
+		return nil, fmt.Errorf("%w: %d column metas, %d offsets and %d bitmaps for %d columns", ErrInvalid, len(meta), len(host.Offsets), len(host.Validity), n)
 	}
-	rows := l.Rows
-	sk := &partition.Batch{Rows: rows, Columns: make([]partition.Column, len(l.Columns))}
-	present := []byte{}
 	for i, c := range l.Columns {
 		if !covered[c.Type] {
 			return nil, fmt.Errorf("%w: column %d type %v", ErrNotCovered, i, c.Type)
 		}
-		sc := &sk.Columns[i]
-		sc.Type, sc.Name, sc.Precision, sc.Scale = c.Type, meta[i].Name, meta[i].Precision, meta[i].Scale
-		if len(sc.Name) > partition.MaxNameLen {
-			return nil, fmt.Errorf("%w: column %d name of %d bytes, more than %d", ErrInvalid, i, len(sc.Name), partition.MaxNameLen)
+		if len(meta[i].Name) > partition.MaxNameLen {
+			return nil, fmt.Errorf("%w: column %d name of %d bytes, more than %d", ErrInvalid, i, len(meta[i].Name), partition.MaxNameLen)
 		}
-		if c.Validity.Length > 0 {
-			sc.Validity = present // only its presence matters to the plan
+		if !c.Type.HasOffsets() && host.Offsets[i] != nil {
+			return nil, fmt.Errorf("%w: column %d: offsets for a %v column", ErrInvalid, i, c.Type)
 		}
-		if !c.Type.VarWidth() {
-			if offsets[i] != nil {
-				return nil, fmt.Errorf("%w: column %d: offsets for fixed-width %v", ErrInvalid, i, c.Type)
-			}
-			continue
-		}
-		o := offsets[i]
-		if rows > 0 && len(o) != rows+1 {
-			return nil, fmt.Errorf("%w: column %d: %d offsets for %d rows", ErrInvalid, i, len(o), rows)
-		}
-		if rows > 0 && o[0] != 0 {
-			return nil, fmt.Errorf("%w: column %d: offsets[0] = %d, want 0", ErrInvalid, i, o[0])
-		}
-		for r := 1; r < len(o); r++ {
-			if o[r] < o[r-1] {
-				return nil, fmt.Errorf("%w: column %d: offsets[%d] = %d < offsets[%d] = %d", ErrInvalid, i, r, o[r], r-1, o[r-1])
-			}
-		}
-		if rows > 0 && int64(o[rows]) > c.Data.Length {
-			return nil, fmt.Errorf("%w: column %d: offsets[%d] = %d past the data of %d bytes", ErrInvalid, i, rows, o[rows], c.Data.Length)
-		}
-		sc.Offsets = o
 	}
+	sk, err := skeleton(&l, meta, host)
+	if err != nil {
+		return nil, err
+	}
+	rows := l.Rows
 	if len(partitionRows) < 2 || partitionRows[0] != 0 || partitionRows[len(partitionRows)-1] != int64(rows) {
 		return nil, fmt.Errorf("%w: %d partition row offsets, want at least 2, the first 0 and the last %d", ErrInvalid, len(partitionRows), rows)
 	}
@@ -212,23 +200,36 @@ func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, offsets [][]i
 		}
 	}
 	perBlock := 1
-	for _, c := range sk.Columns {
+	for _, c := range l.Columns {
 		perBlock++
-		if c.Validity != nil {
+		if c.Validity.Length > 0 {
 			perBlock++
 		}
-		if c.Type.VarWidth() {
+		if c.Type.HasOffsets() {
 			perBlock++
 		}
 	}
-	header := len(appendMeta(nil, sk, 0, 0, 0))
+	// An SHFC header: 16 bytes, 8 per column at every depth, and the
+	// names section when a column has a name.
+	names := 0
+	for i := range meta {
+		names += len(meta[i].Name)
+	}
+	header := 16 + 8*len(l.Columns)
+	if names > 0 {
+		header += int(pad8(int64(2*len(meta) + names)))
+	}
 	if f == partition.Kudo {
-		header = kudoHeaderLen(sk)
+		header = kudoHeaderLen(&l)
 	}
 	pl := &CompressPlan{
 		Records: make([]Record, 0, records),
 		Ops:     make([]GatherOp, 0, 2*perBlock*records),
 		Meta:    make([]byte, 0, records*header),
+	}
+	add := pl.addBlock
+	if f == partition.Kudo {
+		add = pl.addKudo
 	}
 	for p := 1; p < len(partitionRows); p++ {
 		start, end := partitionRows[p-1], partitionRows[p]
@@ -243,10 +244,6 @@ func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, offsets [][]i
 			bounds = f.Split(sk, int(start), int(end), recordSize)
 		}
 		for k := 1; k < len(bounds); k++ {
-			add := pl.addBlock
-			if f == partition.Kudo {
-				add = pl.addKudo
-			}
 			if err := add(sk, &l, p-1, bounds[k-1], bounds[k]); err != nil {
 				return nil, err
 			}
@@ -255,8 +252,134 @@ func PlanColumnar(f partition.Format, l Layout, meta []ColumnMeta, offsets [][]i
 	return pl, nil
 }
 
+// present is the placeholder bitmap of a skeleton's columns: only its
+// presence matters to the plans.
+var present = []byte{}
+
+// skeleton returns the batch of l's columns (their trees, types, names,
+// precisions and scales, host's offsets, a placeholder for each bitmap,
+// no data) that the plans size and cut as the serializer would cut the
+// batch, after checking each column's buffers against its rows and its
+// offsets as partition.Batch.Validate does, and each Void column's bitmap
+// for a valid row.
+func skeleton(l *Layout, meta []ColumnMeta, host HostBuffers) (*partition.Batch, error) {
+	sk := &partition.Batch{Rows: l.Rows, Columns: []partition.Column{}}
+	// parents[d] is the column whose children depth d+1 fills.
+	var stack []*partition.Column
+	var left []int // children still to come, per stack entry
+	err := l.walk(func(i, rows int) (int, error) {
+		c := &l.Columns[i]
+		if err := l.checkRows(i, rows); err != nil {
+			return 0, err
+		}
+		sc := partition.Column{Name: meta[i].Name, Type: c.Type, Precision: meta[i].Precision, Scale: meta[i].Scale}
+		if c.Validity.Length > 0 {
+			sc.Validity = present
+		}
+		childRows := rows
+		switch {
+		case c.Type == partition.Void && rows > 0:
+			if err := allNull(i, host, rows); err != nil {
+				return 0, err
+			}
+		case c.Type.HasOffsets():
+			o, err := checkOffsets(i, c, host.Offsets[i], rows)
+			if err != nil {
+				return 0, err
+			}
+			sc.Offsets = o
+			if !c.Type.VarWidth() {
+				childRows = 0
+				if rows > 0 {
+					childRows = int(o[rows])
+				}
+			}
+		}
+		if c.Type == partition.Struct {
+			sc.Children = []partition.Column{}
+		}
+		// Attach sc to its parent, or to the batch.
+		var dst *partition.Column
+		if len(stack) == 0 {
+			sk.Columns = append(sk.Columns, sc)
+			dst = &sk.Columns[len(sk.Columns)-1]
+		} else {
+			top := len(stack) - 1
+			p := stack[top]
+			p.Children = append(p.Children, sc)
+			dst = &p.Children[len(p.Children)-1]
+			if left[top]--; left[top] == 0 {
+				stack, left = stack[:top], left[:top]
+			}
+		}
+		if c.Children > 0 {
+			dst.Children = make([]partition.Column, 0, c.Children)
+			stack, left = append(stack, dst), append(left, c.Children)
+		}
+		return childRows, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sk, nil
+}
+
+// checkOffsets checks o, the host copy of column i's offsets, as
+// partition.Batch.Validate checks a column's offsets for rows rows: rows+1
+// of them (none for 0 rows), the first 0, non-decreasing, the last within
+// the data of String and Binary and within partition.MaxRows for List and
+// Map (the child's rows, which its own checks bound). It returns them cut
+// to rows+1.
+func checkOffsets(i int, c *Column, o []int32, rows int) ([]int32, error) {
+	if rows == 0 {
+		if len(o) == 0 {
+			return nil, nil
+		}
+		o = o[:1]
+	} else if len(o) < rows+1 {
+		return nil, fmt.Errorf("%w: column %d: %d offsets for %d rows", ErrInvalid, i, len(o), rows)
+	}
+	o = o[:rows+1]
+	if o[0] != 0 {
+		return nil, fmt.Errorf("%w: column %d: offsets[0] = %d, want 0", ErrInvalid, i, o[0])
+	}
+	for r := 1; r < len(o); r++ {
+		if o[r] < o[r-1] {
+			return nil, fmt.Errorf("%w: column %d: offsets[%d] = %d < offsets[%d] = %d", ErrInvalid, i, r, o[r], r-1, o[r-1])
+		}
+	}
+	if c.Type.VarWidth() && int64(o[rows]) > c.Data.Length {
+		return nil, fmt.Errorf("%w: column %d: offsets[%d] = %d past the data of %d bytes", ErrInvalid, i, rows, o[rows], c.Data.Length)
+	}
+	return o, nil
+}
+
+// allNull checks that the host copy of Void column i's bitmap has every
+// one of rows rows null.
+func allNull(i int, host HostBuffers, rows int) error {
+	var v []byte
+	if host.Validity != nil {
+		v = host.Validity[i]
+	}
+	if len(v) < (rows+7)/8 {
+		return fmt.Errorf("%w: column %d: a host copy of %d validity bytes for a void column of %d rows", ErrInvalid, i, len(v), rows)
+	}
+	valid := 0
+	for k := range rows / 8 {
+		valid += bits.OnesCount8(v[k])
+	}
+	if rem := rows % 8; rem > 0 {
+		valid += bits.OnesCount8(v[rows/8] & (1<<rem - 1))
+	}
+	if valid != 0 {
+		return fmt.Errorf("%w: column %d: void column: %d of %d rows valid in the validity bitmap, want every row null", ErrInvalid, i, valid, rows)
+	}
+	return nil
+}
+
 // addBlock adds the record of rows [lo, hi) of the batch sk describes:
-// its header from the host, then each column's sections from the region.
+// its header from the host, then the pieces partition.AppendBlockPlan
+// lists, gathered from the region.
 func (pl *CompressPlan) addBlock(sk *partition.Batch, l *Layout, p, lo, hi int) error {
 	size := int64(partition.BlockSize(sk, lo, hi))
 	if size > partition.MaxBlockSize {
@@ -264,32 +387,30 @@ func (pl *CompressPlan) addBlock(sk *partition.Batch, l *Layout, p, lo, hi int) 
 	}
 	start := pl.Gathered
 	metaOff := int64(len(pl.Meta))
-	pl.Meta = appendMeta(pl.Meta, sk, lo, hi, int(size))
+	var n int
+	pl.Meta, pl.blockPieces, n = partition.AppendBlockPlan(pl.Meta, pl.blockPieces[:0], sk, lo, hi)
+	if int64(n) != size {
+		return fmt.Errorf("gpu: block plan of partition %d rows [%d,%d) is %d bytes, BlockSize %d", p, lo, hi, n, size)
+	}
 	pl.op(GatherOp{Kind: OpCopy, FromMeta: true, N: int64(len(pl.Meta)) - metaOff, Src: metaOff, Dst: start})
 	pos := start + int64(len(pl.Meta)) - metaOff
-	n := int64(hi - lo)
-	for i := range sk.Columns {
-		c, lc := &sk.Columns[i], &l.Columns[i]
-		if c.Validity != nil {
-			pl.op(GatherOp{Kind: OpBits, Shift: uint8(lo & 7), N: n, Src: lc.Validity.Offset + int64(lo>>3), Dst: pos})
-			pos += pad8((n + 7) / 8)
+	for _, pc := range pl.blockPieces {
+		lc := &l.Columns[max(pc.Column, 0)]
+		switch pc.Section {
+		case partition.BlockZeros:
+			pos += int64(pc.Len)
+		case partition.BlockValidity:
+			pl.op(GatherOp{Kind: OpBits, Shift: uint8(pc.Off & 7), N: int64(pc.Len), Src: lc.Validity.Offset + int64(pc.Off>>3), Dst: pos})
+			pos += int64(pc.Len+7) / 8
+		case partition.BlockOffsets:
+			pl.op(GatherOp{Kind: OpRebase, Base: pc.Base, N: int64(pc.Len), Src: lc.Offsets.Offset + 4*int64(pc.Off), Dst: pos})
+			pos += 4 * int64(pc.Len)
+		case partition.BlockData:
+			pl.op(GatherOp{Kind: OpCopy, N: int64(pc.Len), Src: lc.Data.Offset + int64(pc.Off), Dst: pos})
+			pos += int64(pc.Len)
+		default:
+			return fmt.Errorf("gpu: block plan piece %+v", pc)
 		}
-		if c.Type.VarWidth() {
-			if n > 0 {
-				pl.op(GatherOp{Kind: OpRebase, Base: c.Offsets[lo], N: n + 1, Src: lc.Offsets.Offset + 4*int64(lo), Dst: pos})
-			}
-			pos += pad8(4 * (n + 1))
-			var d int64
-			if n > 0 {
-				d = int64(c.Offsets[hi] - c.Offsets[lo])
-				pl.op(GatherOp{Kind: OpCopy, N: d, Src: lc.Data.Offset + int64(c.Offsets[lo]), Dst: pos})
-			}
-			pos += pad8(d)
-			continue
-		}
-		w := int64(c.Type.Width())
-		pl.op(GatherOp{Kind: OpCopy, N: n * w, Src: lc.Data.Offset + int64(lo)*w, Dst: pos})
-		pos += pad8(n * w)
 	}
 	if pos-start != size {
 		return fmt.Errorf("gpu: plan of partition %d rows [%d,%d) fills %d of %d bytes", p, lo, hi, pos-start, size)
@@ -344,15 +465,16 @@ func (pl *CompressPlan) addKudo(sk *partition.Batch, l *Layout, p, lo, hi int) e
 	return nil
 }
 
-// kudoHeaderLen returns the header length of sk's kudo tables: 28 bytes
-// and a bit per flattened column (two per Binary column).
-func kudoHeaderLen(sk *partition.Batch) int {
-	if len(sk.Columns) == 0 {
+// kudoHeaderLen returns the header length of the kudo tables of l's
+// columns: 28 bytes and a bit per flattened column (two per Binary
+// column).
+func kudoHeaderLen(l *Layout) int {
+	if len(l.Columns) == 0 {
 		return 28
 	}
-	flat := len(sk.Columns)
-	for i := range sk.Columns {
-		if sk.Columns[i].Type == partition.Binary {
+	flat := len(l.Columns)
+	for i := range l.Columns {
+		if l.Columns[i].Type == partition.Binary {
 			flat++
 		}
 	}
@@ -381,54 +503,6 @@ func (pl *CompressPlan) op(o GatherOp) {
 }
 
 func pad8(n int64) int64 { return (n + 7) &^ 7 }
-
-// appendMeta appends the header, column descriptors and names of the SHFC
-// block of rows [lo, hi) of sk, as partition.AppendBlock writes them
-// (docs/format.md).
-func appendMeta(dst []byte, sk *partition.Batch, lo, hi, size int) []byte {
-	named := false
-	for i := range sk.Columns {
-		named = named || sk.Columns[i].Name != ""
-	}
-	start := len(dst)
-	dst = append(dst, 'S', 'H', 'F', 'C', partition.BlockVersion, 0)
-	if named {
-		dst[start+5] = 1
-	}
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(sk.Columns)))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(hi-lo))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(size))
-	for i := range sk.Columns {
-		c := &sk.Columns[i]
-		var flags byte
-		if c.Validity != nil {
-			flags = 1
-		}
-		var d int
-		if c.Type.VarWidth() {
-			if hi > lo {
-				d = int(c.Offsets[hi] - c.Offsets[lo])
-			}
-		} else {
-			d = (hi - lo) * c.Type.Width()
-		}
-		dst = append(dst, byte(c.Type), flags, byte(c.Precision), byte(c.Scale))
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(d))
-	}
-	if named {
-		names := len(dst)
-		for i := range sk.Columns {
-			dst = binary.LittleEndian.AppendUint16(dst, uint16(len(sk.Columns[i].Name)))
-		}
-		for i := range sk.Columns {
-			dst = append(dst, sk.Columns[i].Name...)
-		}
-		for (len(dst)-names)%8 != 0 {
-			dst = append(dst, 0)
-		}
-	}
-	return dst
-}
 
 // Gather runs the plan's gather program on the host: dst (Gathered
 // bytes) receives every record's block from region. It is the kernel's

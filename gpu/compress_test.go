@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -23,7 +22,7 @@ type testBatch struct {
 	region []byte
 	l      Layout
 	meta   []ColumnMeta
-	offs   [][]int32
+	host   HostBuffers
 	prows  []int64
 }
 
@@ -44,30 +43,44 @@ func partitionedTestBatch(t testing.TB, raw *partition.Batch, parts int) *testBa
 	if err != nil {
 		t.Fatal(err)
 	}
+	return laidOutTestBatch(t, b)
+}
+
+// laidOutTestBatch lays out b, which is partitioned, in one region as a
+// client would.
+func laidOutTestBatch(t testing.TB, b *partition.Batch) *testBatch {
+	t.Helper()
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	size, wl := columnar.Layout(b)
 	tb := &testBatch{b: b, region: make([]byte, size), prows: wl.PartitionRows}
 	columnar.Fill(tb.region, b, &wl)
-	tb.l, tb.meta, tb.offs = fromWire(&wl, tb.region)
+	tb.l, tb.meta, tb.host = fromWire(t, &wl, tb.region)
 	return tb
 }
 
-// fromWire converts a wire layout, reading the offsets from region.
-func fromWire(wl *protocol.ColumnarLayout, region []byte) (Layout, []ColumnMeta, [][]int32) {
+// fromWire converts a wire layout, reading the host copies from region
+// as ReadHost reads them from device memory.
+func fromWire(t testing.TB, wl *protocol.ColumnarLayout, region []byte) (Layout, []ColumnMeta, HostBuffers) {
+	t.Helper()
 	l := Layout{Rows: int(wl.Rows), Columns: make([]Column, len(wl.Columns))}
 	meta := make([]ColumnMeta, len(wl.Columns))
-	offs := make([][]int32, len(wl.Columns))
 	for i, c := range wl.Columns {
-		l.Columns[i] = Column{Type: partition.Type(c.Type), Validity: Range(c.Validity), Offsets: Range(c.Offsets), Data: Range(c.Data)}
+		l.Columns[i] = Column{Type: partition.Type(c.Type), Validity: Range(c.Validity), Offsets: Range(c.Offsets), Data: Range(c.Data), Children: int(c.Children)}
 		meta[i] = ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
-		if partition.Type(c.Type).VarWidth() {
-			o := make([]int32, c.Offsets.Length/4)
-			for r := range o {
-				o[r] = int32(binary.LittleEndian.Uint32(region[c.Offsets.Offset+4*int64(r):]))
-			}
-			offs[i] = o
-		}
 	}
-	return l, meta, offs
+	if err := l.Validate(int64(len(region))); err != nil {
+		t.Fatal(err)
+	}
+	host, _, err := l.ReadHost(func(dst []byte, off int64) error {
+		copy(dst, region[off:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, meta, host
 }
 
 // The gather program lays out each record exactly as the writer's CPU
@@ -94,7 +107,7 @@ func TestPlanColumnarMatchesSerializer(t *testing.T) {
 // checkPlanColumnar checks f's plan of tb against the serializer.
 func checkPlanColumnar(t *testing.T, name string, f partition.Format, tb *testBatch, rs int) {
 	t.Helper()
-	pl, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), rs)
+	pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), rs)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -144,13 +157,13 @@ func checkPlanColumnar(t *testing.T, name string, f partition.Format, tb *testBa
 // pieces and keeps the bytes.
 func TestPlanKudoEdges(t *testing.T) {
 	tb := newTestBatch(t, "ints", 500, 7, 0)
-	tb.b.Columns, tb.l.Columns, tb.meta, tb.offs = nil, nil, nil, nil
+	tb.b.Columns, tb.l.Columns, tb.meta, tb.host = nil, nil, nil, HostBuffers{Offsets: [][]int32{}}
 	checkPlanColumnar(t, "no columns", partition.Kudo, tb, 1<<20)
 	big := newTestBatch(t, "strings", 60000, 3, 0.3)
 	checkPlanColumnar(t, "large sections", partition.Kudo, big, 64<<20)
 	one := newTestBatch(t, "types", 1, 1, 0)
 	checkPlanColumnar(t, "one row", partition.Kudo, one, 1<<20)
-	pl, err := PlanColumnar(partition.Kudo, one.l, one.meta, one.offs, one.prows, int64(len(one.region)), 1)
+	pl, err := PlanColumnar(partition.Kudo, one.l, one.meta, one.host, one.prows, int64(len(one.region)), 1)
 	if err != nil || len(pl.Records) != 1 {
 		t.Fatalf("one row under a 1-byte record size: %v, %d records", err, len(pl.Records))
 	}
@@ -160,7 +173,7 @@ func TestPlanKudoEdges(t *testing.T) {
 // longer than one piece, at odd row starts.
 func TestPlanColumnarLargeSections(t *testing.T) {
 	tb := newTestBatch(t, "strings", 8*gatherPiece+5000, 1, 0.3)
-	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 64<<20)
+	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +207,10 @@ func TestPlanColumnarRejects(t *testing.T) {
 		}
 	}
 	clone := func() [][]int32 {
-		o := make([][]int32, len(tb.offs))
+		o := make([][]int32, len(tb.host.Offsets))
 		for i := range o {
-			o[i] = append([]int32(nil), tb.offs[i]...)
-			if tb.offs[i] == nil {
+			o[i] = append([]int32(nil), tb.host.Offsets[i]...)
+			if tb.host.Offsets[i] == nil {
 				o[i] = nil
 			}
 		}
@@ -221,17 +234,17 @@ func TestPlanColumnarRejects(t *testing.T) {
 			o := clone()
 			prows := append([]int64(nil), tb.prows...)
 			c.edit(o, prows)
-			if _, err := PlanColumnar(f, tb.l, tb.meta, o, prows, size, c.rsize); !errors.Is(err, ErrInvalid) {
+			if _, err := PlanColumnar(f, tb.l, tb.meta, HostBuffers{Offsets: o}, prows, size, c.rsize); !errors.Is(err, ErrInvalid) {
 				t.Errorf("%v %s: err = %v, want ErrInvalid", f, c.name, err)
 			}
 		}
 	}
 	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
-		if _, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, size-64, 1<<20); !errors.Is(err, ErrInvalid) {
+		if _, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, size-64, 1<<20); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v region too small: err = %v, want ErrInvalid", f, err)
 		}
 	}
-	if _, err := PlanColumnar(partition.Format(7), tb.l, tb.meta, tb.offs, tb.prows, size, 1<<20); !errors.Is(err, ErrNotCovered) {
+	if _, err := PlanColumnar(partition.Format(7), tb.l, tb.meta, tb.host, tb.prows, size, 1<<20); !errors.Is(err, ErrNotCovered) {
 		t.Errorf("format 7: err = %v, want ErrNotCovered", err)
 	}
 }
@@ -278,7 +291,7 @@ func TestPlanStreamsDecode(t *testing.T) {
 	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
 		for _, schema := range []string{"lineitem", "types"} {
 			tb := newTestBatch(t, schema, 3000, 5, 0.1)
-			pl, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+			pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +320,7 @@ func TestPlanStreamsDecode(t *testing.T) {
 // the plans PlanOpaque and PlanColumnar make.
 func TestPlanCheck(t *testing.T) {
 	tb := newTestBatch(t, "wide", 500, 3, 0.2)
-	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +360,7 @@ func BenchmarkPlanColumnar(b *testing.B) {
 	tb := newTestBatch(b, "lineitem", 100_000, 200, 0)
 	b.SetBytes(int64(len(tb.region)))
 	for b.Loop() {
-		pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+		pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -355,24 +368,23 @@ func BenchmarkPlanColumnar(b *testing.B) {
 	}
 }
 
-// Covers takes every type of package partition under SHFC and names what
-// it refuses.
+// Covers takes every type of package partition, nested and void
+// included, in both formats, and names what it refuses.
 func TestCovers(t *testing.T) {
 	var all []partition.Type
 	for typ := partition.Bool; typ.Valid(); typ++ {
-		if typ.Nested() || typ == partition.Void {
-			if err := Covers(partition.Kudo, []partition.Type{typ}); !errors.Is(err, ErrNotCovered) {
-				t.Errorf("%v: %v, want ErrNotCovered", typ, err)
-			}
-			continue
-		}
 		all = append(all, typ)
 	}
-	if err := Covers(partition.SHFC, all); err != nil {
-		t.Errorf("shfc, every flat type but void: %v", err)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		if err := Covers(f, all); err != nil {
+			t.Errorf("%v, every type: %v", f, err)
+		}
 	}
 	if err := Covers(partition.SHFC, []partition.Type{partition.Int32, 0}); !errors.Is(err, ErrNotCovered) {
 		t.Errorf("type 0: %v, want ErrNotCovered", err)
+	}
+	if err := Covers(partition.SHFC, []partition.Type{partition.Void + 1}); !errors.Is(err, ErrNotCovered) {
+		t.Errorf("type %d: %v, want ErrNotCovered", partition.Void+1, err)
 	}
 	if err := Covers(partition.Format(7), nil); !errors.Is(err, ErrNotCovered) {
 		t.Errorf("format 7: %v, want ErrNotCovered", err)

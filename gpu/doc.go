@@ -7,9 +7,10 @@
 // batch gathered, every block compressed in parallel, the streams
 // compacted) that makes the lz4-java streams package lz4ref makes, byte
 // for byte, from plans made on the host (PlanOpaque, PlanColumnar: SHFC
-// blocks or kudo tables of columns of every type of package partition;
-// Covers says which formats and types, and its callers serialize any
-// other batch on the CPU).
+// blocks or kudo tables of columns of every type of package partition,
+// nested ones to any depth, from host copies of the offsets that cut them:
+// Layout.ReadHost; Covers says which formats and types, and its callers
+// serialize any other batch on the CPU).
 //
 // The implementation lives behind the cuda build tag and uses
 // gorgonia.org/cu, which initializes the driver when the program starts

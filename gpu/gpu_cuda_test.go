@@ -463,3 +463,25 @@ func TestPartitionMatchesHost(t *testing.T) {
 		})
 	}
 }
+
+// The partitioner moves flat columns only: a layout with nested columns
+// is refused before any kernel runs.
+func TestPartitionRefusesNested(t *testing.T) {
+	d := device(t)
+	p := partitioner(t, d)
+	defer p.Close()
+	tb := newNestedTestBatch(t, 500, 1, 0.2, 1)
+	src, err := d.Upload(tb.region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Free()
+	dst, err := d.Alloc(src.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Free()
+	if _, err := p.Partition(dst, src, tb.l, []int{0}, 4); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Partition of nested columns = %v, want ErrInvalid", err)
+	}
+}

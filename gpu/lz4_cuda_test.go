@@ -165,7 +165,8 @@ func testOpaque(t *testing.T, c *Compressor, kernel string) {
 }
 
 // SHFC and kudo payloads of every load generator schema (every type under
-// "types"), with and without nulls, records split as the writer splits
+// "types") and of nested and void columns (nestedSchema), with and
+// without nulls, records split as the writer splits
 // them, with both compress kernels.
 func TestLZ4ColumnarMatchesReference(t *testing.T) {
 	c := compressor(t, device(t))
@@ -178,11 +179,16 @@ func TestLZ4ColumnarMatchesReference(t *testing.T) {
 
 func testColumnar(t *testing.T, c *Compressor, kernel string) {
 	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
-		for _, schema := range synth.Schemas {
+		for _, schema := range append(synth.Schemas, "nested") {
 			for _, nulls := range []float64{0, 0.1} {
-				tb := newTestBatch(t, schema, 50000, 13, nulls)
+				var tb *testBatch
+				if schema == "nested" {
+					tb = newNestedTestBatch(t, 20000, 13, nulls, 1)
+				} else {
+					tb = newTestBatch(t, schema, 50000, 13, nulls)
+				}
 				for _, bs := range []int{32 << 10, 64 << 10} {
-					pl, err := PlanColumnar(f, tb.l, tb.meta, tb.offs, tb.prows, int64(len(tb.region)), 1<<20)
+					pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -285,7 +291,7 @@ func BenchmarkLZ4Compress(b *testing.B) {
 		case "lineitem":
 			tb := newTestBatch(b, "lineitem", 400000, 200, 0)
 			region = tb.region
-			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.offs, tb.prows, int64(len(region)), 1<<20)
+			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(region)), 1<<20)
 		case "text":
 			region = textData(64<<20, 9)
 			pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)

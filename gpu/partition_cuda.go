@@ -140,6 +140,9 @@ func (p *Partitioner) Partition(dst, src *Buffer, l Layout, keyCols []int, numPa
 		}
 	}
 	for i, c := range l.Columns {
+		if c.Type.Nested() {
+			return nil, fmt.Errorf("%w: column %d: the GPU partitioner moves flat columns only, not %v", ErrInvalid, i, c.Type)
+		}
 		if c.Validity.Length > 0 && (c.Validity.Offset%4 != 0 || c.Validity.Offset+(c.Validity.Length+3)&^3 > dst.size) {
 			return nil, fmt.Errorf("%w: column %d validity at %d: want a multiple of 4 with whole words inside the allocation", ErrInvalid, i, c.Validity.Offset)
 		}

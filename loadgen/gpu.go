@@ -154,7 +154,7 @@ func (dp *devicePool) add(ctx context.Context, p *pool, pb *poolBatch) error {
 func gpuLayout(l *protocol.ColumnarLayout) gpu.Layout {
 	gl := gpu.Layout{Rows: int(l.Rows), Columns: make([]gpu.Column, len(l.Columns))}
 	for i, c := range l.Columns {
-		gl.Columns[i] = gpu.Column{Type: partition.Type(c.Type), Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
+		gl.Columns[i] = gpu.Column{Type: partition.Type(c.Type), Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data), Children: int(c.Children)}
 	}
 	return gl
 }

@@ -76,6 +76,24 @@ type job struct {
 	Conns int
 	// Format "kudo" opens kudo map outputs (with the batch's schema).
 	Format string
+	// Nested, when set, is a Spark schema (partition.ParseSchema) whose
+	// columns (synth.Column, nulls at every level) make the batch instead
+	// of Schema; the batch is partitioned on the host by its column 0, as
+	// the GPU partitioner moves flat columns only.
+	Nested string
+}
+
+// nestedJobBatch returns the batch of a job's Nested schema, partitioned.
+func nestedJobBatch(schema string, seed int64, rows, parts int) (*partition.Batch, error) {
+	fields, err := partition.ParseSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	b := &partition.Batch{Rows: rows}
+	for i, f := range fields {
+		b.Columns = append(b.Columns, synth.Column(f, seed+int64(i), rows, 0.2))
+	}
+	return partition.Partition(b, []int{0}, parts)
 }
 
 type jobResult struct {
@@ -105,7 +123,7 @@ func opaquePayload(n int) []byte {
 func toGPULayout(wl protocol.ColumnarLayout) gpu.Layout {
 	l := gpu.Layout{Rows: int(wl.Rows), Columns: make([]gpu.Column, len(wl.Columns))}
 	for i, c := range wl.Columns {
-		l.Columns[i] = gpu.Column{Type: partition.Type(c.Type), Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
+		l.Columns[i] = gpu.Column{Type: partition.Type(c.Type), Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data), Children: int(c.Children)}
 	}
 	return l
 }
@@ -119,11 +137,17 @@ func (j *job) run() (*jobResult, error) {
 	if j.Kind == "opaque" {
 		payload = opaquePayload(j.Opaque)
 	} else {
-		b, err := synth.Generate(j.Schema, j.Seed, j.Rows, synth.WithNulls(0.05))
+		var b *partition.Batch
+		var err error
+		if j.Nested != "" {
+			b, err = nestedJobBatch(j.Nested, j.Seed, j.Rows, j.Partitions)
+		} else {
+			b, err = synth.Generate(j.Schema, j.Seed, j.Rows, synth.WithNulls(0.05))
+		}
 		if err != nil {
 			return nil, err
 		}
-		if j.Plane == "memfd" {
+		if j.Plane == "memfd" && j.Nested == "" {
 			if b, err = partition.Partition(b, []int{0}, j.Partitions); err != nil {
 				return nil, err
 			}
@@ -148,7 +172,7 @@ func (j *job) run() (*jobResult, error) {
 		}
 		defer src.Free()
 		buf := src
-		if j.Kind == "columnar" {
+		if j.Kind == "columnar" && j.Nested == "" {
 			var p *gpu.Partitioner
 			if j.PTX != "" {
 				ptx, err := os.ReadFile(j.PTX)

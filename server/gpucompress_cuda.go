@@ -3,7 +3,7 @@
 package server
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -144,9 +144,11 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 
 // planColumnar plans a columnar device batch of o: its layout checked
 // (against the columns declared at Open for kudo), the offsets of its
-// String and Binary columns copied to the host (the plan needs them for
-// the records' sizes and split points) and checked. It returns the bytes
-// it copied; a layout that does not check out is an errInvalid error.
+// String, Binary, List and Map columns and the bitmaps of its Void
+// columns copied to the host (gpu.Layout.ReadHost: the plan needs them
+// for the records' sizes, split points and children's rows) and checked.
+// It returns the bytes it copied; a layout that does not check out is an
+// errInvalid error.
 func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
 		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errInvalid, err)
@@ -165,36 +167,25 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 		if err := checkDecimal(t, c.Precision, c.Scale); err != nil {
 			return invalid(fmt.Errorf("column %d %q: %v", i, c.Name, err))
 		}
-		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data)}
+		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data), Children: int(c.Children)}
 		meta[i] = gpu.ColumnMeta{Name: c.Name, Precision: int8(c.Precision), Scale: int8(c.Scale)}
-	}
-	if err := o.checkColumns(skeletonOf(cl)); err != nil {
-		return nil, 0, err
 	}
 	if err := l.Validate(size); err != nil {
 		return invalid(err)
 	}
-	offsets := make([][]int32, len(l.Columns))
-	var copied int64
-	for i, c := range l.Columns {
-		if !c.Type.VarWidth() || c.Offsets.Length == 0 {
-			continue
-		}
-		n := min(c.Offsets.Length/4, int64(l.Rows)+1)
-		o := make([]int32, n)
-		if err := ds.dev.CopyToHost(unsafe.Pointer(&o[0]), src+uintptr(c.Offsets.Offset), 4*n); err != nil {
-			return nil, 0, err
-		}
-		if !nativeLittleEndian {
-			b := unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), 4*n)
-			for r := range o {
-				o[r] = int32(binary.LittleEndian.Uint32(b[4*r:]))
-			}
-		}
-		offsets[i] = o
-		copied += 4 * n
+	if err := o.checkColumns(skeletonOf(cl)); err != nil {
+		return nil, 0, err
 	}
-	pl, err := gpu.PlanColumnar(o.w.Format(), l, meta, offsets, cl.PartitionRows, size, writer.DefaultRecordSize)
+	host, copied, err := l.ReadHost(func(dst []byte, off int64) error {
+		return ds.dev.CopyToHost(unsafe.Pointer(&dst[0]), src+uintptr(off), int64(len(dst)))
+	})
+	if errors.Is(err, gpu.ErrInvalid) {
+		return invalid(err)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	pl, err := gpu.PlanColumnar(o.w.Format(), l, meta, host, cl.PartitionRows, size, writer.DefaultRecordSize)
 	if err != nil {
 		return invalid(err)
 	}

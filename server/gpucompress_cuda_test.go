@@ -111,6 +111,36 @@ func TestCUDACompressFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkCompressFormats(t, job{Schema: "types", Seed: 5, Rows: rows, Partitions: parts, Shuffle: 4}, want)
+}
+
+// nestedCUDASchema has every shape of nested column (a list of structs, a
+// map of lists, a struct of lists and void, lists three deep, binary at
+// depth) and a void column, after the partitioning key.
+const nestedCUDASchema = "k bigint, a array<struct<d:decimal(7,2),e:decimal(30,3),f:string>>, m map<string,array<binary>>, " +
+	"s struct<b:boolean,l:array<int>,v:void,i:interval day to second>, x array<array<array<int>>>, " +
+	"e array<string>, n void, y map<int,struct<p:array<smallint>,q:tinyint>>"
+
+// TestCUDACompressNested: as TestCUDACompressFormats, for a device batch
+// of nested and void columns (nulls at every level, empty lists, every
+// child's slices starting mid-byte): the GPU's records are the host
+// serializer's, byte for byte, in both formats, and the GPU compressed
+// every one of them.
+func TestCUDACompressNested(t *testing.T) {
+	openDevice(t)
+	const rows, parts = 20_000, 16
+	want, err := nestedJobBatch(nestedCUDASchema, 7, rows, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCompressFormats(t, job{Nested: nestedCUDASchema, Seed: 7, Rows: rows, Partitions: parts, Shuffle: 5}, want)
+}
+
+// checkCompressFormats runs j (columnar, by CUDA IPC, one map output) to
+// an SHFC and a kudo map output, on the GPU path and with NoCUDACompress,
+// and checks each partition against want's serialization.
+func checkCompressFormats(t *testing.T, j job, want *partition.Batch) {
+	t.Helper()
 	for _, format := range []string{"shfc", "kudo"} {
 		f, err := partition.ParseFormat(format)
 		if err != nil {
@@ -124,17 +154,17 @@ func TestCUDACompressFormats(t *testing.T) {
 			if f == partition.SHFC {
 				jf = ""
 			}
-			runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Format: jf, Schema: "types", Seed: 5,
-				Rows: rows, Partitions: parts, Outputs: 1, Shuffle: 4})
+			j.Socket, j.Plane, j.Kind, j.Format, j.Outputs = d.socket, "cuda-ipc", "columnar", jf, 1
+			runExecutor(t, j)
 			layout := shufflefile.Flat(filepath.Join(d.root, "gpu", "1"))
-			id := shufflefile.ID{Shuffle: 4, Map: 0}
+			id := shufflefile.ID{Shuffle: j.Shuffle, Map: 0}
 			got := readOutput(t, layout, id, codec.LZ4)
 			mo, err := shufflefile.Open(vfs.Default, layout, id, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var rawBytes int64
-			for p := range parts {
+			for p := range j.Partitions {
 				start, end := want.PartitionRows(p)
 				w := f.Append(nil, want, start, end)
 				if !bytes.Equal(got[p], w) {

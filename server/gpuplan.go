@@ -11,17 +11,9 @@ import (
 // gpuPlans returns nil if the GPU compression plans lay out device batch m
 // of a map output of format f: an opaque batch always (its bytes are the
 // client's), a columnar one when gpu.Covers its format and every column
-// type. Otherwise it returns why not, and the batch takes the CPU path
-// (staged whole, serialized and compressed by the pool), which also
-// reports what is wrong with a batch that is invalid.
-//
-// Nested columns (list, struct, map) take the CPU path: the plans cut
-// every column at the partitions' row ranges, read on the host from the
-// layout and the String and Binary offsets, but a list's child is cut at
-// the rows its parent's offsets reach, so planning it would mean copying
-// every list's offsets to the host and walking them, at every depth.
-// Void takes the CPU path too: only the host, reading the bitmap, can
-// check that every row is null.
+// type, at every depth. Otherwise it returns why not, and the batch takes
+// the CPU path (staged whole, serialized and compressed by the pool),
+// which also reports what is wrong with a batch that is invalid.
 func gpuPlans(f partition.Format, m *protocol.Batch) error {
 	switch m.Kind {
 	case protocol.KindOpaque:
@@ -34,9 +26,6 @@ func gpuPlans(f partition.Format, m *protocol.Batch) error {
 	for i, c := range m.Columnar.Columns {
 		if c.Type == 0 || c.Type > maxColumnType {
 			return fmt.Errorf("%w: column %d type %v", gpu.ErrNotCovered, i, c.Type)
-		}
-		if c.Type.Nested() || c.Type == protocol.TypeVoid {
-			return fmt.Errorf("%w: column %d type %v (nested and void columns take the CPU path)", gpu.ErrNotCovered, i, c.Type)
 		}
 		types[i] = partition.Type(c.Type)
 	}
@@ -61,13 +50,39 @@ func checkDecimal(t partition.Type, precision, scale int32) error {
 	return nil
 }
 
-// skeletonOf returns a batch of cl's columns (names, types, precisions
-// and scales) and rows, without buffers: what o.checkColumns compares
-// with the columns declared at Open.
+// skeletonOf returns a batch of cl's columns (names, types, precisions,
+// scales and children, at every depth) and rows, without buffers: what
+// o.checkColumns compares with the columns declared at Open. Columns that
+// end inside a nested column's children are left out.
 func skeletonOf(cl *protocol.ColumnarLayout) *partition.Batch {
-	b := &partition.Batch{Rows: int(cl.Rows), Columns: make([]partition.Column, len(cl.Columns))}
-	for i, c := range cl.Columns {
-		b.Columns[i] = partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
+	b := &partition.Batch{Rows: int(cl.Rows), Columns: []partition.Column{}}
+	next := 0
+	var column func(depth int) (partition.Column, bool)
+	column = func(depth int) (partition.Column, bool) {
+		if next >= len(cl.Columns) || depth > partition.MaxNestingDepth {
+			return partition.Column{}, false
+		}
+		c := &cl.Columns[next]
+		next++
+		pc := partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
+		if c.Children > 0 || c.Type == protocol.TypeStruct {
+			pc.Children = make([]partition.Column, 0, c.Children)
+		}
+		for range c.Children {
+			child, ok := column(depth + 1)
+			if !ok {
+				return pc, false
+			}
+			pc.Children = append(pc.Children, child)
+		}
+		return pc, true
+	}
+	for next < len(cl.Columns) {
+		c, ok := column(0)
+		if !ok {
+			break
+		}
+		b.Columns = append(b.Columns, c)
 	}
 	return b
 }

@@ -36,6 +36,21 @@ func TestGPUPlans(t *testing.T) {
 			t.Errorf("%s kudo: %v, want as gpu.Covers: %v", schema, err, want)
 		}
 	}
+	// Nested and void columns, at every depth.
+	fields, err := partition.ParseSchema("k int, a array<struct<x:string,y:array<void>>>, m map<string,array<binary>>, v void")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := &partition.Batch{Rows: 50}
+	for i, f := range fields {
+		nested.Columns = append(nested.Columns, synth.Column(f, int64(i), nested.Rows, 0.2))
+	}
+	_, wl := columnar.Layout(nested)
+	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
+		if err := gpuPlans(f, &protocol.Batch{Kind: protocol.KindColumnar, Columnar: wl}); err != nil {
+			t.Errorf("%v nested and void columns: %v", f, err)
+		}
+	}
 	bad := &protocol.Batch{Kind: protocol.KindColumnar, Columnar: protocol.ColumnarLayout{Columns: []protocol.Column{{Type: protocol.TypeInt32}, {Type: maxColumnType + 1}}}}
 	if err := gpuPlans(partition.SHFC, bad); !errors.Is(err, gpu.ErrNotCovered) {
 		t.Errorf("unknown column type: %v, want ErrNotCovered", err)
@@ -64,5 +79,31 @@ func TestCheckDecimalAsValidate(t *testing.T) {
 				t.Errorf("%v precision %d scale %d: checkDecimal %v, Validate %v", typ, ps[0], ps[1], cerr, verr)
 			}
 		}
+	}
+}
+
+// skeletonOf rebuilds the column trees of a layout, which the columns
+// declared at Open are checked against; a layout whose columns end inside
+// a tree loses that tree.
+func TestSkeletonOf(t *testing.T) {
+	fields, err := partition.ParseSchema("k int, a array<struct<x:string,y:array<void>>>, s struct<>, m map<string,array<binary>>, v void")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &partition.Batch{Rows: 30}
+	for i, f := range fields {
+		b.Columns = append(b.Columns, synth.Column(f, int64(i), b.Rows, 0.2))
+	}
+	_, wl := columnar.Layout(b)
+	sk := skeletonOf(&wl)
+	if err := partition.CheckSchema(sk, fields); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partition.FormatSchema(partition.SchemaOf(sk)), partition.FormatSchema(fields); got != want {
+		t.Errorf("skeleton %s, want %s", got, want)
+	}
+	wl.Columns = wl.Columns[:3] // k, a, and a's struct without its children
+	if sk := skeletonOf(&wl); len(sk.Columns) != 1 || partition.CheckSchema(sk, fields) == nil {
+		t.Errorf("truncated layout: %d columns, want 1, and a schema mismatch", len(sk.Columns))
 	}
 }

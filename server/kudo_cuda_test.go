@@ -54,3 +54,46 @@ func TestCUDAIPCKudo(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDAIPCKudoNested: a batch of nested and void columns, partitioned
+// on the host and handed over by CUDA IPC to a kudo map output, compressed
+// on the GPU: every partition decodes to the partitioned batch's rows,
+// values and nulls at every level, each table aligned.
+func TestCUDAIPCKudoNested(t *testing.T) {
+	openDevice(t)
+	leakcheck.Check(t)
+	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20 })
+	const rows, parts = 30_000, 16
+	raw0 := gpuCompressed.raw.Load()
+	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Format: "kudo", Nested: nestedCUDASchema, Seed: 9,
+		Rows: rows, Partitions: parts, Outputs: 1, Shuffle: 3})
+	want, err := nestedJobBatch(nestedCUDASchema, 9, rows, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readOutput(t, shufflefile.Flat(filepath.Join(d.root, "gpu", "1")), shufflefile.ID{Shuffle: 3, Map: 0}, codec.LZ4)
+	var rawBytes int64
+	for p := range parts {
+		rawBytes += int64(len(got[p]))
+		tabs, err := partition.DecodeKudoTables(got[p], partition.SchemaOf(want))
+		if err != nil {
+			t.Fatalf("partition %d: %v", p, err)
+		}
+		checkTables(t, got[p], tabs)
+		start, end := want.PartitionRows(p)
+		r := start
+		for _, tab := range tabs {
+			if tab.RowOffset != r {
+				t.Fatalf("partition %d: a table from row %d, want %d", p, tab.RowOffset, r)
+			}
+			sameRowsAs(t, tab.Batch, want, r)
+			r += tab.Rows
+		}
+		if r != end {
+			t.Fatalf("partition %d: rows up to %d, want %d", p, r, end)
+		}
+	}
+	if g := gpuCompressed.raw.Load() - raw0; g != rawBytes {
+		t.Errorf("the GPU compressed %d raw bytes, want all %d (no fallback to the CPU)", g, rawBytes)
+	}
+}
