@@ -29,7 +29,7 @@ type benchMode struct {
 }
 
 // modes are the writer's own runs and the baselines it is measured
-// against (package internal/baseline); a clib build adds ceiling-c
+// against (package writer/baseline); a clib build adds ceiling-c
 // (clib_test.go).
 var modes = []benchMode{
 	{"stream", nil, nil, false, false},
