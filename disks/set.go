@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -18,10 +19,10 @@ import (
 var (
 	// ErrDiskFull reports that no disk has room above its low watermark:
 	// for a new map output (Reserve) or for more bytes of one (Grow).
-	ErrDiskFull = errors.New("disks: disk full")
+	ErrDiskFull = errdefs.New(errdefs.ErrResourceExhausted, "disks: disk full")
 	// ErrDiskFailed reports that a disk is out of rotation after I/O
 	// errors, or that every disk is.
-	ErrDiskFailed = errors.New("disks: disk failed")
+	ErrDiskFailed = errdefs.New(errdefs.ErrResourceExhausted, "disks: disk failed")
 	// ErrInvalidConfig reports an unusable directory or option.
 	ErrInvalidConfig = errors.New("disks: invalid configuration")
 	// ErrInvalidArgument reports a bad argument to a method.

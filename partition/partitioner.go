@@ -2,14 +2,15 @@ package partition
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrInvalidArgument is wrapped by errors about arguments other than the
 // batch itself, such as a key column index or a partition count.
-var ErrInvalidArgument = errors.New("partition: invalid argument")
+var ErrInvalidArgument = errdefs.New(errdefs.ErrInvalidArgument, "partition: invalid argument")
 
 // Partition returns a copy of b with its rows reordered into hash
 // partition order, as the GPU partitions a batch before handing it over:

@@ -1,12 +1,13 @@
 package partition
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrInvalidBatch is wrapped by every error Validate returns.
-var ErrInvalidBatch = errors.New("partition: invalid batch")
+var ErrInvalidBatch = errdefs.New(errdefs.ErrInvalidArgument, "partition: invalid batch")
 
 // Validate checks everything a client can get wrong in b: the row count,
 // partition offsets, and for each column its type, decimal precision and

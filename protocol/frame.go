@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // HeaderSize is the size of a frame header in bytes.
@@ -52,10 +54,10 @@ var (
 	// whose payload length exceeds the reader's limit. It wraps ErrBadFrame.
 	ErrFrameTooLarge = fmt.Errorf("%w: frame too large", ErrBadFrame)
 	// ErrMalformed wraps every payload decoding and validation error.
-	ErrMalformed = errors.New("protocol: malformed message")
+	ErrMalformed = errdefs.New(errdefs.ErrInvalidArgument, "protocol: malformed message")
 	// ErrUnsupported wraps decoding errors for values this version does
 	// not know: a message type, payload kind, data plane or column type.
-	ErrUnsupported = errors.New("protocol: unsupported")
+	ErrUnsupported = errdefs.New(errdefs.ErrUnsupported, "protocol: unsupported")
 )
 
 // AppendHeader appends the 16 header bytes.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
 )
 
@@ -84,7 +85,7 @@ func (s *Server) applicationsFor(uid uint32) ([]protocol.ApplicationInfo, error)
 		out = append(out, info)
 	}
 	if len(out) > protocol.MaxApplications {
-		return nil, fmt.Errorf("%w: %d applications, more than an ApplicationList holds (%d)", errExhausted, len(out), protocol.MaxApplications)
+		return nil, fmt.Errorf("%w: %d applications, more than an ApplicationList holds (%d)", errdefs.ErrResourceExhausted, len(out), protocol.MaxApplications)
 	}
 	return out, nil
 }

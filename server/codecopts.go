@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
 )
 
@@ -24,25 +25,25 @@ func codecOptions(k codec.Kind, m *protocol.OpenMapOutput) (blockSize, level int
 		}
 		if bs != 0 && (bs < lo || bs > codec.MaxBlockSize) {
 			return 0, 0, fmt.Errorf("%w: OpenMapOutput.block_size %d out of range [%d, %d] for codec %v (0 = the daemon's default)",
-				errInvalid, bs, lo, codec.MaxBlockSize, k)
+				errdefs.ErrInvalidArgument, bs, lo, codec.MaxBlockSize, k)
 		}
 		if lv != 0 {
-			return 0, 0, fmt.Errorf("%w: OpenMapOutput.level %d: codec %v takes no level, want 0", errInvalid, lv, k)
+			return 0, 0, fmt.Errorf("%w: OpenMapOutput.level %d: codec %v takes no level, want 0", errdefs.ErrInvalidArgument, lv, k)
 		}
 	case codec.Zstd:
 		if bs != 0 {
-			return 0, 0, fmt.Errorf("%w: OpenMapOutput.block_size %d: codec zstd takes no block size, want 0", errInvalid, bs)
+			return 0, 0, fmt.Errorf("%w: OpenMapOutput.block_size %d: codec zstd takes no block size, want 0", errdefs.ErrInvalidArgument, bs)
 		}
 		if lv != 0 && (lv < codec.MinLevel || lv > codec.MaxLevel) {
 			return 0, 0, fmt.Errorf("%w: OpenMapOutput.level %d out of range [%d, %d] for codec zstd (0 = the daemon's default)",
-				errInvalid, lv, codec.MinLevel, codec.MaxLevel)
+				errdefs.ErrInvalidArgument, lv, codec.MinLevel, codec.MaxLevel)
 		}
 	default:
 		if bs != 0 {
-			return 0, 0, fmt.Errorf("%w: OpenMapOutput.block_size %d: codec %v takes no block size, want 0", errInvalid, bs, k)
+			return 0, 0, fmt.Errorf("%w: OpenMapOutput.block_size %d: codec %v takes no block size, want 0", errdefs.ErrInvalidArgument, bs, k)
 		}
 		if lv != 0 {
-			return 0, 0, fmt.Errorf("%w: OpenMapOutput.level %d: codec %v takes no level, want 0", errInvalid, lv, k)
+			return 0, 0, fmt.Errorf("%w: OpenMapOutput.level %d: codec %v takes no level, want 0", errdefs.ErrInvalidArgument, lv, k)
 		}
 	}
 	return int(bs), int(lv), nil

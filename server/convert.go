@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -20,7 +21,7 @@ var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // copied. The result still goes through partition.Batch.Validate.
 func columnarBatch(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch, error) {
 	if l.Rows < 0 || l.Rows > partition.MaxRows {
-		return nil, fmt.Errorf("%w: columnar layout: rows %d out of range [0,%d]", errInvalid, l.Rows, partition.MaxRows)
+		return nil, fmt.Errorf("%w: columnar layout: rows %d out of range [0,%d]", errdefs.ErrInvalidArgument, l.Rows, partition.MaxRows)
 	}
 	b := &partition.Batch{Rows: int(l.Rows)}
 	next := 0
@@ -37,7 +38,7 @@ func columnarBatch(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch
 	b.PartitionOffsets = make([]int32, len(l.PartitionRows))
 	for p, r := range l.PartitionRows {
 		if r < 0 || r > l.Rows {
-			return nil, fmt.Errorf("%w: columnar layout: partition_rows[%d] = %d out of range [0,%d]", errInvalid, p, r, l.Rows)
+			return nil, fmt.Errorf("%w: columnar layout: partition_rows[%d] = %d out of range [0,%d]", errdefs.ErrInvalidArgument, p, r, l.Rows)
 		}
 		b.PartitionOffsets[p] = int32(r)
 	}
@@ -49,15 +50,15 @@ func columnarBatch(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch
 func column(cols []protocol.Column, next *int, payload []byte, depth int) (partition.Column, error) {
 	i := *next
 	if i >= len(cols) {
-		return partition.Column{}, fmt.Errorf("%w: columnar layout: the columns end inside a nested column's children", errInvalid)
+		return partition.Column{}, fmt.Errorf("%w: columnar layout: the columns end inside a nested column's children", errdefs.ErrInvalidArgument)
 	}
 	if depth > partition.MaxNestingDepth {
-		return partition.Column{}, fmt.Errorf("%w: column %d: nested deeper than %d levels", errInvalid, i, partition.MaxNestingDepth)
+		return partition.Column{}, fmt.Errorf("%w: column %d: nested deeper than %d levels", errdefs.ErrInvalidArgument, i, partition.MaxNestingDepth)
 	}
 	*next++
 	c := &cols[i]
 	if c.Type == 0 || c.Type > maxColumnType {
-		return partition.Column{}, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errUnsupported, i, c.Name, c.Type)
+		return partition.Column{}, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errdefs.ErrUnsupported, i, c.Name, c.Type)
 	}
 	pc := partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
 	var err error
@@ -93,7 +94,7 @@ func slice(payload []byte, buf protocol.Buffer, col int, field string) ([]byte, 
 		return nil, nil
 	}
 	if buf.Offset < 0 || buf.Length < 0 || buf.Offset > int64(len(payload)) || buf.Length > int64(len(payload))-buf.Offset {
-		return nil, fmt.Errorf("%w: column %d %s: (offset %d, length %d) outside the payload of %d bytes", errInvalid, col, field, buf.Offset, buf.Length, len(payload))
+		return nil, fmt.Errorf("%w: column %d %s: (offset %d, length %d) outside the payload of %d bytes", errdefs.ErrInvalidArgument, col, field, buf.Offset, buf.Length, len(payload))
 	}
 	return payload[buf.Offset : buf.Offset+buf.Length : buf.Offset+buf.Length], nil
 }
@@ -105,7 +106,7 @@ func int32s(raw []byte, col int) ([]int32, error) {
 		return nil, nil
 	}
 	if len(raw)%4 != 0 {
-		return nil, fmt.Errorf("%w: column %d offsets: length %d is not a multiple of 4", errInvalid, col, len(raw))
+		return nil, fmt.Errorf("%w: column %d offsets: length %d is not a multiple of 4", errdefs.ErrInvalidArgument, col, len(raw))
 	}
 	n := len(raw) / 4
 	if nativeLittleEndian && uintptr(unsafe.Pointer(&raw[0]))%4 == 0 {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
@@ -58,7 +59,7 @@ var d2h struct {
 func deviceFor(ordinal uint32) (*deviceState, error) {
 	ds, err := startDevice(ordinal)
 	if errors.Is(err, gpu.ErrInvalid) {
-		return nil, fmt.Errorf("%w: Batch.IPC.Device: %v", errInvalid, err)
+		return nil, fmt.Errorf("%w: Batch.IPC.Device: %v", errdefs.ErrInvalidArgument, err)
 	}
 	return ds, err
 }
@@ -177,7 +178,7 @@ func acquirePeer(ds *deviceState, k peerKey) (*gpu.Peer, error) {
 	}
 	p, err := ds.dev.OpenIPC(k.handle)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Batch.IPC.Handle: %v", errInvalid, err)
+		return nil, fmt.Errorf("%w: Batch.IPC.Handle: %v", errdefs.ErrInvalidArgument, err)
 	}
 	if mappings.m == nil {
 		mappings.m = make(map[peerKey]*sharedPeer)
@@ -275,7 +276,7 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	}
 	r := m.Region
 	if r.Offset > peer.Size() || r.Length > peer.Size()-r.Offset {
-		return fmt.Errorf("%w: Batch.Region [%d, %d+%d) past the device allocation of %d bytes", errInvalid, r.Offset, r.Offset, r.Length, peer.Size())
+		return fmt.Errorf("%w: Batch.Region [%d, %d+%d) past the device allocation of %d bytes", errdefs.ErrInvalidArgument, r.Offset, r.Offset, r.Length, peer.Size())
 	}
 	src := peer.Ptr() + uintptr(r.Offset)
 	lim := sess.s.eng.Limiter()
@@ -289,7 +290,7 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	case protocol.KindColumnar:
 		err = sess.deviceColumnar(o, m, ds, src, lim)
 	default:
-		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+		return fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
 		return err

@@ -7,29 +7,26 @@ import (
 	"io/fs"
 	"syscall"
 
-	"github.com/shuffled/shuffled/disks"
-	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
-	"github.com/shuffled/shuffled/shufflefile"
-	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
 )
 
-// Error classes of the server itself, mapped to wire codes by codeOf.
+// Errors of the server itself. The rest of its errors wrap an errdefs
+// class directly (fmt.Errorf("%w: ...", errdefs.ErrInvalidArgument, ...)).
 var (
-	errPermission   = errors.New("permission denied")
-	errNotFound     = errors.New("not found")
-	errPrecondition = errors.New("failed precondition")
-	errUnavailable  = errors.New("daemon is draining")
-	errExhausted    = errors.New("resource exhausted")
-	errUnsupported  = errors.New("unsupported")
-	errInvalid      = errors.New("invalid argument")
+	// errUnavailable: the daemon is draining (class Unavailable).
+	errUnavailable = errdefs.New(errdefs.ErrUnavailable, "daemon is draining")
 	// errRemoving: a map output opened while a removal of its shuffle or
-	// application runs; it is aborted at once (code Aborted).
+	// application runs; it is aborted at once (class Aborted).
 	errRemoving = fmt.Errorf("removal in progress: %w", writer.ErrAborted)
 )
 
-// codeOf maps an error onto the stable wire code, once, at the boundary.
+// codeOf maps an error onto the stable wire code, once, at the boundary:
+// a *protocol.Error keeps its code, an error of an errdefs class gets the
+// class's code (the first in this order, should it carry two), and the few
+// errors from outside the project that have a class of their own join it.
+// Anything else is Internal.
 func codeOf(err error) protocol.Code {
 	var pe *protocol.Error
 	switch {
@@ -37,24 +34,21 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeOK
 	case errors.As(err, &pe):
 		return pe.Code
-	case errors.Is(err, errUnavailable):
+	case errors.Is(err, errdefs.ErrUnavailable):
 		return protocol.CodeUnavailable
-	case errors.Is(err, writer.ErrAborted), errors.Is(err, context.Canceled):
+	case errors.Is(err, errdefs.ErrAborted), errors.Is(err, context.Canceled):
 		return protocol.CodeAborted
-	case errors.Is(err, errPermission), errors.Is(err, vfs.ErrRefused), errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, errdefs.ErrPermissionDenied), errors.Is(err, fs.ErrPermission):
 		return protocol.CodePermissionDenied
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, errdefs.ErrNotFound):
 		return protocol.CodeNotFound
-	case errors.Is(err, errPrecondition), errors.Is(err, shufflefile.ErrInvalidCommit):
+	case errors.Is(err, errdefs.ErrFailedPrecondition):
 		return protocol.CodeFailedPrecondition
-	case errors.Is(err, errExhausted), errors.Is(err, writer.ErrTooManyRuns), errors.Is(err, disks.ErrDiskFull), errors.Is(err, disks.ErrDiskFailed),
-		errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case errors.Is(err, errdefs.ErrResourceExhausted), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return protocol.CodeResourceExhausted
-	case errors.Is(err, errUnsupported), errors.Is(err, protocol.ErrUnsupported):
+	case errors.Is(err, errdefs.ErrUnsupported):
 		return protocol.CodeUnsupported
-	case errors.Is(err, errInvalid), errors.Is(err, protocol.ErrMalformed),
-		errors.Is(err, writer.ErrInvalid), errors.Is(err, partition.ErrInvalidBatch),
-		errors.Is(err, partition.ErrInvalidArgument), errors.Is(err, shufflefile.ErrInvalidID):
+	case errors.Is(err, errdefs.ErrInvalidArgument):
 		return protocol.CodeInvalidArgument
 	}
 	return protocol.CodeInternal

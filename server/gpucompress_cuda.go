@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
@@ -92,12 +93,12 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 	switch m.Kind {
 	case protocol.KindOpaque:
 		if pl, err = gpu.PlanOpaque(m.Opaque.PartitionOffsets, size, writer.DefaultRecordSize); err != nil {
-			err = fmt.Errorf("%w: Batch.opaque: %v", errInvalid, err)
+			err = fmt.Errorf("%w: Batch.opaque: %v", errdefs.ErrInvalidArgument, err)
 		}
 	case protocol.KindColumnar:
 		pl, copied, err = planColumnar(ds, o, &m.Columnar, src, size)
 	default:
-		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+		return fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
 		return err
@@ -147,11 +148,11 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 // String, Binary, List and Map columns and the bitmaps of its Void
 // columns copied to the host (gpu.Layout.ReadHost: the plan needs them
 // for the records' sizes, split points and children's rows) and checked.
-// It returns the bytes it copied; a layout that does not check out is an
-// errInvalid error.
+// It returns the bytes it copied; a layout that does not check out is of
+// class errdefs.ErrInvalidArgument.
 func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
-		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errInvalid, err)
+		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errdefs.ErrInvalidArgument, err)
 	}
 	if cl.Rows < 0 || cl.Rows > partition.MaxRows {
 		return invalid(fmt.Errorf("rows %d out of range [0,%d]", cl.Rows, partition.MaxRows))
@@ -161,7 +162,7 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 	for i := range cl.Columns {
 		c := &cl.Columns[i]
 		if c.Type == 0 || c.Type > maxColumnType {
-			return nil, 0, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errUnsupported, i, c.Name, c.Type)
+			return nil, 0, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errdefs.ErrUnsupported, i, c.Name, c.Type)
 		}
 		t := partition.Type(c.Type)
 		if err := checkDecimal(t, c.Precision, c.Scale); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/iocrypt"
 )
 
@@ -43,7 +44,7 @@ func (k *ioKeys) bind(app string, uid uint32, key *iocrypt.Key) (*appKey, error)
 		ak = &appKey{app: app, uid: uid, key: key}
 		k.apps[app] = ak
 	} else if ak.uid != uid || !ak.key.Equal(key) {
-		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: not the key other executors of application %q registered (one key per application)", errInvalid, app)
+		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: not the key other executors of application %q registered (one key per application)", errdefs.ErrInvalidArgument, app)
 	}
 	ak.refs++
 	return ak, nil
@@ -76,12 +77,12 @@ func (k *ioKeys) forget(app string) bool {
 // nil with an error when it registered none or the key was forgotten.
 func (k *ioKeys) usable(ak *appKey) (*iocrypt.Key, error) {
 	if ak == nil {
-		return nil, fmt.Errorf("%w: OpenMapOutput.flags: encryption asked, but RegisterExecutor carried no io_encryption_key", errPrecondition)
+		return nil, fmt.Errorf("%w: OpenMapOutput.flags: encryption asked, but RegisterExecutor carried no io_encryption_key", errdefs.ErrFailedPrecondition)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if ak.gone {
-		return nil, fmt.Errorf("%w: OpenMapOutput.flags: encryption asked, but application %q was removed and its key forgotten; register again", errPrecondition, ak.app)
+		return nil, fmt.Errorf("%w: OpenMapOutput.flags: encryption asked, but application %q was removed and its key forgotten; register again", errdefs.ErrFailedPrecondition, ak.app)
 	}
 	return ak.key, nil
 }

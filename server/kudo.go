@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -18,15 +19,15 @@ func openFormat(m *protocol.OpenMapOutput) (partition.Format, []partition.Field,
 		return partition.SHFC, nil, nil
 	case protocol.FormatKudo:
 	default:
-		return 0, nil, fmt.Errorf("%w: OpenMapOutput.format %v", errUnsupported, m.Format)
+		return 0, nil, fmt.Errorf("%w: OpenMapOutput.format %v", errdefs.ErrUnsupported, m.Format)
 	}
 	schema := make([]partition.Field, len(m.Schema))
 	for i, f := range m.Schema {
 		pf, err := partition.ParseSparkType(f.SparkType)
 		if err != nil {
-			kind := errInvalid
+			kind := errdefs.ErrInvalidArgument
 			if errors.Is(err, partition.ErrUnsupportedType) {
-				kind = errUnsupported
+				kind = errdefs.ErrUnsupported
 			}
 			return 0, nil, fmt.Errorf("%w: OpenMapOutput.schema column %d %q: %v", kind, i, f.Name, err)
 		}
@@ -43,7 +44,7 @@ func (o *output) checkColumns(b *partition.Batch) error {
 		return nil
 	}
 	if err := partition.CheckSchema(b, o.schema); err != nil {
-		return fmt.Errorf("%w: %v", errInvalid, err)
+		return fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -33,7 +34,7 @@ func (s *Server) place(reg *registration, id shufflefile.ID) (string, *disks.Res
 	if err != nil {
 		if errors.Is(err, disks.ErrDiskFull) || errors.Is(err, disks.ErrDiskFailed) {
 			s.metrics.DiskFullRefusals.Inc()
-			return "", nil, fmt.Errorf("%w: %v", errExhausted, err)
+			return "", nil, fmt.Errorf("%w: %v", errdefs.ErrResourceExhausted, err)
 		}
 		return "", nil, err
 	}
@@ -234,7 +235,7 @@ func (sess *session) listShuffles(id uint32, m *protocol.ListShuffles) error {
 // (ResourceExhausted) past the most one holds.
 func shuffleList(app string, list []protocol.ShuffleInfo) (*protocol.ShuffleList, error) {
 	if len(list) > protocol.MaxShuffles {
-		return nil, fmt.Errorf("%w: application %q has %d shuffles, more than a ShuffleList holds (%d)", errExhausted, app, len(list), protocol.MaxShuffles)
+		return nil, fmt.Errorf("%w: application %q has %d shuffles, more than a ShuffleList holds (%d)", errdefs.ErrResourceExhausted, app, len(list), protocol.MaxShuffles)
 	}
 	return &protocol.ShuffleList{Shuffles: list}, nil
 }

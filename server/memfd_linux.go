@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // requiredSeals are the seals a memfd must carry before the daemon maps it:
@@ -36,13 +38,13 @@ func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 func mapRegion(fd int, st *unix.Stat_t, off, length int64) ([]byte, error) {
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: memfd: F_GET_SEALS: %v (is it a memfd created with MFD_ALLOW_SEALING?)", errInvalid, err)
+		return nil, fmt.Errorf("%w: memfd: F_GET_SEALS: %v (is it a memfd created with MFD_ALLOW_SEALING?)", errdefs.ErrInvalidArgument, err)
 	}
 	if seals&requiredSeals != requiredSeals {
-		return nil, fmt.Errorf("%w: memfd seals %#x lack F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW (%#x)", errInvalid, seals, requiredSeals)
+		return nil, fmt.Errorf("%w: memfd seals %#x lack F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW (%#x)", errdefs.ErrInvalidArgument, seals, requiredSeals)
 	}
 	if off < 0 || length < 0 || off > st.Size || length > st.Size-off {
-		return nil, fmt.Errorf("%w: memfd region [%d, %d+%d) past its size %d", errInvalid, off, off, length, st.Size)
+		return nil, fmt.Errorf("%w: memfd region [%d, %d+%d) past its size %d", errdefs.ErrInvalidArgument, off, off, length, st.Size)
 	}
 	if length == 0 {
 		return nil, nil
@@ -56,7 +58,7 @@ func mapRegion(fd int, st *unix.Stat_t, off, length int64) ([]byte, error) {
 		return nil, fmt.Errorf("memfd: lseek SEEK_HOLE at %d: %w", off, err)
 	}
 	if hole < off+length {
-		return nil, fmt.Errorf("%w: memfd region [%d, %d) has holes (the first at byte %d): write every byte of a batch before sending it", errInvalid, off, off+length, hole)
+		return nil, fmt.Errorf("%w: memfd region [%d, %d) has holes (the first at byte %d): write every byte of a batch before sending it", errdefs.ErrInvalidArgument, off, off+length, hole)
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)

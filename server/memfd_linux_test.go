@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // sealedTestMemfd returns a sealed memfd holding data at offset at (the
@@ -78,10 +80,10 @@ func TestMemfdCache(t *testing.T) {
 		t.Errorf("the cache holds %d mappings, want 1", n)
 	}
 	// Outside the cached region: checked as any region is.
-	if _, _, err := c.mapFD(dupFD(t, fd), 0, size); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "hole") {
+	if _, _, err := c.mapFD(dupFD(t, fd), 0, size); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hole") {
 		t.Errorf("mapFD of the memfd's hole = %v, want an invalid-argument error about a hole", err)
 	}
-	if _, _, err := c.mapFD(dupFD(t, fd), size, size+1); !errors.Is(err, errInvalid) {
+	if _, _, err := c.mapFD(dupFD(t, fd), size, size+1); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("mapFD past the memfd's end = %v, want an invalid-argument error", err)
 	}
 	for _, r := range releases[1:] {
@@ -116,7 +118,7 @@ func TestMemfdCacheRefusesUnsealed(t *testing.T) {
 	var c memfdCache
 	defer c.close()
 	for i := range 3 {
-		if _, _, err := c.mapFD(dupFD(t, fd), 0, 4096); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "seals") {
+		if _, _, err := c.mapFD(dupFD(t, fd), 0, 4096); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "seals") {
 			t.Errorf("batch %d: mapFD of an unsealed memfd = %v, want an invalid-argument error about seals", i, err)
 		}
 	}

@@ -2,10 +2,14 @@
 
 package server
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/shuffled/shuffled/errdefs"
+)
 
 func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
-	return nil, nil, fmt.Errorf("%w: the memfd data plane needs Linux", errUnsupported)
+	return nil, nil, fmt.Errorf("%w: the memfd data plane needs Linux", errdefs.ErrUnsupported)
 }
 
 // memfdCache has nothing to cache where memfds do not exist.

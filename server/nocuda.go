@@ -5,6 +5,7 @@ package server
 import (
 	"fmt"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +20,7 @@ func (sess *session) deviceBatch(o *output, m *protocol.Batch, fd int) error {
 	if fd >= 0 {
 		unix.Close(fd)
 	}
-	return fmt.Errorf("%w: data plane %v is not supported by this build (a daemon built with -tags cuda serves it)", errUnsupported, m.Plane)
+	return fmt.Errorf("%w: data plane %v is not supported by this build (a daemon built with -tags cuda serves it)", errdefs.ErrUnsupported, m.Plane)
 }
 
 // primeDevices: this build has no GPU data plane, so

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -159,7 +160,7 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	if l != nil {
 		for _, d := range l.LocalDirs {
 			if other, ok := r.localDirs[d]; ok && other != app {
-				return c, fmt.Errorf("%w: local dir %q is registered by application %q", errPermission, d, other)
+				return c, fmt.Errorf("%w: local dir %q is registered by application %q", errdefs.ErrPermissionDenied, d, other)
 			}
 		}
 	}
@@ -173,17 +174,17 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	if newSet {
 		if a != nil && len(a.local) >= r.maxSets {
 			return c, fmt.Errorf("%w: application %q has %d sets of local dirs registered, the most one application may have (%d); "+
-				"a set is new when its dirs, their order or sub_dirs differ", errExhausted, app, len(a.local), r.maxSets)
+				"a set is new when its dirs, their order or sub_dirs differ", errdefs.ErrResourceExhausted, app, len(a.local), r.maxSets)
 		}
 		grow += setCost(*l)
 	}
 	if grow > 0 && r.bytes+grow > r.maxBytes {
 		return c, fmt.Errorf("%w: the registry holds %d bytes of applications; registering application %q would add %d, past its limit of %d bytes",
-			errExhausted, r.bytes, app, grow, r.maxBytes)
+			errdefs.ErrResourceExhausted, r.bytes, app, grow, r.maxBytes)
 	}
 	if share := r.maxBytes / uidRegistryShare; grow > 0 && r.uidBytes[uid]+grow > share {
 		return c, fmt.Errorf("%w: uid %d's applications hold %d bytes of the registry; registering application %q would add %d, past the 1/%d of its %d bytes one uid may hold",
-			errExhausted, uid, r.uidBytes[uid], app, grow, uidRegistryShare, r.maxBytes)
+			errdefs.ErrResourceExhausted, uid, r.uidBytes[uid], app, grow, uidRegistryShare, r.maxBytes)
 	}
 	switch {
 	case a == nil:
@@ -238,7 +239,7 @@ func distinctDirs(dirs []string) error {
 	for i, d := range dirs {
 		if j, ok := seen[d]; ok {
 			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q is local_dirs[%d] again (resolved); each local dir may be named once",
-				errInvalid, i, d, j)
+				errdefs.ErrInvalidArgument, i, d, j)
 		}
 		seen[d] = i
 	}
@@ -264,16 +265,16 @@ func sameSet(a, b shufflefile.SparkHashed) bool {
 func ownerError(app string, a *application, uid uint32) error {
 	if a.tombstone() {
 		return fmt.Errorf("%w: application %q belongs to uid %d, not %d (removed at %s; the id stays uid %d's until %s)",
-			errPermission, app, a.uid, uid, a.removed.UTC().Format(time.RFC3339), a.uid, a.removed.Add(tombstoneTTL).UTC().Format(time.RFC3339))
+			errdefs.ErrPermissionDenied, app, a.uid, uid, a.removed.UTC().Format(time.RFC3339), a.uid, a.removed.Add(tombstoneTTL).UTC().Format(time.RFC3339))
 	}
-	return fmt.Errorf("%w: application %q belongs to uid %d, not %d", errPermission, app, a.uid, uid)
+	return fmt.Errorf("%w: application %q belongs to uid %d, not %d", errdefs.ErrPermissionDenied, app, a.uid, uid)
 }
 
 // orphanError refuses uid an application found in the daemon's root at
 // start with no recorded owner.
 func (r *registry) orphanError(app string, uid uint32) error {
 	return fmt.Errorf("%w: application %q has outputs in the daemon's root from before this start and no recorded owner; "+
-		"only root or the daemon's user (uid %d) may register, list or remove it, not uid %d", errPermission, app, r.self, uid)
+		"only root or the daemon's user (uid %d) may register, list or remove it, not uid %d", errdefs.ErrPermissionDenied, app, r.self, uid)
 }
 
 // claimed is what claim decided.

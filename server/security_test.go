@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/client"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -435,7 +436,7 @@ func TestMemfdRegionWithHoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mapMemfd(dup, 0, half); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "hole") {
+	if _, _, err := mapMemfd(dup, 0, half); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hole") {
 		t.Errorf("mapMemfd of the unwritten first half = %v, want an invalid-argument error about a hole", err)
 	}
 	data, unmap, err := mapMemfd(fd, half, half)

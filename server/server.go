@@ -15,6 +15,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/internal/buildinfo"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/vfs"
@@ -278,18 +279,18 @@ func (s *Server) admitOutput(o *output) error {
 			errRemoving, o.id.Shuffle, o.id.Map, o.app)
 	}
 	if s.mu.admitted >= s.cfg.MaxOpenOutputs {
-		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errExhausted, s.mu.admitted)
+		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errdefs.ErrResourceExhausted, s.mu.admitted)
 	}
 	if n, limit := s.mu.uidAdmitted[o.uid], s.cfg.uidOutputLimit(); n >= limit {
-		return fmt.Errorf("%w: %d map outputs open from uid %d, the most --max-open-outputs-per-uid (%d) allows", errExhausted, n, o.uid, limit)
+		return fmt.Errorf("%w: %d map outputs open from uid %d, the most --max-open-outputs-per-uid (%d) allows", errdefs.ErrResourceExhausted, n, o.uid, limit)
 	}
 	if s.mu.state+o.state > s.cfg.PartitionStateLimit {
 		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d needs %d bytes of partition state; %d of --partition-state-limit %d are held by open map outputs",
-			errExhausted, o.state/PartitionStateBytes, o.state, s.mu.state, s.cfg.PartitionStateLimit)
+			errdefs.ErrResourceExhausted, o.state/PartitionStateBytes, o.state, s.mu.state, s.cfg.PartitionStateLimit)
 	}
 	if held, limit := s.mu.uidState[o.uid], s.cfg.uidStateLimit(); held+o.state > limit {
 		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d needs %d bytes of partition state; %d of uid %d's share, --partition-state-limit-per-uid %d, are held by its open map outputs",
-			errExhausted, o.state/PartitionStateBytes, o.state, held, o.uid, limit)
+			errdefs.ErrResourceExhausted, o.state/PartitionStateBytes, o.state, held, o.uid, limit)
 	}
 	s.mu.admitted++
 	s.mu.state += o.state
@@ -318,11 +319,11 @@ func (s *Server) chargeRun(o *output, n int64) error {
 	defer s.mu.Unlock()
 	if s.mu.state+n > s.cfg.PartitionStateLimit {
 		return fmt.Errorf("%w: a new run (partition ids went backwards) needs %d bytes of partition state (%d partitions × %d); %d of --partition-state-limit %d are held by open map outputs",
-			errExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, s.mu.state, s.cfg.PartitionStateLimit)
+			errdefs.ErrResourceExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, s.mu.state, s.cfg.PartitionStateLimit)
 	}
 	if held, limit := s.mu.uidState[o.uid], s.cfg.uidStateLimit(); held+n > limit {
 		return fmt.Errorf("%w: a new run (partition ids went backwards) needs %d bytes of partition state (%d partitions × %d); %d of uid %d's share, --partition-state-limit-per-uid %d, are held by its open map outputs",
-			errExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, held, o.uid, limit)
+			errdefs.ErrResourceExhausted, n, n/writer.RunTableBytes, writer.RunTableBytes, held, o.uid, limit)
 	}
 	s.mu.state += n
 	s.mu.uidState[o.uid] += n

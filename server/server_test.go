@@ -18,6 +18,7 @@ import (
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
@@ -485,7 +486,7 @@ func TestSparseMemfd(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = mapMemfd(fd, 0, 1<<20) // takes fd
-	if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "holes") {
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "holes") {
 		t.Errorf("mapMemfd of a sparse memfd = %v, want an invalid-argument error about holes", err)
 	}
 }

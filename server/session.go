@@ -19,6 +19,7 @@ import (
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/metrics"
@@ -319,7 +320,7 @@ func (sess *session) serve() {
 					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", frameReadTimeout, err)
 				}
 				sess.log.Warn("closing connection: framing error", "err", err)
-				sess.reply(0, fmt.Errorf("%w: %v", errInvalid, err))
+				sess.reply(0, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err))
 			}
 			return
 		}
@@ -330,7 +331,7 @@ func (sess *session) serve() {
 			// error.
 			h.release()
 			sess.log.Warn("closing connection: request with the reserved id 0", "type", f.Type)
-			sess.reply(0, fmt.Errorf("%w: %v request with id 0: the id is reserved for connection-level errors", errInvalid, f.Type))
+			sess.reply(0, fmt.Errorf("%w: %v request with id 0: the id is reserved for connection-level errors", errdefs.ErrInvalidArgument, f.Type))
 			return
 		}
 		if f.Type.IsResponse() {
@@ -339,7 +340,7 @@ func (sess *session) serve() {
 				sess.reply(f.ID, protocol.Errorf(protocol.CodeFailedPrecondition, "first frame is %v, want Hello", f.Type))
 				return
 			}
-			sess.reply(f.ID, fmt.Errorf("%w: %v is a response type, not a request", errInvalid, f.Type))
+			sess.reply(f.ID, fmt.Errorf("%w: %v is a response type, not a request", errdefs.ErrInvalidArgument, f.Type))
 			continue
 		}
 		m, err := protocol.DecodeFrame(&f) // closes f.FD on error
@@ -436,7 +437,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 	case *protocol.ListApplications:
 		sess.reply(id, sess.listApplications(id))
 	default:
-		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errUnsupported, m.Type()))
+		sess.reply(id, fmt.Errorf("%w: %v is not served by this daemon", errdefs.ErrUnsupported, m.Type()))
 	}
 	return true
 }
@@ -513,27 +514,27 @@ func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
 func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	s := sess.s
 	if sess.reg == nil {
-		return fmt.Errorf("%w: OpenMapOutput before RegisterExecutor", errPrecondition)
+		return fmt.Errorf("%w: OpenMapOutput before RegisterExecutor", errdefs.ErrFailedPrecondition)
 	}
 	if len(sess.outputs) >= MaxOutputsPerConnection {
-		return fmt.Errorf("%w: %d map outputs already open on this connection", errExhausted, len(sess.outputs))
+		return fmt.Errorf("%w: %d map outputs already open on this connection", errdefs.ErrResourceExhausted, len(sess.outputs))
 	}
 	if n := commitResultSize(int(m.NumPartitions)); n > s.cfg.MaxFrame {
 		return fmt.Errorf("%w: OpenMapOutput.num_partitions %d: its CommitResult (%d bytes) would not fit in max_frame %d",
-			errInvalid, m.NumPartitions, n, s.cfg.MaxFrame)
+			errdefs.ErrInvalidArgument, m.NumPartitions, n, s.cfg.MaxFrame)
 	}
 	k := s.codec
 	if m.Codec != "" {
 		var err error
 		if k, err = codec.Parse(m.Codec); err != nil {
-			return fmt.Errorf("%w: OpenMapOutput.codec: %v", errUnsupported, err)
+			return fmt.Errorf("%w: OpenMapOutput.codec: %v", errdefs.ErrUnsupported, err)
 		}
 	}
 	alg := s.checksum
 	if m.Checksum != "" {
 		var err error
 		if alg, err = checksum.Parse(m.Checksum); err != nil {
-			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errUnsupported, err)
+			return fmt.Errorf("%w: OpenMapOutput.checksum: %v", errdefs.ErrUnsupported, err)
 		}
 	}
 	blockSize, level, err := codecOptions(k, m)
@@ -629,7 +630,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 func (sess *session) batch(id uint32, m *protocol.Batch, h *held) error {
 	o, ok := sess.outputs[m.Handle]
 	if !ok {
-		return fmt.Errorf("%w: handle %d is not an open map output of this connection", errNotFound, m.Handle)
+		return fmt.Errorf("%w: handle %d is not an open map output of this connection", errdefs.ErrNotFound, m.Handle)
 	}
 	if o.failed != nil {
 		return fmt.Errorf("%w: map output %d/%d: %v", writer.ErrAborted, o.id.Shuffle, o.id.Map, o.failed)
@@ -648,10 +649,10 @@ func (sess *session) batch(id uint32, m *protocol.Batch, h *held) error {
 // descriptor, the inline frame) it owns; the caller releases the rest.
 func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	if o.last {
-		return fmt.Errorf("%w: Batch on map output %d/%d after its last batch (Batch.flags LAST)", errPrecondition, o.id.Shuffle, o.id.Map)
+		return fmt.Errorf("%w: Batch on map output %d/%d after its last batch (Batch.flags LAST)", errdefs.ErrFailedPrecondition, o.id.Shuffle, o.id.Map)
 	}
 	if m.Kind != o.kind {
-		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errPrecondition, m.Kind, o.kind)
+		return fmt.Errorf("%w: Batch.kind %v, but the map output was opened %v", errdefs.ErrFailedPrecondition, m.Kind, o.kind)
 	}
 	field, parts := "partition_offsets", len(m.Opaque.PartitionOffsets)-1
 	if m.Kind == protocol.KindColumnar {
@@ -659,7 +660,7 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	}
 	if parts != o.w.NumPartitions() {
 		return fmt.Errorf("%w: Batch.%s has %d entries (%d partitions), but the map output was opened with num_partitions %d, want %d entries",
-			errPrecondition, field, parts+1, parts, o.w.NumPartitions(), o.w.NumPartitions()+1)
+			errdefs.ErrFailedPrecondition, field, parts+1, parts, o.w.NumPartitions(), o.w.NumPartitions()+1)
 	}
 	if m.Flags&protocol.BatchLast != 0 {
 		o.last = true
@@ -670,7 +671,7 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	switch m.Plane {
 	case protocol.PlaneInline:
 		if limit := maxInline(sess.s.cfg.MaxFrame); len(m.Inline) > limit {
-			return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errExhausted, len(m.Inline), limit)
+			return fmt.Errorf("%w: Batch inline length %d exceeds max_inline %d; send larger batches in a memfd", errdefs.ErrResourceExhausted, len(m.Inline), limit)
 		}
 		payload, release = m.Inline, h.takeInline()
 	case protocol.PlaneMemfd:
@@ -682,7 +683,7 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 	case protocol.PlaneCUDAIPC:
 		return sess.deviceBatch(o, m, h.takeFD())
 	default:
-		return fmt.Errorf("%w: data plane %v is not supported by this build", errUnsupported, m.Plane)
+		return fmt.Errorf("%w: data plane %v is not supported by this build", errdefs.ErrUnsupported, m.Plane)
 	}
 	bytesIn := int64(len(payload))
 	var err error
@@ -701,7 +702,7 @@ func (sess *session) applyBatch(o *output, m *protocol.Batch, h *held) error {
 		err = o.w.WriteBatch(sess.ctx, b, release)
 	default:
 		release()
-		return fmt.Errorf("%w: Batch.kind %v", errUnsupported, m.Kind)
+		return fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err == nil {
 		sess.s.metrics.BytesIn.Add(float64(bytesIn))
@@ -728,7 +729,7 @@ func (sess *session) failUndecoded(f *protocol.Frame, err error) {
 func (sess *session) take(handle uint64) (*output, error) {
 	o, ok := sess.outputs[handle]
 	if !ok {
-		return nil, fmt.Errorf("%w: handle %d is not an open map output of this connection", errNotFound, handle)
+		return nil, fmt.Errorf("%w: handle %d is not an open map output of this connection", errdefs.ErrNotFound, handle)
 	}
 	delete(sess.outputs, handle)
 	return o, nil
@@ -872,7 +873,7 @@ func ioKey(m *protocol.RegisterExecutor) (*iocrypt.Key, error) {
 	defer m.IOEncryptionKey.Clear()
 	k, err := iocrypt.NewKey(m.IOEncryptionKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: %v", errInvalid, err)
+		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: %v", errdefs.ErrInvalidArgument, err)
 	}
 	return k, nil
 }
@@ -913,11 +914,11 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 		}
 		hashed = &shufflefile.SparkHashed{LocalDirs: reg.dirs, SubDirs: int(m.SubDirs)}
 		if err := hashed.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: RegisterExecutor: %v", errInvalid, err)
+			return nil, fmt.Errorf("%w: RegisterExecutor: %v", errdefs.ErrInvalidArgument, err)
 		}
 		root, err := shufflefile.OpenRoot(s.fs, *hashed, s.owners(uid))
 		if err != nil {
-			return nil, fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errPermission, err)
+			return nil, fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errdefs.ErrPermissionDenied, err)
 		}
 		if err := s.checkLocalDirs(root, uid); err != nil {
 			root.Close()
@@ -973,11 +974,11 @@ func (s *Server) allowedDir(dir string) (string, error) {
 		}
 	}
 	if root == "" {
-		return "", fmt.Errorf("%w: %q is not under an allowed root %v", errPermission, dir, s.cfg.AllowedRoots)
+		return "", fmt.Errorf("%w: %q is not under an allowed root %v", errdefs.ErrPermissionDenied, dir, s.cfg.AllowedRoots)
 	}
 	rel, err := filepath.Rel(root, clean)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+		return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 	}
 	resolved, err := resolveBeneath(root, rel)
 	switch {
@@ -989,21 +990,21 @@ func (s *Server) allowedDir(dir string) (string, error) {
 			resolved = r
 			break
 		}
-		return "", fmt.Errorf("%w: %q %v, to nothing under an allowed root %v", errPermission, dir, errEscapes, s.cfg.AllowedRoots)
+		return "", fmt.Errorf("%w: %q %v, to nothing under an allowed root %v", errdefs.ErrPermissionDenied, dir, errEscapes, s.cfg.AllowedRoots)
 	case errors.Is(err, errNoBeneath):
 		if resolved, err = filepath.EvalSymlinks(dir); err != nil {
-			return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+			return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 		}
 	case err != nil:
-		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+		return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 	}
 	if fi, err := s.fs.Stat(resolved); err != nil {
-		return "", fmt.Errorf("%w: %q: %v", errInvalid, dir, err)
+		return "", fmt.Errorf("%w: %q: %v", errdefs.ErrInvalidArgument, dir, err)
 	} else if !fi.IsDir() {
-		return "", fmt.Errorf("%w: %q is not a directory", errInvalid, dir)
+		return "", fmt.Errorf("%w: %q is not a directory", errdefs.ErrInvalidArgument, dir)
 	}
 	if !s.underRoots(resolved) {
-		return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errPermission, dir, resolved, s.roots)
+		return "", fmt.Errorf("%w: %q (resolved %q) is not under an allowed root %v", errdefs.ErrPermissionDenied, dir, resolved, s.roots)
 	}
 	return resolved, nil
 }
@@ -1035,24 +1036,24 @@ func (s *Server) checkLocalDirs(r *shufflefile.Root, uid uint32) error {
 	for i, d := range tops {
 		fi, err := fsys.Stat(d)
 		if err != nil {
-			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q: %v", errInvalid, i, d, err)
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q: %v", errdefs.ErrInvalidArgument, i, d, err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q is not a directory", errInvalid, i, d)
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q is not a directory", errdefs.ErrInvalidArgument, i, d)
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && uid != 0 && uid != uint32(os.Getuid()) && st.Uid != uid {
-			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q belongs to uid %d, not to the peer's uid %d", errPermission, i, d, st.Uid, uid)
+			return fmt.Errorf("%w: RegisterExecutor.local_dirs[%d] %q belongs to uid %d, not to the peer's uid %d", errdefs.ErrPermissionDenied, i, d, st.Uid, uid)
 		}
 	}
 	dirs, err := shufflefile.ListDirs(fsys, r)
 	if err != nil {
-		return fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errPermission, err)
+		return fmt.Errorf("%w: RegisterExecutor.local_dirs: %v", errdefs.ErrPermissionDenied, err)
 	}
 	for _, d := range dirs {
 		if err := probeWritable(fsys, d); err != nil {
 			return fmt.Errorf("%w: the daemon (uid %d) cannot create files in %s: %v; "+
 				"local dirs and their sub-dirs must be writable by a group the daemon is in "+
-				"(Spark makes them so with spark.shuffle.service.removeShuffle=true)", errPermission, os.Getuid(), d, err)
+				"(Spark makes them so with spark.shuffle.service.removeShuffle=true)", errdefs.ErrPermissionDenied, os.Getuid(), d, err)
 		}
 	}
 	return nil

@@ -5,17 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // Errors of this package; returned errors wrap them with the details.
 var (
 	// ErrInvalidID reports a negative shuffle or map id.
-	ErrInvalidID = errors.New("shufflefile: invalid id")
+	ErrInvalidID = errdefs.New(errdefs.ErrInvalidArgument, "shufflefile: invalid id")
 	// ErrInvalidLayout reports an unusable Layout.
 	ErrInvalidLayout = errors.New("shufflefile: invalid layout")
 	// ErrInvalidCommit reports a Commit whose fields contradict each other
 	// or the files on disk; nothing was committed.
-	ErrInvalidCommit = errors.New("shufflefile: invalid commit")
+	ErrInvalidCommit = errdefs.New(errdefs.ErrFailedPrecondition, "shufflefile: invalid commit")
 	// ErrCorrupt reports index, data and checksum files that do not agree.
 	ErrCorrupt = errors.New("shufflefile: corrupt map output")
 	// ErrChecksumMismatch reports a partition whose bytes do not match

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrRefused marks an operation that a confined FS refused because a
@@ -13,7 +15,7 @@ import (
 // directories, or belongs to a uid that is not allowed, or that any FS
 // refused because what a name names is not the kind of file the operation
 // takes (Open of a FIFO, CheckRegular). It matches fs.ErrPermission.
-var ErrRefused = errors.New("refused")
+var ErrRefused = errdefs.New(errdefs.ErrPermissionDenied, "refused")
 
 // RefusedError says which directory was refused and why.
 type RefusedError struct {
@@ -28,9 +30,10 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("%s %s: refused", e.Path, e.Reason)
 }
 
-// Is makes a RefusedError match ErrRefused and fs.ErrPermission.
+// Is makes a RefusedError match ErrRefused, its class
+// errdefs.ErrPermissionDenied, and fs.ErrPermission.
 func (e *RefusedError) Is(target error) bool {
-	return target == ErrRefused || target == fs.ErrPermission
+	return target == ErrRefused || target == errdefs.ErrPermissionDenied || target == fs.ErrPermission
 }
 
 // CheckRegular returns nil when typ (the type bits of an fs.FileMode,

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/testkit"
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +53,7 @@ func wantNotRegular(t *testing.T, what string, err error, path, says string) {
 	t.Helper()
 	var re *RefusedError
 	if !errors.As(err, &re) || !errors.Is(err, ErrRefused) || !errors.Is(err, fs.ErrPermission) ||
-		!strings.Contains(err.Error(), path+" "+says) {
+		!errors.Is(err, errdefs.ErrPermissionDenied) || !strings.Contains(err.Error(), path+" "+says) {
 		t.Errorf("%s = %v, want a refusal saying %q", what, err, path+" "+says)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/partition"
@@ -22,14 +23,14 @@ import (
 // and the value at fault.
 var (
 	// ErrInvalid marks bad input: a partition id out of range, a bad spec.
-	ErrInvalid = errors.New("writer: invalid argument")
+	ErrInvalid = errdefs.New(errdefs.ErrInvalidArgument, "writer: invalid argument")
 	// ErrAborted is returned by calls on a map output that was aborted.
-	ErrAborted = errors.New("writer: map output aborted")
+	ErrAborted = errdefs.New(errdefs.ErrAborted, "writer: map output aborted")
 	// ErrCommitted is returned by calls on a map output that was committed.
 	ErrCommitted = errors.New("writer: map output already committed")
 	// ErrTooManyRuns is returned when a map output's partition ids go
 	// backwards more often than MaxRuns allows.
-	ErrTooManyRuns = errors.New("writer: too many runs")
+	ErrTooManyRuns = errdefs.New(errdefs.ErrResourceExhausted, "writer: too many runs")
 	// ErrClosed is returned by Open on an Engine that was closed.
 	ErrClosed = errors.New("writer: engine closed")
 )
