@@ -9,9 +9,9 @@ import (
 
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/client/columnar"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 const (
