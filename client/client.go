@@ -25,22 +25,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
 )
 
 var (
 	// ErrClosed is returned by calls on a Client after Close.
-	ErrClosed = errors.New("client: closed")
+	ErrClosed = errdefs.New(errdefs.ErrFailedPrecondition, "client: closed")
 	// ErrConnLost wraps the cause when the connection to the daemon fails;
 	// every call waiting at that moment, and every later one, returns it.
-	ErrConnLost = errors.New("client: connection lost")
+	ErrConnLost = errdefs.New(errdefs.ErrUnavailable, "client: connection lost")
 	// ErrTooLarge is returned, before anything is sent, for a request that
 	// exceeds the limits the daemon announced.
-	ErrTooLarge = errors.New("client: request exceeds the daemon's limits")
+	ErrTooLarge = errdefs.New(errdefs.ErrResourceExhausted, "client: request exceeds the daemon's limits")
 	// ErrBadResponse means the daemon answered with a frame that does not
 	// fit the request.
-	ErrBadResponse = errors.New("client: unexpected response")
+	ErrBadResponse = errdefs.New(errdefs.ErrInternal, "client: unexpected response")
 
 	// errNotSent marks a write refused before its first byte went out:
 	// the connection is intact.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -13,13 +14,13 @@ import (
 var (
 	// ErrUnsupported is returned for a data plane or payload kind the
 	// daemon did not announce in its ServerHello.
-	ErrUnsupported = errors.New("client: not supported by the daemon")
+	ErrUnsupported = errdefs.New(errdefs.ErrUnsupported, "client: not supported by the daemon")
 	// ErrFinished is returned by calls on a map output after its Commit
 	// or Abort.
-	ErrFinished = errors.New("client: map output already committed or aborted")
+	ErrFinished = errdefs.New(errdefs.ErrNotFound, "client: map output already committed or aborted")
 	// ErrAfterLast is returned by a write after the one MarkLast
 	// announced as the map output's last.
-	ErrAfterLast = errors.New("client: the map output's last batch was already written")
+	ErrAfterLast = errdefs.New(errdefs.ErrFailedPrecondition, "client: the map output's last batch was already written")
 )
 
 // OutputOption configures one map output.

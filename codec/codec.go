@@ -1,11 +1,12 @@
 package codec
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // Kind names a compression codec, as Spark's spark.io.compression.codec does.
@@ -40,15 +41,15 @@ const (
 
 var (
 	// ErrUnknown reports a codec name or Kind that is not one of ours.
-	ErrUnknown = errors.New("codec: unknown codec")
+	ErrUnknown = errdefs.New(errdefs.ErrInternal, "codec: unknown codec")
 	// ErrInvalidOption reports an option value out of range.
-	ErrInvalidOption = errors.New("codec: invalid option")
+	ErrInvalidOption = errdefs.New(errdefs.ErrInternal, "codec: invalid option")
 	// ErrCorrupt reports a malformed stream: bad magic, a length out of
 	// range, a checksum mismatch, a block that does not decode, or a stream
 	// cut short (such errors also match io.ErrUnexpectedEOF).
-	ErrCorrupt = errors.New("codec: corrupt stream")
+	ErrCorrupt = errdefs.New(errdefs.ErrDataLoss, "codec: corrupt stream")
 	// ErrClosed reports a Read on a closed reader.
-	ErrClosed = errors.New("codec: reader closed")
+	ErrClosed = errdefs.New(errdefs.ErrFailedPrecondition, "codec: reader closed")
 )
 
 // Parse returns the codec named s ("none", "lz4", "zstd" or "snappy"),

@@ -20,7 +20,7 @@
 //	<disk>/<app>/<executor>/shuffle_{s}_{m}_0.index
 //	<disk>/<app>/<executor>/shuffle_{s}_{m}_0.checksum.{ALG}
 //
-// Application and executor ids are plain names (protocol.ValidateName).
+// Application and executor ids are plain names (shufflefile.ValidateName).
 // The lifecycle operations never follow a symbolic link: one in place of
 // a directory is removed as itself, and nothing behind it is touched.
 // RemoveShuffle, RemoveApplication, ListShuffles and Applications work on

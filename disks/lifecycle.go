@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 )
 
@@ -209,7 +208,7 @@ func (s *Set) Applications() ([]AppUsage, error) {
 			continue
 		}
 		for _, e := range ents {
-			if !e.IsDir() || protocol.ValidateName("application id", e.Name()) != nil {
+			if !e.IsDir() || shufflefile.ValidateName("application id", e.Name()) != nil {
 				continue
 			}
 			info, err := e.Info()

@@ -2,7 +2,7 @@ package disks
 
 import (
 	"errors"
-	"github.com/shuffled/shuffled/internal/shuffletest"
+	"github.com/shuffled/shuffled/testkit/shuffletest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/checksum"
-	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/vfs/errorfs"
@@ -285,7 +284,7 @@ func TestRemoveKeepsOutputWhoseIndexStays(t *testing.T) {
 func TestNameValidation(t *testing.T) {
 	f := newFakeSet(t, 1, 1<<40, 0)
 	d := f.Disks()[0]
-	for _, app := range []string{"", ".", "..", "a/b", "../etc", "a\x00b", "a\nb", strings.Repeat("x", protocol.MaxNameLen+1)} {
+	for _, app := range []string{"", ".", "..", "a/b", "../etc", "a\x00b", "a\nb", strings.Repeat("x", shufflefile.MaxNameLen+1)} {
 		calls := map[string]error{}
 		_, calls["Reserve"] = f.Reserve(app, 0)
 		_, _, calls["RemoveShuffle"] = f.RemoveShuffle(app, 1)
@@ -295,8 +294,8 @@ func TestNameValidation(t *testing.T) {
 		_, calls["ExecutorDir executor"] = d.ExecutorDir("app", app)
 		_, calls["Locate"] = f.Locate(app, "e1", shufflefile.ID{})
 		for call, err := range calls {
-			if !errors.Is(err, protocol.ErrMalformed) {
-				t.Errorf("%s(%q) = %v, want protocol.ErrMalformed", call, app, err)
+			if !errors.Is(err, shufflefile.ErrInvalidID) {
+				t.Errorf("%s(%q) = %v, want shufflefile.ErrInvalidID", call, app, err)
 			}
 		}
 	}

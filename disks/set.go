@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
-	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
 
@@ -24,11 +24,11 @@ var (
 	// errors, or that every disk is.
 	ErrDiskFailed = errdefs.New(errdefs.ErrResourceExhausted, "disks: disk failed")
 	// ErrInvalidConfig reports an unusable directory or option.
-	ErrInvalidConfig = errors.New("disks: invalid configuration")
+	ErrInvalidConfig = errdefs.New(errdefs.ErrInternal, "disks: invalid configuration")
 	// ErrInvalidArgument reports a bad argument to a method.
-	ErrInvalidArgument = errors.New("disks: invalid argument")
+	ErrInvalidArgument = errdefs.New(errdefs.ErrInternal, "disks: invalid argument")
 	// ErrReleased reports a Grow after Release.
-	ErrReleased = errors.New("disks: reservation released")
+	ErrReleased = errdefs.New(errdefs.ErrInternal, "disks: reservation released")
 )
 
 // Set is the daemon's root on one or more disks. Its methods are safe for
@@ -83,7 +83,7 @@ func (d *Disk) ExecutorDir(app, executor string) (string, error) {
 	if err := validateApp(app); err != nil {
 		return "", err
 	}
-	if err := protocol.ValidateName("executor id", executor); err != nil {
+	if err := shufflefile.ValidateName("executor id", executor); err != nil {
 		return "", fmt.Errorf("disks: %w", err)
 	}
 	return filepath.Join(d.dir, app, executor), nil
@@ -485,16 +485,16 @@ const RegistryLogName = RegistryName + ".log"
 // RegistryPath returns the path of the daemon's registry file.
 func (s *Set) RegistryPath() string { return filepath.Join(s.disks[0].dir, RegistryName) }
 
-// ValidateApp checks an application id: a plain name (protocol.ValidateName)
+// ValidateApp checks an application id: a plain name (shufflefile.ValidateName)
 // other than RegistryName and RegistryLogName.
 func ValidateApp(app string) error { return validateApp(app) }
 
 func validateApp(app string) error {
-	if err := protocol.ValidateName("application id", app); err != nil {
+	if err := shufflefile.ValidateName("application id", app); err != nil {
 		return fmt.Errorf("disks: %w", err)
 	}
 	if app == RegistryName || app == RegistryLogName {
-		return fmt.Errorf("disks: %w: application id %q is reserved for the daemon's registry files", protocol.ErrMalformed, app)
+		return fmt.Errorf("disks: %w: application id %q is reserved for the daemon's registry files", shufflefile.ErrInvalidID, app)
 	}
 	return nil
 }

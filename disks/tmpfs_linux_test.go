@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shuffled/shuffled/checksum"
-	"github.com/shuffled/shuffled/internal/tmpfs"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/tmpfs"
 	"github.com/shuffled/shuffled/vfs"
 )
 

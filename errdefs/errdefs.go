@@ -1,5 +1,6 @@
 // Package errdefs defines the classes of errors the daemon answers with: a
-// small fixed set, one per wire error code a class of error maps to.
+// small fixed set, one per wire error code a class of error maps to, but
+// for data loss, which the daemon answers as it does an internal error.
 // Packages do not return a class itself; their sentinel errors belong to
 // one (New), and their errors wrap those sentinels, so that
 //
@@ -39,6 +40,13 @@ var (
 	// ErrUnavailable: the daemon is draining or shutting down; a retry
 	// against a restarted one may succeed.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrDataLoss: bytes read back are not what was written (a corrupt
+	// block or stream, a checksum that does not match).
+	ErrDataLoss = errors.New("data loss")
+	// ErrInternal: a bug or a state the daemon did not expect, such as a
+	// lower layer refusing what the daemon itself passed it after checking
+	// the request.
+	ErrInternal = errors.New("internal")
 )
 
 // New returns a sentinel error of class class whose text is msg alone:
@@ -81,3 +89,9 @@ func IsAborted(err error) bool { return errors.Is(err, ErrAborted) }
 
 // IsUnavailable reports whether err is of class ErrUnavailable.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// IsDataLoss reports whether err is of class ErrDataLoss.
+func IsDataLoss(err error) bool { return errors.Is(err, ErrDataLoss) }
+
+// IsInternal reports whether err is of class ErrInternal.
+func IsInternal(err error) bool { return errors.Is(err, ErrInternal) }

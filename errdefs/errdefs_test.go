@@ -19,6 +19,8 @@ var classes = []struct {
 	{"FailedPrecondition", ErrFailedPrecondition, IsFailedPrecondition},
 	{"Aborted", ErrAborted, IsAborted},
 	{"Unavailable", ErrUnavailable, IsUnavailable},
+	{"DataLoss", ErrDataLoss, IsDataLoss},
+	{"Internal", ErrInternal, IsInternal},
 }
 
 func TestNew(t *testing.T) {

@@ -2,10 +2,10 @@ package gpu
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/bits"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
 )
@@ -95,7 +95,7 @@ func PlanOpaque(offsets []int64, size int64, recordSize int) (*CompressPlan, err
 // ErrNotCovered is wrapped by the error for a columnar batch that the
 // plans do not lay out (a payload format or a column type they do not
 // know): its caller serializes it on the CPU instead.
-var ErrNotCovered = errors.New("gpu: not covered by the compression plans")
+var ErrNotCovered = errdefs.New(errdefs.ErrUnsupported, "gpu: not covered by the compression plans")
 
 // covered lists the column types the plans lay out, each a byte copy of
 // fixed-width values, a validity bitmap, offsets and their data, or a

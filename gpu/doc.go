@@ -23,18 +23,18 @@
 // copy into it has completed and its user released it.
 package gpu
 
-import "errors"
+import "github.com/shuffled/shuffled/errdefs"
 
 var (
 	// ErrNotSupported is returned by every entry point of a build without
 	// the cuda tag.
-	ErrNotSupported = errors.New("gpu: not supported by this build (build with -tags cuda)")
+	ErrNotSupported = errdefs.New(errdefs.ErrInternal, "gpu: not supported by this build (build with -tags cuda)")
 	// ErrInvalid is wrapped by errors about arguments: sizes, ranges,
 	// layouts, partition counts.
-	ErrInvalid = errors.New("gpu: invalid argument")
+	ErrInvalid = errdefs.New(errdefs.ErrInternal, "gpu: invalid argument")
 	// ErrClosed is returned by operations on a closed device, pool or
 	// mapping.
-	ErrClosed = errors.New("gpu: closed")
+	ErrClosed = errdefs.New(errdefs.ErrInternal, "gpu: closed")
 )
 
 // IPCHandleSize is the size of a CUDA IPC memory handle (CUipcMemHandle).

@@ -28,6 +28,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
@@ -35,13 +36,13 @@ import (
 
 var (
 	// ErrInvalid reports an option or a file name this package cannot use.
-	ErrInvalid = errors.New("inspect: invalid argument")
+	ErrInvalid = errdefs.New(errdefs.ErrInvalidArgument, "inspect: invalid argument")
 	// ErrChecksumMismatch reports a partition whose bytes do not match the
 	// checksum file.
-	ErrChecksumMismatch = errors.New("inspect: checksum mismatch")
+	ErrChecksumMismatch = errdefs.New(errdefs.ErrDataLoss, "inspect: checksum mismatch")
 	// ErrCorrupt reports a partition whose bytes do not decode: a codec
 	// stream or a columnar block that is malformed or cut short.
-	ErrCorrupt = errors.New("inspect: corrupt partition")
+	ErrCorrupt = errdefs.New(errdefs.ErrDataLoss, "inspect: corrupt partition")
 )
 
 // Payload is what a map output's partitions hold once decompressed.

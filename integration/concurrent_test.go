@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // TestConcurrentClients has many clients, each its own application, write

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // attempt is one map output a worker tried to write before the kill.

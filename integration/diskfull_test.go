@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shuffled/shuffled/disks"
-	"github.com/shuffled/shuffled/internal/leakcheck"
-	"github.com/shuffled/shuffled/internal/tmpfs"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
+	"github.com/shuffled/shuffled/testkit/tmpfs"
 )
 
 // relRefused checks that err is the clear refusal of a full disk: a

@@ -3,7 +3,7 @@
 // root, and drives it over its socket with the Go client and with raw,
 // hostile frames; then it reads every committed map output back from disk.
 //
-// The invariants it holds the daemon to are those of the design (section 9):
+// The invariants it holds the daemon to are those of docs/reliability.md:
 // a committed map output is complete and decodes to exactly the bytes its
 // client sent; a crash leaves committed outputs whole and temp files that the
 // next start removes; bad input aborts only its own map output and the daemon

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // notifySocket listens where the daemon sends its sd_notify datagrams.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

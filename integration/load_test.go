@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 const (

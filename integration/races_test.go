@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // TestStartup starts the daemon and logs how long it took to serve: from

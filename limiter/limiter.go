@@ -21,14 +21,15 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrInvalidSize is returned by Acquire for a negative size.
-var ErrInvalidSize = errors.New("limiter: invalid size")
+var ErrInvalidSize = errdefs.New(errdefs.ErrInternal, "limiter: invalid size")
 
 // Limiter is a FIFO-fair, cancellable counting semaphore over bytes. The zero
 // value is not usable; call New. A Limiter is safe for concurrent use.

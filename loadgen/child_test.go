@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/cmd/shuffled/command"
-	"github.com/shuffled/shuffled/internal/leakcheck"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // daemonEnv makes the test binary a shuffled binary (its commands, serve

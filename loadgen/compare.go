@@ -12,8 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/shuffled/shuffled/internal/baseline"
 	"github.com/shuffled/shuffled/writer"
+	"github.com/shuffled/shuffled/writer/baseline"
 )
 
 // compareLimit is the bytes-in-flight limit of the compare mode's engine:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
@@ -20,7 +21,7 @@ import (
 
 // ErrUsage is wrapped by every error about a flag's value: the message
 // names the flag, the value, and what to give instead.
-var ErrUsage = errors.New("loadgen: invalid flag")
+var ErrUsage = errdefs.New(errdefs.ErrInvalidArgument, "loadgen: invalid flag")
 
 // usageError is a one-line message about a flag.
 type usageError struct{ msg string }

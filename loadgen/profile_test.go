@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shuffled/shuffled/internal/leakcheck"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // TestRecordings: --cpuprofile writes a CPU profile (gzip-compressed, as

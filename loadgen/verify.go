@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"runtime"
@@ -10,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -19,7 +19,7 @@ import (
 
 // ErrMismatch is wrapped by the error of a verification that found a map
 // output that differs from what was sent.
-var ErrMismatch = errors.New("loadgen: verify: committed output differs from what was sent")
+var ErrMismatch = errdefs.New(errdefs.ErrDataLoss, "loadgen: verify: committed output differs from what was sent")
 
 // verifier checks committed map outputs against the pool they were sent
 // from. Task i's partition p must hold the rows of partition p of pool

@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrNotLoopback means an address would expose the metrics beyond this host
 // and remote scrapes were not allowed.
-var ErrNotLoopback = errors.New("metrics: address is not loopback")
+var ErrNotLoopback = errdefs.New(errdefs.ErrInvalidArgument, "metrics: address is not loopback")
 
 // The paths Serve answers: the metrics, liveness and readiness.
 const (

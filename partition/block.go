@@ -2,11 +2,12 @@ package partition
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"sync"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // The block format carries one row range of a batch (a record: one
@@ -55,13 +56,13 @@ var blockMagic = [4]byte{'S', 'H', 'F', 'C'}
 var (
 	// ErrCorruptBlock is wrapped by every error DecodeBlock returns for
 	// bytes that are not a well-formed block.
-	ErrCorruptBlock = errors.New("partition: corrupt block")
+	ErrCorruptBlock = errdefs.New(errdefs.ErrDataLoss, "partition: corrupt block")
 	// ErrBlockVersion is wrapped by the error for a block of a version
 	// this package does not read.
-	ErrBlockVersion = errors.New("partition: unsupported block version")
+	ErrBlockVersion = errdefs.New(errdefs.ErrUnsupported, "partition: unsupported block version")
 	// ErrBlockTooLarge is returned for a row range whose block would
 	// exceed MaxBlockSize, or a Decoder's limit.
-	ErrBlockTooLarge = errors.New("partition: block too large")
+	ErrBlockTooLarge = errdefs.New(errdefs.ErrInternal, "partition: block too large")
 )
 
 func pad8(n int) int { return (n + 7) &^ 7 }

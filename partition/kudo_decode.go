@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrCorruptKudo is wrapped by every error for bytes that are not a kudo
 // table as KudoSerializer writes it for the schema at hand.
-var ErrCorruptKudo = errors.New("partition: corrupt kudo table")
+var ErrCorruptKudo = errdefs.New(errdefs.ErrDataLoss, "partition: corrupt kudo table")
 
 func corruptKudo(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorruptKudo, fmt.Sprintf(format, args...))

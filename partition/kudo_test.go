@@ -30,7 +30,7 @@ func unhex(t *testing.T, s string) []byte {
 }
 
 // kudoGoldens are slices whose kudo tables were derived by hand from the
-// format rules (DESIGN section 13, docs/format.md section 7), not by running
+// format rules (docs/format.md section 7), not by running
 // the encoder: header big-endian (magic, row offset R, rows N, V', O', T,
 // flattened columns C, has-validity bits), then validity bytes R/8 ..
 // (R+N-1)/8 padded so that header + V' is a multiple of 4, then offsets
@@ -42,7 +42,7 @@ var kudoGoldens = []struct {
 	want       string
 }{
 	{
-		// The worked example of DESIGN section 13.
+		// The worked example of docs/format.md section 7.
 		name: "worked example",
 		batch: func() *Batch {
 			return &Batch{Rows: 4, Columns: []Column{

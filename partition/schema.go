@@ -1,15 +1,16 @@
 package partition
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrUnsupportedType is wrapped by the error for a Spark type that this
 // package cannot carry (nested and interval types, among others).
-var ErrUnsupportedType = errors.New("partition: unsupported Spark type")
+var ErrUnsupportedType = errdefs.New(errdefs.ErrInternal, "partition: unsupported Spark type")
 
 // Field is one column of a schema: what a kudo reader must know of a
 // column, since kudo tables carry no types.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // Code is a stable error code carried by an Error response. Codes never
@@ -96,10 +98,45 @@ func (e *Error) Error() string { return e.Code.String() + ": " + e.Message }
 
 // Is reports whether target is an *Error with the same code, so that
 // errors.Is(err, &protocol.Error{Code: protocol.CodeNotFound}) matches
-// any NotFound error.
+// any NotFound error, or the errdefs class of its code, so that
+// errors.Is(err, errdefs.ErrNotFound) matches it too. A class's sentinels
+// (writer.ErrInvalid) do not match: an answer says its code, not which
+// sentinel the daemon's error wrapped.
 func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code && t.Message == ""
+	if t, ok := target.(*Error); ok {
+		return t.Code == e.Code && t.Message == ""
+	}
+	c := e.Code.Class()
+	return c != nil && target == c
+}
+
+// Class returns the errdefs class whose errors the daemon answers with
+// code c, or nil for a code of no class (OK, AlreadyExists,
+// VersionMismatch, and codes this version does not know). The daemon
+// answers errdefs.ErrDataLoss as CodeInternal too; its class is
+// errdefs.ErrInternal.
+func (c Code) Class() error {
+	switch c {
+	case CodeInvalidArgument:
+		return errdefs.ErrInvalidArgument
+	case CodeUnsupported:
+		return errdefs.ErrUnsupported
+	case CodeNotFound:
+		return errdefs.ErrNotFound
+	case CodePermissionDenied:
+		return errdefs.ErrPermissionDenied
+	case CodeResourceExhausted:
+		return errdefs.ErrResourceExhausted
+	case CodeFailedPrecondition:
+		return errdefs.ErrFailedPrecondition
+	case CodeAborted:
+		return errdefs.ErrAborted
+	case CodeUnavailable:
+		return errdefs.ErrUnavailable
+	case CodeInternal:
+		return errdefs.ErrInternal
+	}
+	return nil
 }
 
 // CodeOf returns the code of the first *Error in err's chain, CodeOK for

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -49,7 +48,7 @@ type Header struct {
 // unknown position: the connection must be closed.
 var (
 	// ErrBadFrame wraps every header or fd-passing violation.
-	ErrBadFrame = errors.New("protocol: bad frame")
+	ErrBadFrame = errdefs.New(errdefs.ErrInternal, "protocol: bad frame")
 	// ErrFrameTooLarge is returned, before any allocation, for a header
 	// whose payload length exceeds the reader's limit. It wraps ErrBadFrame.
 	ErrFrameTooLarge = fmt.Errorf("%w: frame too large", ErrBadFrame)

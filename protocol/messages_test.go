@@ -292,6 +292,15 @@ func TestValidateName(t *testing.T) {
 			t.Errorf("ValidateName(%q) = %v, want ErrMalformed naming AppID", tt.in, err)
 		}
 	}
+	// The wire's text: ErrMalformed's, then the field and the name.
+	for in, want := range map[string]string{
+		"":    "protocol: malformed message: AppID is empty",
+		"a/b": `protocol: malformed message: AppID "a/b" contains '/'`,
+	} {
+		if err := ValidateName("AppID", in); err == nil || err.Error() != want {
+			t.Errorf("ValidateName(%q) = %v, want %q", in, err, want)
+		}
+	}
 }
 
 func TestNegotiate(t *testing.T) {

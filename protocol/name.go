@@ -3,33 +3,20 @@ package protocol
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/shuffled/shuffled/shufflefile"
 )
 
-// MaxNameLen bounds application and executor ids in bytes.
-const MaxNameLen = 255
+// MaxNameLen bounds application and executor ids in bytes; names are
+// shufflefile's (shufflefile.MaxNameLen).
+const MaxNameLen = shufflefile.MaxNameLen
 
 // ValidateName checks that s may serve as one path component named by a
-// client (an application or executor id): 1 to MaxNameLen bytes of valid
-// UTF-8, no '/', no NUL or other control character, and neither "." nor
-// "..". field names the id in the error.
+// client (an application or executor id): shufflefile.ValidateName, whose
+// error it wraps in ErrMalformed. field names the id in the error.
 func ValidateName(field, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: %s is empty", ErrMalformed, field)
-	case len(s) > MaxNameLen:
-		return fmt.Errorf("%w: %s %.32q...: length %d exceeds %d", ErrMalformed, field, s, len(s), MaxNameLen)
-	case s == "." || s == "..":
-		return fmt.Errorf("%w: %s %q is not a plain name", ErrMalformed, field, s)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrMalformed, field, s)
-	case strings.ContainsRune(s, '/'):
-		return fmt.Errorf("%w: %s %q contains '/'", ErrMalformed, field, s)
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Errorf("%w: %s %q contains control character %U", ErrMalformed, field, s, r)
-		}
+	if err := shufflefile.ValidateName(field, s); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return nil
 }

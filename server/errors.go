@@ -26,7 +26,8 @@ var (
 // a *protocol.Error keeps its code, an error of an errdefs class gets the
 // class's code (the first in this order, should it carry two), and the few
 // errors from outside the project that have a class of their own join it.
-// Anything else is Internal.
+// DataLoss and Internal come last, so that a caller's class wins over the
+// class of a lower layer's sentinel it wraps. Anything else is Internal.
 func codeOf(err error) protocol.Code {
 	var pe *protocol.Error
 	switch {
@@ -50,6 +51,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeUnsupported
 	case errors.Is(err, errdefs.ErrInvalidArgument):
 		return protocol.CodeInvalidArgument
+	case errors.Is(err, errdefs.ErrDataLoss), errors.Is(err, errdefs.ErrInternal):
+		return protocol.CodeInternal
 	}
 	return protocol.CodeInternal
 }

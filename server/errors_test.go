@@ -13,6 +13,7 @@ import (
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
+	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -40,6 +41,8 @@ var codeOfCases = []struct {
 	{"errdefs.ErrNotFound", errdefs.ErrNotFound, protocol.CodeNotFound},
 	{"errdefs.ErrFailedPrecondition", errdefs.ErrFailedPrecondition, protocol.CodeFailedPrecondition},
 	{"shufflefile.ErrInvalidCommit", shufflefile.ErrInvalidCommit, protocol.CodeFailedPrecondition},
+	{"ErrRootLocked", ErrRootLocked, protocol.CodeFailedPrecondition},
+	{"codec.ErrClosed", codec.ErrClosed, protocol.CodeFailedPrecondition},
 	{"errdefs.ErrResourceExhausted", errdefs.ErrResourceExhausted, protocol.CodeResourceExhausted},
 	{"writer.ErrTooManyRuns", writer.ErrTooManyRuns, protocol.CodeResourceExhausted},
 	{"disks.ErrDiskFull", disks.ErrDiskFull, protocol.CodeResourceExhausted},
@@ -48,14 +51,20 @@ var codeOfCases = []struct {
 	{"syscall.EDQUOT", syscall.EDQUOT, protocol.CodeResourceExhausted},
 	{"errdefs.ErrUnsupported", errdefs.ErrUnsupported, protocol.CodeUnsupported},
 	{"protocol.ErrUnsupported", protocol.ErrUnsupported, protocol.CodeUnsupported},
+	{"gpu.ErrNotCovered", gpu.ErrNotCovered, protocol.CodeUnsupported},
+	{"partition.ErrBlockVersion", partition.ErrBlockVersion, protocol.CodeUnsupported},
 	{"errdefs.ErrInvalidArgument", errdefs.ErrInvalidArgument, protocol.CodeInvalidArgument},
 	{"protocol.ErrMalformed", protocol.ErrMalformed, protocol.CodeInvalidArgument},
 	{"writer.ErrInvalid", writer.ErrInvalid, protocol.CodeInvalidArgument},
 	{"partition.ErrInvalidBatch", partition.ErrInvalidBatch, protocol.CodeInvalidArgument},
 	{"partition.ErrInvalidArgument", partition.ErrInvalidArgument, protocol.CodeInvalidArgument},
 	{"shufflefile.ErrInvalidID", shufflefile.ErrInvalidID, protocol.CodeInvalidArgument},
+	{"ErrInvalidConfig", ErrInvalidConfig, protocol.CodeInvalidArgument},
 
-	// Sentinels of no class: Internal, unless a caller wraps them in one.
+	// Classes DataLoss and Internal, their sentinels, and errors of no
+	// class: Internal, unless a caller wraps them in another class.
+	{"errdefs.ErrDataLoss", errdefs.ErrDataLoss, protocol.CodeInternal},
+	{"errdefs.ErrInternal", errdefs.ErrInternal, protocol.CodeInternal},
 	{"writer.ErrClosed", writer.ErrClosed, protocol.CodeInternal},
 	{"writer.ErrCommitted", writer.ErrCommitted, protocol.CodeInternal},
 	{"disks.ErrInvalidConfig", disks.ErrInvalidConfig, protocol.CodeInternal},
@@ -72,6 +81,12 @@ var codeOfCases = []struct {
 	{"gpu.ErrNotSupported", gpu.ErrNotSupported, protocol.CodeInternal},
 	{"codec.ErrUnknown", codec.ErrUnknown, protocol.CodeInternal},
 	{"codec.ErrCorrupt", codec.ErrCorrupt, protocol.CodeInternal},
+	{"codec.ErrInvalidOption", codec.ErrInvalidOption, protocol.CodeInternal},
+	{"limiter.ErrInvalidSize", limiter.ErrInvalidSize, protocol.CodeInternal},
+	{"gpu.ErrClosed", gpu.ErrClosed, protocol.CodeInternal},
+	{"partition.ErrBlockTooLarge", partition.ErrBlockTooLarge, protocol.CodeInternal},
+	{"partition.ErrCorruptKudo", partition.ErrCorruptKudo, protocol.CodeInternal},
+	{"vfs.ErrShortCopy", vfs.ErrShortCopy, protocol.CodeInternal},
 	{"context.DeadlineExceeded", context.DeadlineExceeded, protocol.CodeInternal},
 	{"io.ErrUnexpectedEOF", io.ErrUnexpectedEOF, protocol.CodeInternal},
 	{"errors.New", errors.New("not a class"), protocol.CodeInternal},
@@ -114,5 +129,51 @@ func TestCodeOfPrecedence(t *testing.T) {
 				t.Errorf("codeOf(%s wrapping %s) = %v, want %v", b.name, a.name, got, a.want)
 			}
 		}
+	}
+}
+
+// TestSentinelsHaveClass: every sentinel of the project in codeOfCases
+// belongs to an errdefs class, those answered Internal included.
+func TestSentinelsHaveClass(t *testing.T) {
+	classes := []error{
+		errdefs.ErrInvalidArgument, errdefs.ErrUnsupported, errdefs.ErrNotFound,
+		errdefs.ErrPermissionDenied, errdefs.ErrResourceExhausted, errdefs.ErrFailedPrecondition,
+		errdefs.ErrAborted, errdefs.ErrUnavailable, errdefs.ErrDataLoss, errdefs.ErrInternal,
+	}
+	foreign := map[string]bool{
+		"context.Canceled": true, "context.DeadlineExceeded": true, "fs.ErrPermission": true,
+		"syscall.EACCES": true, "syscall.ENOSPC": true, "syscall.EDQUOT": true,
+		"io.ErrUnexpectedEOF": true, "errors.New": true,
+	}
+	for _, c := range codeOfCases {
+		if foreign[c.name] {
+			continue
+		}
+		n := 0
+		for _, class := range classes {
+			if errors.Is(c.err, class) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s belongs to %d errdefs classes, want 1", c.name, n)
+		}
+	}
+}
+
+// TestCodeOfClass: a Go client's errors.Is(answer, class) holds for the
+// class whose errors the daemon answers with the answer's code.
+func TestCodeOfClass(t *testing.T) {
+	for c := protocol.CodeOK; c <= protocol.CodeInternal; c++ {
+		class := c.Class()
+		if class == nil {
+			continue
+		}
+		if got := codeOf(class); got != c {
+			t.Errorf("codeOf(%v.Class()) = %v, want %v", c, got, c)
+		}
+	}
+	if got := codeOf(errdefs.ErrDataLoss).Class(); got != errdefs.ErrInternal {
+		t.Errorf("codeOf(errdefs.ErrDataLoss).Class() = %v, want %v", got, errdefs.ErrInternal)
 	}
 }

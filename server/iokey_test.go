@@ -15,10 +15,10 @@ import (
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 	"github.com/shuffled/shuffled/vfs"
 )
 

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // TestCUDAIPCKudo: a GPU executor partitions a batch with a column of

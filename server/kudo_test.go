@@ -10,12 +10,12 @@ import (
 
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // TestKudoRoundTrip writes kudo map outputs through the socket, one column

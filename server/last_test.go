@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // TestBatchLast speaks the LAST flag frame by frame: the server announces

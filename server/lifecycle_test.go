@@ -14,8 +14,8 @@ import (
 
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/disks"
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/vfs/errorfs"
 )

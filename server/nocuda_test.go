@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shuffled/shuffled/internal/leakcheck"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
 
 // TestCUDAIPCUnsupported: a daemon built without the cuda tag does not

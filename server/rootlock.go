@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,7 +17,7 @@ import (
 const LockName = ".shuffled.lock"
 
 // ErrRootLocked means another process holds a root dir's lock.
-var ErrRootLocked = errors.New("server: root dir in use by another daemon")
+var ErrRootLocked = errdefs.New(errdefs.ErrFailedPrecondition, "server: root dir in use by another daemon")
 
 // RootLock holds the locks of a daemon's root dirs; Close releases them.
 type RootLock struct {

@@ -2,7 +2,6 @@ package shufflefile
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
@@ -14,15 +13,15 @@ var (
 	// ErrInvalidID reports a negative shuffle or map id.
 	ErrInvalidID = errdefs.New(errdefs.ErrInvalidArgument, "shufflefile: invalid id")
 	// ErrInvalidLayout reports an unusable Layout.
-	ErrInvalidLayout = errors.New("shufflefile: invalid layout")
+	ErrInvalidLayout = errdefs.New(errdefs.ErrInternal, "shufflefile: invalid layout")
 	// ErrInvalidCommit reports a Commit whose fields contradict each other
 	// or the files on disk; nothing was committed.
 	ErrInvalidCommit = errdefs.New(errdefs.ErrFailedPrecondition, "shufflefile: invalid commit")
 	// ErrCorrupt reports index, data and checksum files that do not agree.
-	ErrCorrupt = errors.New("shufflefile: corrupt map output")
+	ErrCorrupt = errdefs.New(errdefs.ErrDataLoss, "shufflefile: corrupt map output")
 	// ErrChecksumMismatch reports a partition whose bytes do not match
 	// the checksum file.
-	ErrChecksumMismatch = errors.New("shufflefile: checksum mismatch")
+	ErrChecksumMismatch = errdefs.New(errdefs.ErrDataLoss, "shufflefile: checksum mismatch")
 )
 
 // MaxPartitions bounds the partitions of one map output: the most that

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/checksum"
-	"github.com/shuffled/shuffled/internal/fifotest"
+	"github.com/shuffled/shuffled/testkit"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/vfs/errorfs"
 )
@@ -51,7 +51,7 @@ type doResult struct {
 // doPromptly runs c.Do (promptly).
 func doPromptly(t *testing.T, c *Commit, fifos ...string) (doResult, error) {
 	t.Helper()
-	return fifotest.Promptly(t, "Commit.Do", fifos, func() (doResult, error) {
+	return testkit.Promptly(t, "Commit.Do", fifos, func() (doResult, error) {
 		l, s, ex, err := c.Do()
 		return doResult{l, s, ex}, err
 	})
@@ -166,7 +166,7 @@ func TestCommitRefusesFIFO(t *testing.T) {
 						fifo = c.plant(t, Flat(dir))
 					}
 					if c.open {
-						m, err := fifotest.Promptly(t, "Open", []string{fifo}, func() (*MapOutput, error) { return Open(fsys, l, id, checksum.Adler32) })
+						m, err := testkit.Promptly(t, "Open", []string{fifo}, func() (*MapOutput, error) { return Open(fsys, l, id, checksum.Adler32) })
 						if err == nil {
 							m.Close()
 						}

@@ -122,3 +122,40 @@ func TestParseName(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateName(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // the error's text; "" for a plain name
+	}{
+		{"app-20240101120000-0001", ""},
+		{"driver", ""},
+		{"7", ""},
+		{"a..b", ""},
+		{"ünïcode", ""},
+		{strings.Repeat("x", MaxNameLen), ""},
+		{"", "application id is empty"},
+		{".", `application id "." is not a plain name`},
+		{"..", `application id ".." is not a plain name`},
+		{"a/b", `application id "a/b" contains '/'`},
+		{"/", `application id "/" contains '/'`},
+		{"a\x00", `application id "a\x00" contains control character U+0000`},
+		{"a\nb", `application id "a\nb" contains control character U+000A`},
+		{"a\x7fb", `application id "a\x7fb" contains control character U+007F`},
+		{"a\u0085b", `application id "a\u0085b" contains control character U+0085`},
+		{"\xff", `application id "\xff" is not valid UTF-8`},
+		{strings.Repeat("x", MaxNameLen+1), `application id "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"...: length 256 exceeds 255`},
+	}
+	for _, tt := range tests {
+		err := ValidateName("application id", tt.in)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("ValidateName(%q) = %v, want nil", tt.in, err)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ValidateName(%q) = %v, want %q wrapping ErrInvalidID", tt.in, err, tt.want)
+		}
+	}
+}

@@ -3,7 +3,7 @@ package shufflefile_test
 import (
 	"errors"
 	"fmt"
-	"github.com/shuffled/shuffled/internal/shuffletest"
+	"github.com/shuffled/shuffled/testkit/shuffletest"
 	"path/filepath"
 	"strings"
 	"testing"

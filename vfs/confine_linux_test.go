@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shuffled/shuffled/internal/fifotest"
+	"github.com/shuffled/shuffled/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -234,7 +234,7 @@ func TestConfinedOpenDirAndLstat(t *testing.T) {
 		if err := unix.Mkfifo(fifo, 0o666); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fifotest.Promptly(t, "OpenDir of a FIFO", []string{fifo}, func() (File, error) { return c.OpenDir(fifo) }); err == nil || !strings.Contains(err.Error(), fifo) {
+		if _, err := testkit.Promptly(t, "OpenDir of a FIFO", []string{fifo}, func() (File, error) { return c.OpenDir(fifo) }); err == nil || !strings.Contains(err.Error(), fifo) {
 			t.Errorf("OpenDir of a FIFO = %v, want an error naming it", err)
 		}
 		fi, err := c.Lstat(link)

@@ -1,16 +1,17 @@
 package vfs
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // ErrShortCopy reports that the source of a CopyRange ended before the
 // requested number of bytes.
-var ErrShortCopy = errors.New("vfs: short copy")
+var ErrShortCopy = errdefs.New(errdefs.ErrDataLoss, "vfs: short copy")
 
 // copyBufSize is the size of the pooled buffers of the user-space copy.
 const copyBufSize = 256 << 10

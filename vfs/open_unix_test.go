@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/errdefs"
-	"github.com/shuffled/shuffled/internal/fifotest"
+	"github.com/shuffled/shuffled/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,7 +64,7 @@ func wantNotRegular(t *testing.T, what string, err error, path, says string) {
 func checkOpens(t *testing.T, dir string, open func(string) (File, error)) {
 	t.Helper()
 	for p, says := range specials(t, dir) {
-		f, err := fifotest.Promptly(t, "Open("+p+")", []string{p}, func() (File, error) { return open(p) })
+		f, err := testkit.Promptly(t, "Open("+p+")", []string{p}, func() (File, error) { return open(p) })
 		if err == nil {
 			f.Close()
 		}
@@ -128,7 +128,7 @@ func TestOpenDir(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	_, err = fifotest.Promptly(t, "OpenDir of a FIFO", []string{fifo}, func() (File, error) { return Default.OpenDir(fifo) })
+	_, err = testkit.Promptly(t, "OpenDir of a FIFO", []string{fifo}, func() (File, error) { return Default.OpenDir(fifo) })
 	if !errors.Is(err, syscall.ENOTDIR) || !strings.Contains(err.Error(), fifo) {
 		t.Errorf("OpenDir of a FIFO = %v, want ENOTDIR naming it", err)
 	}

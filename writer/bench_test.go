@@ -10,10 +10,10 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/internal/baseline"
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
+	"github.com/shuffled/shuffled/writer/baseline"
 )
 
 // benchMode is one way BenchmarkWrite writes: its sink (nil: the writer's
@@ -29,7 +29,7 @@ type benchMode struct {
 }
 
 // modes are the writer's own runs and the baselines it is measured
-// against (package internal/baseline); a clib build adds ceiling-c
+// against (package writer/baseline); a clib build adds ceiling-c
 // (clib_test.go).
 var modes = []benchMode{
 	{"stream", nil, nil, false, false},

@@ -11,9 +11,9 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/internal/baseline"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
+	"github.com/shuffled/shuffled/writer/baseline"
 )
 
 // ceiling-c is the compression ceiling with liblz4's LZ4_compress_default

@@ -49,7 +49,7 @@
 // then committed atomically (package shufflefile).
 //
 // A Spec.Sink replaces the runs for measurements (the baselines in
-// internal/baseline).
+// writer/baseline).
 //
 // Invariants: quota acquired for a record is released exactly once, on every
 // path (written, kept by a run in memory until the map output ends, encoding

@@ -2,7 +2,6 @@ package writer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -27,12 +26,12 @@ var (
 	// ErrAborted is returned by calls on a map output that was aborted.
 	ErrAborted = errdefs.New(errdefs.ErrAborted, "writer: map output aborted")
 	// ErrCommitted is returned by calls on a map output that was committed.
-	ErrCommitted = errors.New("writer: map output already committed")
+	ErrCommitted = errdefs.New(errdefs.ErrInternal, "writer: map output already committed")
 	// ErrTooManyRuns is returned when a map output's partition ids go
 	// backwards more often than MaxRuns allows.
 	ErrTooManyRuns = errdefs.New(errdefs.ErrResourceExhausted, "writer: too many runs")
 	// ErrClosed is returned by Open on an Engine that was closed.
-	ErrClosed = errors.New("writer: engine closed")
+	ErrClosed = errdefs.New(errdefs.ErrInternal, "writer: engine closed")
 )
 
 // A Sink takes the place of the writer's own runs for one map output: it

@@ -195,7 +195,8 @@ func TestGolden(t *testing.T) {
 		bs   int
 		want string
 	}{
-		// Shorter than 13 bytes: raw. This is DESIGN's reference stream.
+		// Shorter than 13 bytes: raw. This is the reference stream of
+		// docs/format.md section 9 (lz4).
 		{"hello", []byte("hello world"), 32 << 10,
 			"4c5a34426c6f636b150b0000000b00000095039202" + "68656c6c6f20776f726c64" +
 				"4c5a34426c6f636b15000000000000000000000000"},
@@ -229,8 +230,8 @@ func TestGolden(t *testing.T) {
 			t.Errorf("%s: decodes to %q, %v", c.name, d, err)
 		}
 	}
-	// xxHash32 of "hello world" with the framing's seed, as DESIGN and
-	// lz4-java have it (0x02920395, masked).
+	// xxHash32 of "hello world" with the framing's seed, as docs/format.md
+	// section 9 and lz4-java have it (0x02920395, masked).
 	if got := Checksum([]byte("hello world")); got != 0x02920395 {
 		t.Errorf("Checksum(hello world) = %#x, want 0x02920395", got)
 	}

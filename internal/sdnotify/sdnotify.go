@@ -9,12 +9,13 @@ package sdnotify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 // The states the daemon sends. Several may be joined with newlines in one
@@ -35,7 +36,7 @@ const (
 // ErrUnsupportedSocket means $NOTIFY_SOCKET names an address this package
 // cannot reach (systemd also allows vsock addresses, which a node daemon never
 // gets).
-var ErrUnsupportedSocket = errors.New("sdnotify: unsupported NOTIFY_SOCKET")
+var ErrUnsupportedSocket = errdefs.New(errdefs.ErrUnsupported, "sdnotify: unsupported NOTIFY_SOCKET")
 
 // Notify sends state (for example "READY=1" or "STATUS=draining") to the
 // service manager. It reports false with a nil error when $NOTIFY_SOCKET is

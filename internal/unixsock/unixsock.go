@@ -16,16 +16,18 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+
+	"github.com/shuffled/shuffled/errdefs"
 )
 
 var (
 	// ErrInUse means a live process answers on the socket path.
-	ErrInUse = errors.New("unixsock: another daemon is serving")
+	ErrInUse = errdefs.New(errdefs.ErrFailedPrecondition, "unixsock: another daemon is serving")
 	// ErrNotSocket means the path exists and is not a socket (a symbolic
 	// link counts as not a socket: Listen does not follow it).
-	ErrNotSocket = errors.New("unixsock: path exists and is not a socket")
+	ErrNotSocket = errdefs.New(errdefs.ErrFailedPrecondition, "unixsock: path exists and is not a socket")
 	// ErrPathTooLong means the path does not fit a socket address.
-	ErrPathTooLong = errors.New("unixsock: path too long for a socket address")
+	ErrPathTooLong = errdefs.New(errdefs.ErrInvalidArgument, "unixsock: path too long for a socket address")
 )
 
 // maxPathLen is the longest path a sockaddr_un holds with its terminating NUL

@@ -11,12 +11,12 @@ package plot
 import (
 	"context"
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"image/color"
 	"io"
 	"strconv"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/loadgen"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -26,7 +26,7 @@ import (
 )
 
 // ErrNoPoints is returned by Draw for a result with an empty sweep.
-var ErrNoPoints = errors.New("plot: no points to draw")
+var ErrNoPoints = errdefs.New(errdefs.ErrInvalidArgument, "plot: no points to draw")
 
 // Sweep describes the two sweeps: Partitions at Base.BatchesPerTask, and
 // Batches at Base.Partitions.

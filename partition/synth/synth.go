@@ -11,17 +11,17 @@ package synth
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/partition"
 )
 
 // ErrUnknownSchema is returned for a schema name not in Schemas.
-var ErrUnknownSchema = errors.New("synth: unknown schema")
+var ErrUnknownSchema = errdefs.New(errdefs.ErrInvalidArgument, "synth: unknown schema")
 
 // Schemas lists the names Generate accepts.
 var Schemas = []string{"lineitem", "ints", "strings", "wide", "types"}

@@ -7,11 +7,16 @@
 # lib/*.jar; no Go and no JDK.
 #  1. verify: VTASKS map tasks in SHFC and in kudo, each output read back
 #     with `shuffled cat --rows json` and compared with the same batches
-#     written from host memory;
+#     written from host memory; then as many of nested batches (array,
+#     struct, map, nulls at every level) from device memory, compared the
+#     same way (nested_verified_outputs);
 #  2. REPS rounds, alternating, each of loadgen --gpu and DeviceProof in
 #     SHFC and kudo (TASKS tasks, CONC at a time, 200 partitions, 2
-#     batches of 100000 lineitem rows a task), the daemon's CPU time
-#     (utime+stime of /proc/PID/stat) taken around each run.
+#     batches of 100000 lineitem rows a task, the last marked), the
+#     daemon's CPU time (utime+stime of /proc/PID/stat) taken around each
+#     run. As loadgen, DeviceProof connects and registers its CONC
+#     executors before its clock starts; each also writes one warm-up
+#     task there first (WARMUP=N a worker; 0 for none).
 # Output: lines "RESULT label json cpu_s" on stdout, logs under $OUT.
 #
 # Usage: scripts/cuda/jvm-device.sh [CARRY]   (default bin/carry)
@@ -25,6 +30,7 @@ tasks=${TASKS:-300}
 vtasks=${VTASKS:-8}
 conc=${CONC:-4}
 reps=${REPS:-3}
+warmup=${WARMUP:-1}
 work=$(mktemp -d)
 daemon=
 trap '[ -n "$daemon" ] && kill "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
@@ -57,7 +63,7 @@ tck=$(getconf CLK_TCK)
 cpu() { awk -v t="$tck" '{printf "%.3f", ($14 + $15) / t}' "/proc/$daemon/stat"; }
 jvm() { # format tasks verify|run
 	n=$((n + 1))
-	"$java" --enable-native-access=ALL-UNNAMED -Dproof.app="jvm-device-$n" -cp "$cp" dev.shuffled.client.DeviceProof \
+	"$java" --enable-native-access=ALL-UNNAMED -Dproof.app="jvm-device-$n" -Dproof.warmup="$warmup" -cp "$cp" dev.shuffled.client.DeviceProof \
 		"$work/s.sock" "$work/root" "$carry/cuda/shuffled" "$1" "$2" "$conc" 200 100000 2 8 "$3"
 }
 measure() { # label command...

@@ -38,11 +38,12 @@ import (
 	"io/fs"
 	"sync/atomic"
 
+	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/vfs"
 )
 
 // ErrInjected is the error an injector returns when the test names none.
-var ErrInjected = errors.New("errorfs: injected error")
+var ErrInjected = errdefs.New(errdefs.ErrInternal, "errorfs: injected error")
 
 // OpKind is the kind of a counted operation.
 type OpKind uint8

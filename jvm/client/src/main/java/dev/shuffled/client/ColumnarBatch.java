@@ -33,11 +33,8 @@ import java.util.Objects;
  * the caller must not change their bytes until the batch is written. A batch whose buffers live in
  * a {@link ColumnarMemfd} travels to the daemon without a copy on the memfd plane.
  */
-public final class ColumnarBatch {
-  private final ColumnarSchema schema;
-  private final long rows;
+public final class ColumnarBatch extends PartitionedBatch {
   private final List<Column> columns;
-  private final long[] partitionRows;
   private final BatchMemory memory; // null: the caller's buffers, copied when written
   private final List<Flat> flat; // the columns and their children, in pre-order
 
@@ -124,11 +121,9 @@ public final class ColumnarBatch {
       long[] partitionRows,
       BatchMemory memory,
       List<Flat> flat) {
+    super(schema, rows, partitionRows);
     this.flat = flat;
-    this.schema = schema;
-    this.rows = rows;
     this.columns = columns;
-    this.partitionRows = partitionRows;
     this.memory = memory;
   }
 
@@ -146,32 +141,14 @@ public final class ColumnarBatch {
 
   static ColumnarBatch make(
       ColumnarSchema schema, long rows, List<Column> columns, long[] partitionRows, BatchMemory memory) {
-    Objects.requireNonNull(schema, "schema");
-    Objects.requireNonNull(columns, "columns");
-    Objects.requireNonNull(partitionRows, "partitionRows");
+    long[] pr = checkShape("batch", schema, rows, columns, partitionRows);
     List<Column> cols = List.copyOf(columns);
-    if (rows < 0) {
-      throw new IllegalArgumentException("batch: rows " + rows + ", want >= 0");
-    }
-    if (cols.size() != schema.size()) {
-      throw new IllegalArgumentException(
-          "batch: " + cols.size() + " columns for a schema of " + schema.size());
-    }
-    long[] pr = partitionRows.clone();
-    String bad = partitionRowsError(pr, rows);
-    if (bad != null) {
-      throw new IllegalArgumentException("batch: partitionRows: " + bad);
-    }
     List<Flat> flat = new java.util.ArrayList<>(cols.size());
     for (int i = 0; i < cols.size(); i++) {
       ColumnarSchema.Field f = schema.field(i);
       check("column " + i + " (" + f + ")", f, cols.get(i), rows, memory, flat);
     }
     return new ColumnarBatch(schema, rows, cols, pr, memory, List.copyOf(flat));
-  }
-
-  static String partitionRowsError(long[] off, long rows) {
-    return Check.offsets(off, rows, "rows =");
   }
 
   /**
@@ -201,10 +178,8 @@ public final class ColumnarBatch {
         }
       }
     }
-    long need = rows / 8 + (rows % 8 == 0 ? 0 : 1);
-    if (c.validity != null && c.validity.remaining() < need) {
-      throw new IllegalArgumentException(
-          col + ": validity: " + c.validity.remaining() + " bytes for " + rows + " rows, want >= " + need);
+    if (c.validity != null) {
+      checkValidity(col, c.validity.remaining(), rows);
     }
     if (t == ColumnType.VOID && rows > 0) {
       if (c.validity == null) {
@@ -232,11 +207,7 @@ public final class ColumnarBatch {
       }
       long used = 0;
       if (!t.nested()) {
-        if (rows > c.data.remaining() / t.width()) {
-          throw new IllegalArgumentException(
-              col + ": data: " + c.data.remaining() + " bytes for " + rows + " rows of " + t.label()
-                  + ", want >= " + rows + " × " + t.width());
-        }
+        checkFixedData(col, t, c.data.remaining(), rows);
         used = rows * t.width();
       }
       flat.add(new Flat(f, c, rows, used, memOffsets));
@@ -252,10 +223,7 @@ public final class ColumnarBatch {
         throw new IllegalArgumentException(col + ": offsets: null for " + rows + " rows of " + t.label());
       }
     } else {
-      if (rows >= c.offsets.remaining() / 4) {
-        throw new IllegalArgumentException(
-            col + ": offsets: " + c.offsets.remaining() + " bytes for " + rows + " rows, want >= 4 × (rows+1)");
-      }
+      checkOffsetsLength(col, c.offsets.remaining(), rows);
       ByteBuffer o = c.offsets; // little-endian, position 0
       int prev = o.getInt(0);
       if (prev != 0) {
@@ -284,31 +252,9 @@ public final class ColumnarBatch {
     check(col + "." + cf.name(), cf, c.children().get(0), last, memory, flat);
   }
 
-  public ColumnarSchema schema() {
-    return schema;
-  }
-
-  public long rows() {
-    return rows;
-  }
-
   /** The columns, one per schema field. */
   public List<Column> columns() {
     return columns;
-  }
-
-  /** The partition row offsets (a copy). */
-  public long[] partitionRows() {
-    return partitionRows.clone();
-  }
-
-  /** The number of partitions the batch is cut into: partitionRows().length - 1. */
-  public int numPartitions() {
-    return partitionRows.length - 1;
-  }
-
-  long[] partitionRowsRef() {
-    return partitionRows;
   }
 
   BatchMemory memory() {

@@ -57,6 +57,14 @@ public final class CudaDriver {
     throw new CudaException(unavailable(), -1);
   }
 
+  /**
+   * The process-wide unique id of the allocation that {@code address} lies in
+   * (CU_POINTER_ATTRIBUTE_BUFFER_ID): an allocation freed and made again gets a new one.
+   */
+  public static long bufferId(long address) throws CudaException {
+    throw new CudaException(unavailable(), -1);
+  }
+
   /** cuMemGetAddressRange: the allocation that encloses {@code address}. */
   public static AddressRange addressRange(long address) throws CudaException {
     throw new CudaException(unavailable(), -1);

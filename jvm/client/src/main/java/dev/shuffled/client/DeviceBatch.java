@@ -18,11 +18,18 @@ import java.util.Objects;
  * names the pool's enclosing allocation, and the batch is the byte range of it that its buffers
  * span. docs/gpu-executors.md maps a cuDF table onto this.
  *
+ * <p>Nested columns (array, struct, map) carry their children ({@link Column#children}) as {@link
+ * ColumnarBatch.Column} does: a struct's children have the struct's rows, a list's (or map's) child
+ * the rows its offsets point to, and they travel after their parent in pre-order, with their own
+ * validity, offsets and data, the way cuDF lays out a nested column's child views.
+ *
  * <p>The batch is validated when it is made, without touching the device: every error names the
- * column and the buffer. Whether string offsets are monotonic and inside the data is checked by
- * the daemon against the bytes.
+ * column (a child after its parent: {@code column 0 (m map<string,int>).entries.key}) and the
+ * buffer. Whether offsets are monotonic and inside the data (or a list's child) is checked by the
+ * daemon against the bytes; so are the buffer sizes of the columns below a list, whose row count
+ * is its last offset, in device memory: their buffers are sent whole.
  */
-public final class DeviceBatch {
+public final class DeviceBatch extends PartitionedBatch {
   /** A device buffer: {@code length} bytes from {@code address}; length 0 means absent. */
   public record Buffer(long address, long length) {
     /** The absent buffer. */
@@ -53,14 +60,23 @@ public final class DeviceBatch {
   }
 
   /**
-   * The device buffers of one flat column; absent ({@code null} or {@link Buffer#NONE}): no nulls
-   * (validity), a fixed-width type (offsets).
+   * The device buffers of one column; absent ({@code null} or {@link Buffer#NONE}): no nulls
+   * (validity), a fixed-width type or a struct (offsets), a list, struct or map (data).
+   *
+   * @param children the child columns of a nested type, in its field's order (list and map: one,
+   *     struct: one per field), as {@link ColumnarBatch.Column} has them; empty for flat types
    */
-  public record Column(Buffer validity, Buffer offsets, Buffer data) {
+  public record Column(Buffer validity, Buffer offsets, Buffer data, List<Column> children) {
     public Column {
       validity = Buffer.orNone(validity);
       offsets = Buffer.orNone(offsets);
       data = Buffer.orNone(data);
+      children = List.copyOf(children);
+    }
+
+    /** A flat column's buffers. */
+    public Column(Buffer validity, Buffer offsets, Buffer data) {
+      this(validity, offsets, data, List.of());
     }
 
     /** A fixed-width column: its data, and its validity (null for no nulls). */
@@ -72,18 +88,46 @@ public final class DeviceBatch {
     public static Column varWidth(Buffer offsets, Buffer data, Buffer validity) {
       return new Column(validity, offsets, data);
     }
+
+    /**
+     * A list (array) or map column: int32 offsets into the rows of {@code child} (a map's: the
+     * struct of keys and values), and validity (null for no nulls); cuDF's {@code getOffsets()}
+     * and {@code getValid()} of the list column, its child {@code getChildColumnView(0)}.
+     */
+    public static Column list(Buffer offsets, Column child, Buffer validity) {
+      return new Column(validity, offsets, null, List.of(Objects.requireNonNull(child, "child")));
+    }
+
+    /** A struct column: one child per field, and validity (null for no nulls). */
+    public static Column struct(Buffer validity, List<Column> children) {
+      return new Column(validity, null, null, children);
+    }
   }
 
-  private final ColumnarSchema schema;
-  private final long rows;
-  private final List<Column> columns;
-  private final long[] partitionRows;
+  /**
+   * One column as the wire has it: the columns and their children in pre-order.
+   *
+   * @param rows its row count: a top-level column's is the batch's, a struct's children's the
+   *     struct's; -1 below a list with rows, whose offsets (in device memory) give it: the daemon
+   *     checks them against the bytes, and every buffer of such a column is sent whole
+   * @param parent the column it is a child of; null for a top-level column
+   * @param index a top-level column's index in the schema
+   */
+  record Flat(ColumnarSchema.Field field, Column column, long rows, Flat parent, int index) {
+    /** How errors name it: {@code column 0 (m map<string,int>).entries.key}. */
+    String name() {
+      return parent == null ? "column " + index + " (" + field + ")" : parent.name() + "." + field.name();
+    }
+  }
 
-  private DeviceBatch(ColumnarSchema schema, long rows, List<Column> columns, long[] partitionRows) {
-    this.schema = schema;
-    this.rows = rows;
+  private final List<Column> columns;
+  private final List<Flat> flat;
+
+  private DeviceBatch(
+      ColumnarSchema schema, long rows, List<Column> columns, long[] partitionRows, List<Flat> flat) {
+    super(schema, rows, partitionRows);
     this.columns = columns;
-    this.partitionRows = partitionRows;
+    this.flat = flat;
   }
 
   /**
@@ -95,70 +139,63 @@ public final class DeviceBatch {
    */
   public static DeviceBatch of(
       ColumnarSchema schema, long rows, List<Column> columns, long[] partitionRows) {
-    Objects.requireNonNull(schema, "schema");
-    Objects.requireNonNull(columns, "columns");
-    Objects.requireNonNull(partitionRows, "partitionRows");
+    long[] pr = checkShape("device batch", schema, rows, columns, partitionRows);
     List<Column> cols = List.copyOf(columns);
-    if (rows < 0) {
-      throw new IllegalArgumentException("device batch: rows " + rows + ", want >= 0");
-    }
-    if (cols.size() != schema.size()) {
-      throw new IllegalArgumentException(
-          "device batch: " + cols.size() + " columns for a schema of " + schema.size());
-    }
-    long[] pr = partitionRows.clone();
-    String bad = ColumnarBatch.partitionRowsError(pr, rows);
-    if (bad != null) {
-      throw new IllegalArgumentException("device batch: partitionRows: " + bad);
-    }
+    List<Flat> flat = new ArrayList<>(cols.size());
     for (int i = 0; i < cols.size(); i++) {
-      check(i, schema.field(i), cols.get(i), rows);
+      check(new Flat(schema.field(i), cols.get(i), rows, null, i), flat);
     }
-    return new DeviceBatch(schema, rows, cols, pr);
+    return new DeviceBatch(schema, rows, cols, pr, List.copyOf(flat));
   }
 
-  private static String name(int i, ColumnarSchema.Field f) {
-    return "column " + i + " (" + f + ")";
-  }
-
-  private static void check(int i, ColumnarSchema.Field f, Column c, long rows) {
-    String col = name(i, f);
-    if (!f.children().isEmpty() || f.type().nested()) {
-      throw new IllegalArgumentException(
-          col + ": device batches take flat columns only; write nested columns from host buffers"
-              + " (ColumnarBatch)");
-    }
-    long need = rows / 8 + (rows % 8 == 0 ? 0 : 1);
-    if (c.validity().length() != 0 && c.validity().length() < need) {
-      throw new IllegalArgumentException(
-          col + ": validity: " + c.validity().length() + " bytes for " + rows + " rows, want >= " + need);
-    }
+  /**
+   * Checks column {@code fc} of {@code fc.rows()} rows (-1: unknown, below a list) and its
+   * children, naming it as {@link Flat#name} does (a child: its parent's name, then {@code .} and
+   * its own; made on error only: this runs for every batch), and appends them to {@code flat} in
+   * pre-order.
+   */
+  private static void check(Flat fc, List<Flat> flat) {
+    ColumnarSchema.Field f = fc.field();
+    Column c = fc.column();
+    long rows = fc.rows();
     ColumnType t = f.type();
-    if (!t.varWidth()) {
-      if (c.offsets().length() != 0) {
-        throw new IllegalArgumentException(
-            col + ": offsets: " + c.offsets() + " for fixed-width " + t.label() + ", want none");
-      }
-      if (rows > c.data().length() / t.width()) {
-        throw new IllegalArgumentException(
-            col + ": data: " + c.data().length() + " bytes for " + rows + " rows of " + t.label()
-                + ", want >= " + rows + " × " + t.width());
-      }
-      return;
-    }
-    if (rows > 0 && c.offsets().length() / 4 <= rows) {
+    if (c.children().size() != f.children().size()) {
       throw new IllegalArgumentException(
-          col + ": offsets: " + c.offsets().length() + " bytes for " + rows
-              + " rows, want >= 4 × (rows+1)");
+          fc.name() + ": children: " + c.children().size() + " columns for " + t.label() + ", want "
+              + f.children().size());
     }
-  }
-
-  public ColumnarSchema schema() {
-    return schema;
-  }
-
-  public long rows() {
-    return rows;
+    if (t.nested() && c.data().length() != 0) {
+      throw new IllegalArgumentException(fc.name() + ": data: " + c.data() + " for " + t.label() + ", want none");
+    }
+    if (!t.hasOffsets() && c.offsets().length() != 0) {
+      throw new IllegalArgumentException(
+          fc.name() + ": offsets: " + c.offsets() + " for " + (t.nested() ? "" : "fixed-width ") + t.label()
+              + ", want none");
+    }
+    flat.add(fc);
+    if (rows >= 0) {
+      // Names are made on error only: this runs for every batch.
+      if (c.validity().length() != 0 && c.validity().length() < rows / 8 + (rows % 8 == 0 ? 0 : 1)) {
+        checkValidity(fc.name(), c.validity().length(), rows);
+      }
+      if (!t.nested() && !t.varWidth() && rows > c.data().length() / t.width()) {
+        checkFixedData(fc.name(), t, c.data().length(), rows);
+      }
+      if (t.hasOffsets() && rows > 0 && rows >= c.offsets().length() / 4) {
+        checkOffsetsLength(fc.name(), c.offsets().length(), rows);
+      }
+    } else if (t.hasOffsets() && c.offsets().length() != 0 && c.offsets().length() < 4) {
+      throw new IllegalArgumentException(
+          fc.name() + ": offsets: " + c.offsets().length() + " bytes, want none or >= 4 (rows+1 int32)");
+    }
+    if (t == ColumnType.STRUCT) {
+      for (int k = 0; k < f.children().size(); k++) { // each of the struct's rows
+        check(new Flat(f.children().get(k), c.children().get(k), rows, fc, 0), flat);
+      }
+    } else if (t == ColumnType.LIST || t == ColumnType.MAP) {
+      // The child's rows are offsets[rows], in device memory; none when the list has no rows.
+      check(new Flat(f.children().get(0), c.children().get(0), rows == 0 ? 0 : -1, fc, 0), flat);
+    }
   }
 
   /** The columns, one per schema field. */
@@ -166,45 +203,48 @@ public final class DeviceBatch {
     return columns;
   }
 
-  /** The partition row offsets (a copy). */
-  public long[] partitionRows() {
-    return partitionRows.clone();
+  /** The columns and their children as the wire has them, in pre-order. */
+  List<Flat> flat() {
+    return flat;
   }
 
-  /** The number of partitions: partitionRows().length - 1. */
-  public int numPartitions() {
-    return partitionRows.length - 1;
-  }
-
-  long[] partitionRowsRef() {
-    return partitionRows;
-  }
-
-  /** The bytes of buffer {@code k} (0 validity, 1 offsets, 2 data) of column {@code i} sent. */
+  /**
+   * The bytes of buffer {@code k} (0 validity, 1 offsets, 2 data) of column {@code i} (in
+   * pre-order, children after their parent) sent: what its rows use, or the whole buffer where
+   * they are not known here (below a list: offsets in whole int32s) and for the data of string
+   * and binary.
+   */
   long sentLength(int i, int k) {
-    Column c = columns.get(i);
-    ColumnType t = schema.field(i).type();
+    Flat fc = flat.get(i);
+    Buffer b = buffer(fc.column(), k);
+    long n = fc.rows();
+    if (b.length() == 0 || n == 0) {
+      return 0;
+    }
+    if (n < 0) {
+      return k == 1 ? b.length() & -4L : b.length(); // offsets: whole int32s
+    }
+    ColumnType t = fc.field().type();
     return switch (k) {
-      case 0 -> c.validity().length() == 0 ? 0 : rows / 8 + (rows % 8 == 0 ? 0 : 1);
-      case 1 -> c.offsets().length() == 0 || rows == 0 ? 0 : 4 * (rows + 1);
-      default -> t.varWidth() ? (rows == 0 ? 0 : c.data().length()) : rows * t.width();
+      case 0 -> n / 8 + (n % 8 == 0 ? 0 : 1);
+      case 1 -> 4 * (n + 1);
+      default -> t.varWidth() ? b.length() : n * t.width();
     };
   }
 
   /** The address of the first buffer sent, or 0 when none is (the batch has no device bytes). */
   long firstSent() {
-    for (int i = 0; i < columns.size(); i++) {
+    for (int i = 0; i < flat.size(); i++) {
       for (int k = 0; k < 3; k++) {
         if (sentLength(i, k) != 0) {
-          return buffer(i, k).address();
+          return buffer(flat.get(i).column(), k).address();
         }
       }
     }
     return 0;
   }
 
-  private Buffer buffer(int i, int k) {
-    Column c = columns.get(i);
+  private static Buffer buffer(Column c, int k) {
     return k == 0 ? c.validity() : k == 1 ? c.offsets() : c.data();
   }
 
@@ -230,45 +270,53 @@ public final class DeviceBatch {
    */
   Placement place(Resolver resolver) throws CudaException {
     long base = 0, end = 0, lo = Long.MAX_VALUE, hi = 0, first = 0;
-    String firstName = null;
-    for (int i = 0; i < columns.size(); i++) {
+    int firstAt = -1; // 3 × column + buffer of the first buffer sent; names are made on error only
+    for (int i = 0; i < flat.size(); i++) {
+      Column c = flat.get(i).column();
       for (int k = 0; k < 3; k++) {
         long len = sentLength(i, k);
         if (len == 0) {
           continue;
         }
-        long addr = buffer(i, k).address();
-        String what = name(i, schema.field(i)) + ": " + BUFFERS[k] + " (" + buffer(i, k) + ")";
-        if (firstName == null) {
+        long addr = buffer(c, k).address();
+        if (firstAt < 0) {
           CudaDriver.AddressRange r = resolver.range(addr);
           base = r.base();
           end = base + r.size();
           first = addr;
-          firstName = what;
+          firstAt = 3 * i + k;
         }
         if (Long.compareUnsigned(addr, base) < 0 || Long.compareUnsigned(addr + len, end) > 0) {
           throw new IllegalArgumentException(
-              what + ": bytes outside the device allocation 0x" + Long.toHexString(base) + "+"
-                  + (end - base) + " that holds " + firstName
+              what(i, k) + ": bytes outside the device allocation 0x" + Long.toHexString(base) + "+"
+                  + (end - base) + " that holds " + what(firstAt / 3, firstAt % 3)
                   + "; a device batch's buffers must lie in one allocation (a contiguous split)");
         }
         lo = Math.min(lo, addr - base);
         hi = Math.max(hi, addr - base + len);
       }
     }
-    List<Wire.Col> cols = new ArrayList<>(columns.size());
-    for (int i = 0; i < columns.size(); i++) {
+    List<Wire.Col> cols = new ArrayList<>(flat.size());
+    for (int i = 0; i < flat.size(); i++) {
+      Flat fc = flat.get(i);
       Wire.Buf[] w = new Wire.Buf[3];
       for (int k = 0; k < 3; k++) {
         long len = sentLength(i, k);
-        w[k] = len == 0 ? Wire.Buf.NONE : new Wire.Buf(buffer(i, k).address() - base - lo, len);
+        w[k] = len == 0 ? Wire.Buf.NONE : new Wire.Buf(buffer(fc.column(), k).address() - base - lo, len);
       }
-      ColumnarSchema.Field f = schema.field(i);
-      cols.add(new Wire.Col(f.type().wireId, 0, f.precision(), f.scale(), f.name(), w[0], w[1], w[2]));
+      ColumnarSchema.Field f = fc.field();
+      cols.add(new Wire.Col(
+          f.type().wireId, f.children().size(), f.precision(), f.scale(), f.name(), w[0], w[1], w[2]));
     }
-    if (firstName == null) {
+    if (firstAt < 0) {
       return new Placement(0, 0, 0, cols, 0);
     }
     return new Placement(base, lo, hi - lo, cols, first);
+  }
+
+  /** Buffer {@code k} of column {@code i} (pre-order) as errors name it. */
+  private String what(int i, int k) {
+    Flat fc = flat.get(i);
+    return fc.name() + ": " + BUFFERS[k] + " (" + buffer(fc.column(), k) + ")";
   }
 }

@@ -405,7 +405,7 @@ public final class MapOutput implements AutoCloseable {
     }
     int device = deviceOf(first);
     DeviceBatch.Placement p = batch.place(CudaDriver::addressRange);
-    byte[] ipc = CudaDriver.ipcMemHandle(p.base());
+    byte[] ipc = IpcHandles.DRIVER.of(p.base()); // cuIpcGetMemHandle once per allocation
     submit((flags, what) -> conn.call(
         new Wire.ColumnarBatchMsg(handle, Wire.PLANE_CUDA_IPC, flags, rows, p.columns(), pr,
             p.regionOffset(), p.regionLength(), ipc, device),

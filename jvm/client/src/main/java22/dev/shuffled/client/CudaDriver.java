@@ -29,6 +29,7 @@ public final class CudaDriver {
   /** The device allocation that encloses an address: its base address and size in bytes. */
   public record AddressRange(long base, long size) {}
 
+  private static final int CU_POINTER_ATTRIBUTE_BUFFER_ID = 7;
   private static final int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
   private static final int IPC_HANDLE_SIZE = 64;
   private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT;
@@ -228,6 +229,25 @@ public final class CudaDriver {
           "cuPointerGetAttribute(DEVICE_ORDINAL, 0x" + Long.toHexString(address) + ")",
           (int) b.pointerGetAttribute().invokeExact(v, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address));
       return v.get(INT, 0);
+    } catch (CudaException e) {
+      throw e;
+    } catch (Throwable t) {
+      throw unexpected("cuPointerGetAttribute", t);
+    }
+  }
+
+  /**
+   * The process-wide unique id of the allocation that {@code address} lies in
+   * (CU_POINTER_ATTRIBUTE_BUFFER_ID): an allocation freed and made again gets a new one.
+   */
+  public static long bufferId(long address) throws CudaException {
+    Bound b = driver();
+    try (Arena a = Arena.ofConfined()) {
+      MemorySegment v = a.allocate(LONG);
+      check(
+          "cuPointerGetAttribute(BUFFER_ID, 0x" + Long.toHexString(address) + ")",
+          (int) b.pointerGetAttribute().invokeExact(v, CU_POINTER_ATTRIBUTE_BUFFER_ID, address));
+      return v.get(LONG, 0);
     } catch (CudaException e) {
       throw e;
     } catch (Throwable t) {

@@ -8,37 +8,23 @@ import java.nio.ByteOrder;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * OpenOptions' block size, zstd level and kudo schema through the real daemon, and its
  * commits_total and aborts_total figures.
  */
 class CodecOptionsIT {
-  private static Daemon daemon;
-  private static ShuffledClient client;
   private static final String APP = "app-opts";
   private static final String EXEC = "exec-1";
 
-  @BeforeAll
-  static void start() throws Exception {
-    daemon = Daemon.start();
-    client = daemon.connect();
-    client.register(APP, EXEC);
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    client.close();
-    daemon.close();
-  }
+  @RegisterExtension static final RunningDaemon RUNNING = new RunningDaemon(APP, EXEC);
 
   private static CommitResult writeOne(int shuffle, OpenOptions opts, ByteArrayOutputStream[] want)
       throws Exception {
     Payloads.Batch b = Payloads.batch(new Random(shuffle), new int[] {300_000, 0, 5000}, want);
-    try (MapOutput m = client.openMapOutput(shuffle, 0, 3, opts)) {
+    try (MapOutput m = RUNNING.client().openMapOutput(shuffle, 0, 3, opts)) {
       m.writeOpaque(b.data(), b.offsets());
       return m.commit();
     }
@@ -50,8 +36,8 @@ class CodecOptionsIT {
     OpenOptions opts = OpenOptions.of(Codec.LZ4, ChecksumAlgorithm.CRC32).withBlockSize(64 << 10);
     assertEquals(64 << 10, opts.blockSize());
     CommitResult res = writeOne(1, opts, want);
-    RoundTripIT.check(daemon.outputDir(APP, EXEC), 1, 0, Codec.LZ4, ChecksumAlgorithm.CRC32, res, want);
-    byte[] onDisk = SparkFiles.read(daemon.outputDir(APP, EXEC), 1, 0, ChecksumAlgorithm.CRC32).onDisk()[0];
+    RoundTripIT.check(RUNNING.daemon().outputDir(APP, EXEC), 1, 0, Codec.LZ4, ChecksumAlgorithm.CRC32, res, want);
+    byte[] onDisk = SparkFiles.read(RUNNING.daemon().outputDir(APP, EXEC), 1, 0, ChecksumAlgorithm.CRC32).onDisk()[0];
     // lz4-java blocks: "LZ4Block", token (method | level), compressed length, decompressed
     // length, checksum; level = log2(block size) - 10, 6 for 64 KiB.
     ByteBuffer b = ByteBuffer.wrap(onDisk).order(ByteOrder.LITTLE_ENDIAN);
@@ -76,10 +62,10 @@ class CodecOptionsIT {
   void zstdLevelDecodes() throws Exception {
     ByteArrayOutputStream[] want = Payloads.expected(3);
     CommitResult res = writeOne(2, OpenOptions.of(Codec.ZSTD, ChecksumAlgorithm.ADLER32).withLevel(3), want);
-    RoundTripIT.check(daemon.outputDir(APP, EXEC), 2, 0, Codec.ZSTD, ChecksumAlgorithm.ADLER32, res, want);
+    RoundTripIT.check(RUNNING.daemon().outputDir(APP, EXEC), 2, 0, Codec.ZSTD, ChecksumAlgorithm.ADLER32, res, want);
     ByteArrayOutputStream[] want19 = Payloads.expected(3);
     CommitResult res19 = writeOne(3, OpenOptions.of(Codec.ZSTD, ChecksumAlgorithm.ADLER32).withLevel(19), want19);
-    RoundTripIT.check(daemon.outputDir(APP, EXEC), 3, 0, Codec.ZSTD, ChecksumAlgorithm.ADLER32, res19, want19);
+    RoundTripIT.check(RUNNING.daemon().outputDir(APP, EXEC), 3, 0, Codec.ZSTD, ChecksumAlgorithm.ADLER32, res19, want19);
   }
 
   @Test
@@ -93,7 +79,7 @@ class CodecOptionsIT {
             new Bad(OpenOptions.of(Codec.ZSTD, ChecksumAlgorithm.DEFAULT).withBlockSize(1 << 16), "OpenMapOutput.block_size 65536"),
             new Bad(OpenOptions.of(Codec.NONE, ChecksumAlgorithm.DEFAULT).withLevel(-1), "OpenMapOutput.level -1"))) {
       ShuffledException e =
-          assertThrows(ShuffledException.class, () -> client.openMapOutput(9, 0, 1, bad.opts()));
+          assertThrows(ShuffledException.class, () -> RUNNING.client().openMapOutput(9, 0, 1, bad.opts()));
       assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
       assertTrue(e.daemonMessage().contains(bad.field()), e.daemonMessage() + ": want " + bad.field());
     }
@@ -103,10 +89,10 @@ class CodecOptionsIT {
 
   @Test
   void kudoMapOutputOpensAndCommits() throws Exception {
-    assertTrue(client.serverInfo().has(ServerInfo.FEATURE_KUDO), client.serverInfo().toString());
+    assertTrue(RUNNING.client().serverInfo().has(ServerInfo.FEATURE_KUDO), RUNNING.client().serverInfo().toString());
     List<SchemaField> schema = List.of(new SchemaField("id", "bigint"), new SchemaField("price", "decimal(12,2)"));
     OpenOptions opts = OpenOptions.of(Codec.LZ4, ChecksumAlgorithm.ADLER32).withKudoSchema(schema);
-    try (MapOutput m = client.openMapOutput(20, 0, 4, opts)) {
+    try (MapOutput m = RUNNING.client().openMapOutput(20, 0, 4, opts)) {
       CommitResult res = m.commit();
       assertArrayEquals(new long[4], res.lengths(), "a kudo map output without batches");
     }
@@ -115,12 +101,12 @@ class CodecOptionsIT {
         assertThrows(
             ShuffledException.class,
             () ->
-                client.openMapOutput(
+                RUNNING.client().openMapOutput(
                     20, 1, 4, opts.withKudoSchema(List.of(new SchemaField("x", "no_such_type")))));
     assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
     assertTrue(e.daemonMessage().contains("no_such_type"), e.daemonMessage());
     // Opaque batches do not go into a columnar map output.
-    try (MapOutput m = client.openMapOutput(20, 2, 1, opts)) {
+    try (MapOutput m = RUNNING.client().openMapOutput(20, 2, 1, opts)) {
       assertThrows(ShuffledException.class, () -> m.writeOpaque(new byte[] {1}, new long[] {0, 1}));
     }
     assertThrows(IllegalArgumentException.class, () -> new SchemaField("x", ""));
@@ -129,7 +115,7 @@ class CodecOptionsIT {
 
   @Test
   void statsCountCommitsAndAborts() throws Exception {
-    try (ShuffledClient c = daemon.connect()) {
+    try (ShuffledClient c = RUNNING.daemon().connect()) {
       c.register(APP, "exec-stats");
       Map<String, Long> before = c.stats();
       long commits = before.get(ShuffledClient.STAT_COMMITS_TOTAL);

@@ -22,9 +22,8 @@ import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -36,8 +35,6 @@ import org.junit.jupiter.params.provider.MethodSource;
  * json} and compared with what was written, value by value.
  */
 class ColumnarIT {
-  private static Daemon daemon;
-  private static ShuffledClient client;
   private static final String APP = "app-col";
   private static final String EXEC = "exec-1";
   private static int nextShuffle = 1; // 0: the README example's
@@ -63,18 +60,7 @@ class ColumnarIT {
           ColumnarSchema.Field.of("bin", "binary"),
           ColumnarSchema.Field.of("nn", "bigint"));
 
-  @BeforeAll
-  static void start() throws Exception {
-    daemon = Daemon.start();
-    client = daemon.connect();
-    client.register(APP, EXEC);
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    client.close();
-    daemon.close();
-  }
+  @RegisterExtension static final RunningDaemon RUNNING = new RunningDaemon(APP, EXEC);
 
   /** Whether this JVM runs the memfd plane: JDK 22+ and the jar's release 22 classes. */
   static boolean memfdHere() {
@@ -99,7 +85,7 @@ class ColumnarIT {
     Random rnd = new Random(shuffle * 31L + 7);
     List<Table> tables = List.of(Table.random(rnd, 60), Table.random(rnd, 45), Table.random(rnd, 0));
     try (MapOutput out =
-        client.openColumnarOutput(shuffle, 1, PARTS, format, SCHEMA, OpenOptions.DEFAULTS.withPlane(plane))) {
+        RUNNING.client().openColumnarOutput(shuffle, 1, PARTS, format, SCHEMA, OpenOptions.DEFAULTS.withPlane(plane))) {
       assertEquals(plane == DataPlane.MEMFD && memfdHere() ? DataPlane.MEMFD : DataPlane.INLINE, out.plane());
       for (Table t : tables) {
         out.write(t.batch(null));
@@ -123,7 +109,7 @@ class ColumnarIT {
     Random rnd = new Random(shuffle);
     Table t = Table.random(rnd, 77);
     try (ColumnarMemfd mem = ColumnarMemfd.allocate(t.memfdSize());
-        MapOutput out = client.openColumnarOutput(shuffle, 2, PARTS, format, SCHEMA, OpenOptions.DEFAULTS)) {
+        MapOutput out = RUNNING.client().openColumnarOutput(shuffle, 2, PARTS, format, SCHEMA, OpenOptions.DEFAULTS)) {
       assertEquals(DataPlane.MEMFD, out.plane());
       // the MemorySegment view is the same mapping as the ByteBuffer views
       Object seg = ColumnarMemfd.class.getMethod("segment").invoke(mem);
@@ -152,7 +138,7 @@ class ColumnarIT {
     Table t = Table.random(new Random(5), 33);
     try (ColumnarMemfd mem = ColumnarMemfd.allocate(t.memfdSize());
         MapOutput out =
-            client.openColumnarOutput(
+            RUNNING.client().openColumnarOutput(
                 shuffle, 3, PARTS, ColumnarFormat.SHFC, SCHEMA, OpenOptions.DEFAULTS.withPlane(DataPlane.INLINE))) {
       out.write(t.batch(mem));
       assertFalse(mem.sealed());
@@ -175,7 +161,7 @@ class ColumnarIT {
     }
     for (DataPlane plane : DataPlane.values()) {
       try (MapOutput out =
-          client.openColumnarOutput(shuffle, plane.ordinal(), PARTS, ColumnarFormat.SHFC, SCHEMA,
+          RUNNING.client().openColumnarOutput(shuffle, plane.ordinal(), PARTS, ColumnarFormat.SHFC, SCHEMA,
               OpenOptions.DEFAULTS.withPlane(plane))) {
         assertThrows(IllegalStateException.class, () -> out.write(b), plane.toString());
         out.write(t.batch(null));
@@ -202,7 +188,7 @@ class ColumnarIT {
     }
     ColumnarSchema schema = new ColumnarSchema(fields);
     try (MapOutput out =
-        client.openColumnarOutput(nextShuffle++, 1, 1, ColumnarFormat.KUDO, schema, OpenOptions.DEFAULTS)) {
+        RUNNING.client().openColumnarOutput(nextShuffle++, 1, 1, ColumnarFormat.KUDO, schema, OpenOptions.DEFAULTS)) {
       out.write(ColumnarBatch.of(schema, 0, cols, new long[] {0, 0}));
       out.commit();
     }
@@ -214,7 +200,7 @@ class ColumnarIT {
     int shuffle = nextShuffle++;
     Table t = Table.random(new Random(9), 10);
     try (MapOutput out =
-        client.openColumnarOutput(shuffle, 4, PARTS, ColumnarFormat.KUDO, SCHEMA, OpenOptions.DEFAULTS)) {
+        RUNNING.client().openColumnarOutput(shuffle, 4, PARTS, ColumnarFormat.KUDO, SCHEMA, OpenOptions.DEFAULTS)) {
       ColumnarSchema other = ColumnarSchema.of(ColumnarSchema.Field.of("x", "int"));
       ColumnarBatch small =
           ColumnarBatch.of(other, 1, List.of(ColumnarBatch.Column.fixed(le(4).putInt(0, 3), null)), new long[] {0, 1});
@@ -229,7 +215,7 @@ class ColumnarIT {
       out.commit();
     }
     assertRows(ColumnarFormat.KUDO, shuffle, 4, List.of(t));
-    try (MapOutput opaque = client.openMapOutput(shuffle, 5, PARTS, OpenOptions.DEFAULTS)) {
+    try (MapOutput opaque = RUNNING.client().openMapOutput(shuffle, 5, PARTS, OpenOptions.DEFAULTS)) {
       assertThrows(IllegalStateException.class, () -> opaque.write(t.batch(null)));
     }
   }
@@ -322,7 +308,7 @@ class ColumnarIT {
         Nested.random(rnd, 21, null),
         Nested.random(rnd, 0, null));
     try (MapOutput out =
-        client.openColumnarOutput(shuffle, 3, PARTS, format, NESTED, OpenOptions.DEFAULTS.withPlane(plane))) {
+        RUNNING.client().openColumnarOutput(shuffle, 3, PARTS, format, NESTED, OpenOptions.DEFAULTS.withPlane(plane))) {
       for (Nested t : tables) {
         if (!inPlace) {
           out.write(ColumnarBatch.of(NESTED, t.rows, t.columns, t.partitionRows));
@@ -640,7 +626,7 @@ class ColumnarIT {
   /** {@code shuffled cat --rows json} of a committed map output: its rows, one JSON object a line. */
   private static String cat(ColumnarFormat format, ColumnarSchema schema, int shuffle, long map)
       throws Exception {
-    return cat(daemon, format, schema, shuffle, map);
+    return cat(RUNNING.daemon(), format, schema, shuffle, map);
   }
 
   private static String cat(Daemon daemon, ColumnarFormat format, ColumnarSchema schema, int shuffle, long map)
@@ -672,7 +658,7 @@ class ColumnarIT {
     OpenOptions opts = OpenOptions.DEFAULTS;
     // --- README example begins ---
     ColumnarSchema schema = ColumnarSchema.of(Field.of("id", "bigint"), Field.of("s", "string"));
-    try (MapOutput out = client.openColumnarOutput(0, 7, 2, ColumnarFormat.KUDO, schema, opts)) {
+    try (MapOutput out = RUNNING.client().openColumnarOutput(0, 7, 2, ColumnarFormat.KUDO, schema, opts)) {
       ByteBuffer ids = ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(0, 1).putLong(8, 2);
       ByteBuffer offs = ByteBuffer.allocate(12).order(ByteOrder.LITTLE_ENDIAN).putInt(4, 1).putInt(8, 3);
       ByteBuffer chars = ByteBuffer.wrap("abc".getBytes(StandardCharsets.UTF_8));

@@ -123,15 +123,177 @@ class DeviceBatchTest {
     assertEquals(2, p.columns().size());
   }
 
-  /** Device batches carry flat columns: a nested one is refused, naming it. */
+  private static final ColumnarSchema NESTED =
+      ColumnarSchema.of(
+          ColumnarSchema.Field.of("a", "array<int>"),
+          ColumnarSchema.Field.of("m", "map<string,bigint>"),
+          ColumnarSchema.Field.of("s", "struct<x:int,y:string>"));
+
+  /**
+   * A batch of 3 rows of an array, a map and a struct, its buffers from byte 8192 of the
+   * allocation: every column below a list is sent whole, the others trimmed to their rows.
+   */
+  private static DeviceBatch nested() {
+    return DeviceBatch.of(
+        NESTED,
+        3,
+        List.of(
+            DeviceBatch.Column.list(
+                at(8256, 16), DeviceBatch.Column.fixed(at(8384, 20), at(8320, 64)), at(8192, 64)),
+            DeviceBatch.Column.list(
+                at(8448, 16),
+                DeviceBatch.Column.struct(
+                    null,
+                    List.of(
+                        DeviceBatch.Column.varWidth(at(8512, 24), at(8576, 10), null),
+                        DeviceBatch.Column.fixed(at(8640, 48), at(8704, 1)))),
+                null),
+            DeviceBatch.Column.struct(
+                at(8768, 64),
+                List.of(
+                    DeviceBatch.Column.fixed(at(8832, 16), null),
+                    DeviceBatch.Column.varWidth(at(8896, 16), at(8960, 5), at(9024, 8))))),
+        new long[] {0, 1, 3});
+  }
+
+  /**
+   * Nested columns travel in pre-order, each with its child count, as the Go encoder writes the
+   * same Batch: a list's child with the buffers as given (its row count is in device memory), a
+   * struct's children trimmed to the struct's rows.
+   */
   @Test
-  void nestedRefused() {
-    ColumnarSchema nested = ColumnarSchema.of(ColumnarSchema.Field.of("a", "array<int>"));
+  void nestedGoldenFrame() throws Exception {
+    DeviceBatch b = nested();
+    DeviceBatch.Placement p = b.place(DeviceBatchTest::resolve);
+    assertEquals(8192, p.regionOffset());
+    assertEquals(833, p.regionLength());
+    assertEquals(9, p.columns().size());
+    assertEquals(64, b.sentLength(1, 0)); // a.element: validity whole
+    assertEquals(20, b.sentLength(1, 2)); //   and data
+    assertEquals(12, b.sentLength(7, 2)); // s.x: 3 rows of int32 of its 16 bytes
+    assertEquals(1, b.sentLength(8, 0)); // s.y: validity of 3 rows
+    byte[] handle = new byte[64];
+    for (int i = 0; i < 64; i++) {
+      handle[i] = (byte) (0xa0 + i);
+    }
+    byte[] got =
+        Wire.frame(
+            3,
+            new Wire.ColumnarBatchMsg(7, Wire.PLANE_CUDA_IPC, Wire.BATCH_LAST, 3, p.columns(),
+                new long[] {0, 1, 3}, p.regionOffset(), p.regionLength(), handle, 1),
+            0);
+    String want =
+        "534804000000000003000000d50200000700000000000000020301000300000000000000090000000f000100"
+            + "0000000000000000010061000000000000000001000000000000004000000000000000100000000000000000"
+            + "0000000000000000000000000000000400000000000000000000000700656c656d656e748000000000000000"
+            + "400000000000000000000000000000000000000000000000c000000000000000140000000000000011000100"
+            + "000000000000000001006d000000000000000000000000000000000001000000000000100000000000000000"
+            + "0000000000000000000000000000001000020000000000000000000700656e74726965730000000000000000"
+            + "000000000000000000000000000000000000000000000000000000000000000000000000000000000b000000"
+            + "000000000000000003006b657900000000000000000000000000000000400100000000000018000000000000"
+            + "0080010000000000000a00000000000000050000000000000000000000050076616c75650002000000000000"
+            + "010000000000000000000000000000000000000000000000c001000000000000300000000000000010000200"
+            + "0000000000000000010073400200000000000001000000000000000000000000000000000000000000000000"
+            + "0000000000000000000000000000000400000000000000000000000100780000000000000000000000000000"
+            + "00000000000000000000000000000000000080020000000000000c000000000000000b000000000000000000"
+            + "000001007940030000000000000100000000000000c002000000000000100000000000000000030000000000"
+            + "00050000000000000003000000000000000000000001000000000000000300000000000000a0a1a2a3a4a5a6"
+            + "a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2"
+            + "d3d4d5d6d7d8d9dadbdcdddedf010000000000000000200000000000004103000000000000";
+    assertEquals(want, HexFormat.of().formatHex(got));
+  }
+
+  /** Below a list, offsets are sent in whole int32s: the bytes past the last one are not. */
+  @Test
+  void belowListWholeOffsets() {
+    DeviceBatch b =
+        DeviceBatch.of(
+            ColumnarSchema.of(ColumnarSchema.Field.of("a", "array<string>")),
+            2,
+            List.of(DeviceBatch.Column.list(at(0, 12), DeviceBatch.Column.varWidth(at(64, 27), at(128, 5), null), null)),
+            new long[] {0, 2});
+    assertEquals(12, b.sentLength(0, 1));
+    assertEquals(24, b.sentLength(1, 1));
+    assertEquals(5, b.sentLength(1, 2));
+  }
+
+  /** A nested batch of no rows has no device bytes: its children have none either. */
+  @Test
+  void nestedNoRows() throws Exception {
+    DeviceBatch b =
+        DeviceBatch.of(
+            NESTED,
+            0,
+            List.of(
+                DeviceBatch.Column.list(null, DeviceBatch.Column.fixed(at(0, 8), at(64, 1)), null),
+                DeviceBatch.Column.list(
+                    null,
+                    DeviceBatch.Column.struct(
+                        null,
+                        List.of(
+                            DeviceBatch.Column.varWidth(null, null, null),
+                            DeviceBatch.Column.fixed(null, null))),
+                    null),
+                DeviceBatch.Column.struct(
+                    null,
+                    List.of(DeviceBatch.Column.fixed(null, null), DeviceBatch.Column.varWidth(null, null, null)))),
+            new long[] {0, 0});
+    assertEquals(0, b.firstSent());
+    assertEquals(9, b.place(a -> fail("resolved 0x" + Long.toHexString(a))).columns().size());
+  }
+
+  /** Nested columns are checked level by level, each error naming the column and its field. */
+  @Test
+  void nestedValidation() {
+    DeviceBatch.Column elem = DeviceBatch.Column.fixed(at(8384, 20), null);
+    DeviceBatch.Column kv =
+        DeviceBatch.Column.struct(
+            null,
+            List.of(
+                DeviceBatch.Column.varWidth(at(8512, 24), at(8576, 10), null),
+                DeviceBatch.Column.fixed(at(8640, 48), null)));
+    DeviceBatch.Column struct =
+        DeviceBatch.Column.struct(
+            null, List.of(DeviceBatch.Column.fixed(at(8832, 12), null), DeviceBatch.Column.varWidth(at(8896, 16), at(8960, 5), null)));
+    java.util.function.Function<List<DeviceBatch.Column>, Executable> make =
+        cols -> () -> DeviceBatch.of(NESTED, 3, cols, new long[] {0, 3});
     refused(
-        "column 0 (a array<int>): device batches take flat columns only",
-        () ->
-            DeviceBatch.of(
-                nested, 1, List.of(DeviceBatch.Column.varWidth(at(0, 8), at(64, 4), null)), new long[] {0, 1}));
+        "column 0 (a array<int>): offsets: 12 bytes for 3 rows, want >= 4 × (rows+1)",
+        make.apply(List.of(DeviceBatch.Column.list(at(0, 12), elem, null), DeviceBatch.Column.list(at(8448, 16), kv, null), struct)));
+    refused(
+        "column 0 (a array<int>): data: 0x7f1200000000+8 for list, want none",
+        make.apply(List.of(new DeviceBatch.Column(null, at(0, 16), at(0, 8), List.of(elem)),
+            DeviceBatch.Column.list(at(8448, 16), kv, null), struct)));
+    refused(
+        "column 0 (a array<int>): children: 0 columns for list, want 1",
+        make.apply(List.of(DeviceBatch.Column.varWidth(at(0, 16), null, null),
+            DeviceBatch.Column.list(at(8448, 16), kv, null), struct)));
+    refused(
+        "column 1 (m map<string,bigint>).entries: offsets: 0x7f1200000000+16 for struct, want none",
+        make.apply(List.of(DeviceBatch.Column.list(at(0, 16), elem, null),
+            DeviceBatch.Column.list(at(8448, 16), new DeviceBatch.Column(null, at(0, 16), null, kv.children()), null),
+            struct)));
+    refused(
+        "column 1 (m map<string,bigint>).entries.value: offsets: 0x7f1200000000+8 for fixed-width int64, want none",
+        make.apply(List.of(DeviceBatch.Column.list(at(0, 16), elem, null),
+            DeviceBatch.Column.list(at(8448, 16), DeviceBatch.Column.struct(null, List.of(kv.children().get(0),
+                new DeviceBatch.Column(null, at(0, 8), at(8640, 48)))), null),
+            struct)));
+    refused(
+        "column 1 (m map<string,bigint>).entries.key: offsets: 2 bytes, want none or >= 4",
+        make.apply(List.of(DeviceBatch.Column.list(at(0, 16), elem, null),
+            DeviceBatch.Column.list(at(8448, 16), DeviceBatch.Column.struct(null, List.of(
+                DeviceBatch.Column.varWidth(at(8512, 2), at(8576, 10), null), kv.children().get(1))), null),
+            struct)));
+    refused(
+        "column 2 (s struct<x:int,y:string>).x: data: 8 bytes for 3 rows of int32, want >= 3 × 4",
+        make.apply(List.of(DeviceBatch.Column.list(at(0, 16), elem, null), DeviceBatch.Column.list(at(8448, 16), kv, null),
+            DeviceBatch.Column.struct(null, List.of(DeviceBatch.Column.fixed(at(8832, 8), null), struct.children().get(1))))));
+    refused(
+        "column 2 (s struct<x:int,y:string>).y: offsets: 12 bytes for 3 rows, want >= 4 × (rows+1)",
+        make.apply(List.of(DeviceBatch.Column.list(at(0, 16), elem, null), DeviceBatch.Column.list(at(8448, 16), kv, null),
+            DeviceBatch.Column.struct(null, List.of(struct.children().get(0),
+                DeviceBatch.Column.varWidth(at(8896, 12), at(8960, 5), null))))));
   }
 
   @Test

@@ -13,21 +13,32 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.CountDownLatch;
 
 /**
  * The device path from a JVM, end to end on a GPU machine (scripts/cuda/jvm-device.sh runs it):
  * lineitem-like batches are generated and partitioned on the host, copied into one device
  * allocation through the CUDA driver ({@link CudaDriver}: each batch a sub-range of it, as RMM pool
  * sub-allocations are), and written by {@code tasks} map tasks, {@code concurrency} at a time
- * (each on its own connection), as {@link DeviceBatch}es on the CUDA IPC plane.
+ * (each worker on its own connection, registered as its own executor, taking the next task when
+ * it is done with one, its last batch marked), as {@link DeviceBatch}es on the CUDA IPC plane. As
+ * {@code shuffled-loadgen} does, the connections are made and registered before the clock starts;
+ * so is one warm-up task a worker ({@code -Dproof.warmup=N}, into a shuffle of its own), which
+ * links the client's code and the driver's calls on that thread once, as a long-lived executor has.
  *
  * <p>With {@code verify}, every map output is also written from the host copy of the same batches
  * ({@link ColumnarBatch}, inline) into shuffle 1, and {@code shuffled cat --rows json} of each
- * device output must equal that of its host twin and hold every row. Prints one JSON line.
+ * device output must equal that of its host twin and hold every row. Then as many map tasks of
+ * nested batches (an array of strings, a struct of an int, a string and an array of bigints, a map
+ * of strings to ints, with nulls and empty lists at every level) are written from device memory
+ * into shuffle 2 and from host memory into shuffle 3, and compared the same way. Prints one JSON
+ * line.
  *
  * <p>Usage: DeviceProof SOCKET ROOT SHUFFLED_BIN FORMAT(shfc|kudo) TASKS CONCURRENCY PARTITIONS
  * ROWS BATCHES_PER_TASK POOL_BATCHES verify|run|hostcheck (hostcheck: verify, the batches written
- * from host memory both times; no GPU needed)
+ * from host memory both times, the device batches only made and placed at made-up addresses; no
+ * GPU needed)
  */
 public final class DeviceProof {
   private static final String APP = System.getProperty("proof.app", "jvm-device");
@@ -51,6 +62,59 @@ public final class DeviceProof {
           ColumnarSchema.Field.of("l_shipmode", "string"),
           ColumnarSchema.Field.of("l_comment", "string"));
 
+  /** The nested batches' columns: array, struct (with an array inside) and map. */
+  private static final ColumnarSchema NESTED =
+      ColumnarSchema.of(
+          ColumnarSchema.Field.of("id", "bigint"),
+          ColumnarSchema.Field.of("tags", "array<string>"),
+          ColumnarSchema.Field.of("pt", "struct<x:int,name:string,vals:array<bigint>>"),
+          ColumnarSchema.Field.of("attrs", "map<string,int>"));
+
+  /**
+   * One column of a nested batch and its children: its buffers (validity, offsets, data; null
+   * where absent) and where each lies from the batch's start in the device pool.
+   */
+  private record Node(ByteBuffer[] bufs, long[] at, List<Node> children) {
+    ColumnarBatch.Column host() {
+      List<ColumnarBatch.Column> kids = new ArrayList<>();
+      for (Node c : children) {
+        kids.add(c.host());
+      }
+      return new ColumnarBatch.Column(bufs[0], bufs[1], bufs[2], kids);
+    }
+
+    DeviceBatch.Column device(long dev) {
+      List<DeviceBatch.Column> kids = new ArrayList<>();
+      for (Node c : children) {
+        kids.add(c.device(dev));
+      }
+      DeviceBatch.Buffer[] x = new DeviceBatch.Buffer[3];
+      for (int k = 0; k < 3; k++) {
+        x[k] = bufs[k] == null ? null : new DeviceBatch.Buffer(dev + at[k], bufs[k].remaining());
+      }
+      return new DeviceBatch.Column(x[0], x[1], x[2], kids);
+    }
+  }
+
+  /** A nested batch: its columns (the children of root, which has no buffers), partitioned. */
+  private record Nested(long rows, long[] partitionRows, Node root, long bytes) {
+    ColumnarBatch host() {
+      List<ColumnarBatch.Column> cols = new ArrayList<>();
+      for (Node c : root.children) {
+        cols.add(c.host());
+      }
+      return ColumnarBatch.of(NESTED, rows, cols, partitionRows);
+    }
+
+    DeviceBatch device(long dev) {
+      List<DeviceBatch.Column> cols = new ArrayList<>();
+      for (Node c : root.children) {
+        cols.add(c.device(dev));
+      }
+      return DeviceBatch.of(NESTED, rows, cols, partitionRows);
+    }
+  }
+
   /** One pool batch: its host buffers (partitioned), and where each lies in the device pool. */
   private record Batch(long rows, long[] partitionRows, ByteBuffer[][] host, long[][] devOffset, long bytes) {}
 
@@ -67,6 +131,7 @@ public final class DeviceProof {
     int poolN = Integer.parseInt(a[9]);
     boolean onDevice = !a[10].equals("hostcheck"); // hostcheck: host batches only, no GPU
     boolean verify = !a[10].equals("run");
+    int warmup = Integer.getInteger("proof.warmup", 1);
 
     if (onDevice) {
       CudaDriver.init();
@@ -79,16 +144,25 @@ public final class DeviceProof {
       pool.add(b);
       total = align(total + b.bytes, 4096);
     }
+    List<Nested> nestedPool = new ArrayList<>();
+    if (verify) {
+      for (int i = 0; i < 3; i++) {
+        Nested n = nested(new Random(2000 + i), Math.min(rows, 20000), parts, total);
+        nestedPool.add(n);
+        total = align(total + n.bytes, 4096);
+      }
+    }
     long dev = onDevice ? CudaDriver.memAlloc(total) : 0; // the batches sub-ranges of it
-    for (Batch b : onDevice ? pool : List.<Batch>of()) {
-      for (int c = 0; c < b.host.length; c++) {
-        for (int k = 0; k < 3; k++) {
-          if (b.host[c][k] != null) {
-            ByteBuffer d = ByteBuffer.allocateDirect(b.host[c][k].remaining());
-            d.put(b.host[c][k].duplicate()).flip();
-            CudaDriver.memcpyHtoD(dev + b.devOffset[c][k], d);
+    if (onDevice) {
+      for (Batch b : pool) {
+        for (int c = 0; c < b.host.length; c++) {
+          for (int k = 0; k < 3; k++) {
+            upload(dev + b.devOffset[c][k], b.host[c][k]);
           }
         }
+      }
+      for (Nested n : nestedPool) {
+        upload(dev, n.root);
       }
     }
     OpenOptions o = OpenOptions.DEFAULTS;
@@ -100,35 +174,42 @@ public final class DeviceProof {
         });
     long[] sentRows = new long[tasks];
     long[] sentBytes = new long[tasks];
-    long start = System.nanoTime();
+    String[] execOf = new String[tasks];
+    AtomicInteger next = new AtomicInteger();
+    CountDownLatch ready = new CountDownLatch(conc);
+    CountDownLatch go = new CountDownLatch(1);
     List<Future<?>> fs = new ArrayList<>();
     for (int w = 0; w < conc; w++) {
       int worker = w;
       fs.add(ex.submit(() -> {
-        if (onDevice) {
-          CudaDriver.setCurrentDevice(0);
-        }
+        String exec = EXEC + "-" + worker;
         try (ShuffledClient cl = ShuffledClient.connect(socket)) {
-          cl.register(APP, EXEC);
-          for (int t = worker; t < tasks; t += conc) {
-            try (MapOutput out = cl.openColumnarOutput(0, t, parts, format, SCHEMA, o)) {
-              for (int j = 0; j < perTask; j++) {
-                Batch b = pool.get((t + j) % pool.size());
-                if (onDevice) {
-                  out.write(device(b, dev));
-                } else {
-                  out.write(host(b));
-                }
-                sentRows[t] += b.rows;
-                sentBytes[t] += b.bytes;
-              }
-              out.commit();
+          try {
+            if (onDevice) {
+              CudaDriver.setCurrentDevice(0);
             }
+            cl.register(APP, exec);
+            for (int t = 0; t < warmup; t++) {
+              writeTask(cl, WARMUP_SHUFFLE, tasks + worker * warmup + t, parts, format, o, perTask,
+                  pool, worker + t, onDevice, dev);
+            }
+          } finally {
+            ready.countDown();
+          }
+          go.await();
+          for (int t = next.getAndIncrement(); t < tasks; t = next.getAndIncrement()) {
+            execOf[t] = exec;
+            long[] sent = writeTask(cl, 0, t, parts, format, o, perTask, pool, t, onDevice, dev);
+            sentRows[t] = sent[0];
+            sentBytes[t] = sent[1];
           }
         }
         return null;
       }));
     }
+    ready.await();
+    long start = System.nanoTime();
+    go.countDown();
     for (Future<?> f : fs) {
       f.get();
     }
@@ -140,26 +221,49 @@ public final class DeviceProof {
       rowsAll += sentRows[t];
       bytesAll += sentBytes[t];
     }
-    int verified = 0;
+    int verified = 0, nestedVerified = 0;
     if (verify) {
-      try (ShuffledClient cl = ShuffledClient.connect(socket)) {
-        cl.register(APP, EXEC);
-        for (int t = 0; t < tasks; t++) {
+      for (int t = 0; t < tasks; t++) {
+        try (ShuffledClient cl = ShuffledClient.connect(socket)) {
+          cl.register(APP, execOf[t]);
           try (MapOutput out = cl.openColumnarOutput(1, t, parts, format, SCHEMA, o)) {
             for (int j = 0; j < perTask; j++) {
               out.write(host(pool.get((t + j) % pool.size())));
             }
             out.commit();
           }
-          String d = cat(bin, root, format, 0, t);
-          String h = cat(bin, root, format, 1, t);
-          long lines = d.chars().filter(ch -> ch == '\n').count();
-          if (!d.equals(h) || lines != sentRows[t]) {
-            throw new IllegalStateException(
-                "map " + t + ": the device output reads back as " + lines + " rows, want "
-                    + sentRows[t] + "; equal to the host path's: " + d.equals(h));
+        }
+        compare(bin, root, format, SCHEMA, execOf[t], 0, 1, t, sentRows[t]);
+        verified++;
+      }
+      // Nested columns: device batches into shuffle 2, their host twins into shuffle 3.
+      try (ShuffledClient cl = ShuffledClient.connect(socket)) {
+        cl.register(APP, EXEC);
+        for (int t = 0; t < tasks; t++) {
+          long want = 0;
+          for (int shuffle = 2; shuffle <= 3; shuffle++) {
+            try (MapOutput out = cl.openColumnarOutput(shuffle, t, parts, format, NESTED, o)) {
+              for (int j = 0; j < perTask; j++) {
+                Nested n = nestedPool.get((t + j) % nestedPool.size());
+                if (j == perTask - 1) {
+                  out.markLast();
+                }
+                DeviceBatch d = n.device(onDevice ? dev : FAKE_BASE);
+                if (shuffle == 2 && onDevice) {
+                  out.write(d);
+                } else {
+                  if (!onDevice) { // the device batch made and placed, not sent
+                    d.place(x -> new CudaDriver.AddressRange(FAKE_BASE, FAKE_SIZE));
+                  }
+                  out.write(n.host());
+                }
+                want += shuffle == 2 ? n.rows : 0;
+              }
+              out.commit();
+            }
           }
-          verified++;
+          compare(bin, root, format, NESTED, EXEC, 2, 3, t, want);
+          nestedVerified++;
         }
       }
     }
@@ -169,8 +273,81 @@ public final class DeviceProof {
     System.out.printf(Locale.ROOT,
         "{\"format\":\"%s\",\"tasks\":%d,\"concurrency\":%d,\"partitions\":%d,\"rows\":%d,"
             + "\"payload_bytes\":%d,\"elapsed_s\":%.3f,\"rows_per_s\":%.0f,\"payload_mb_s\":%.1f,"
-            + "\"verified_outputs\":%d}%n",
-        a[3], tasks, conc, parts, rowsAll, bytesAll, secs, rowsAll / secs, bytesAll / secs / 1e6, verified);
+            + "\"warmup_tasks\":%d,\"verified_outputs\":%d,\"nested_verified_outputs\":%d}%n",
+        a[3], tasks, conc, parts, rowsAll, bytesAll, secs, rowsAll / secs, bytesAll / secs / 1e6,
+        warmup * conc, verified, nestedVerified);
+  }
+
+  /** The shuffle the warm-up tasks write into. */
+  private static final int WARMUP_SHUFFLE = 9;
+
+  /** Where hostcheck makes its device batches up (they are placed, never sent). */
+  private static final long FAKE_BASE = 0x7f00_0000_0000L;
+
+  private static final long FAKE_SIZE = 1L << 40;
+
+  /**
+   * Writes map task {@code map}'s batches (pool batches {@code first}, {@code first+1}, ...), the
+   * last one marked, and commits it: {rows, payload bytes}.
+   */
+  private static long[] writeTask(ShuffledClient cl, int shuffle, int map, int parts,
+      ColumnarFormat format, OpenOptions o, int perTask, List<Batch> pool, int first,
+      boolean onDevice, long dev) throws IOException, CudaException {
+    long rows = 0, bytes = 0;
+    try (MapOutput out = cl.openColumnarOutput(shuffle, map, parts, format, SCHEMA, o)) {
+      for (int j = 0; j < perTask; j++) {
+        Batch b = pool.get((first + j) % pool.size());
+        if (j == perTask - 1) {
+          out.markLast();
+        }
+        if (onDevice) {
+          out.write(device(b, dev));
+        } else {
+          out.write(host(b));
+        }
+        rows += b.rows;
+        bytes += b.bytes;
+      }
+      out.commit();
+    }
+    return new long[] {rows, bytes};
+  }
+
+  /** Copies {@code b}'s remaining bytes (if any) to device address {@code at}. */
+  private static void upload(long at, ByteBuffer b) throws CudaException {
+    if (b == null || !b.hasRemaining()) {
+      return;
+    }
+    ByteBuffer d = ByteBuffer.allocateDirect(b.remaining());
+    d.put(b.duplicate()).flip();
+    CudaDriver.memcpyHtoD(at, d);
+  }
+
+  /** Uploads a nested batch's buffers, every level, from {@code dev}. */
+  private static void upload(long dev, Node n) throws CudaException {
+    for (int k = 0; k < 3; k++) {
+      upload(dev + n.at[k], n.bufs[k]);
+    }
+    for (Node c : n.children) {
+      upload(dev, c);
+    }
+  }
+
+  /**
+   * {@code shuffled cat --rows json} of map {@code map} in shuffles {@code a} (device) and {@code
+   * b} (host) must be equal and hold {@code rows} rows.
+   */
+  private static void compare(String bin, Path root, ColumnarFormat format, ColumnarSchema schema,
+      String exec, int a, int b, int map, long rows) throws IOException, InterruptedException {
+    String d = cat(bin, root, format, schema, exec, a, map);
+    String h = cat(bin, root, format, schema, exec, b, map);
+    long lines = d.chars().filter(ch -> ch == '\n').count();
+    if (!d.equals(h) || lines != rows) {
+      throw new IllegalStateException(
+          "shuffle " + a + " map " + map + ": the device output reads back as " + lines
+              + " rows, want " + rows + "; equal to the host path's (shuffle " + b + "): "
+              + d.equals(h));
+    }
   }
 
   private static long align(long v, long to) {
@@ -198,14 +375,14 @@ public final class DeviceProof {
     return ColumnarBatch.of(SCHEMA, b.rows, cols, b.partitionRows);
   }
 
-  private static String cat(String bin, Path root, ColumnarFormat format, int shuffle, long map)
-      throws IOException, InterruptedException {
+  private static String cat(String bin, Path root, ColumnarFormat format, ColumnarSchema schema,
+      String exec, int shuffle, long map) throws IOException, InterruptedException {
     List<String> cmd = new ArrayList<>(List.of(bin, "cat", "--rows", "json",
-        "--dir", root.resolve(APP).resolve(EXEC).toString(),
+        "--dir", root.resolve(APP).resolve(exec).toString(),
         "--shuffle", Integer.toString(shuffle), "--map", Long.toString(map)));
     if (format == ColumnarFormat.KUDO) {
       StringBuilder ddl = new StringBuilder();
-      for (ColumnarSchema.Field f : SCHEMA.fields()) {
+      for (ColumnarSchema.Field f : schema.fields()) {
         ddl.append(ddl.length() == 0 ? "" : ", ").append(f.name()).append(' ').append(f.sparkType());
       }
       cmd.add("--schema");
@@ -337,5 +514,157 @@ public final class DeviceProof {
       }
     }
     return new Batch(rows, pr, host, off, pos);
+  }
+
+  /**
+   * {@code rows} rows of {@link #NESTED}, grouped by partition (pmod of a hash of id), with nulls
+   * at every level (rows of tags, pt and attrs; elements of tags and pt.vals; pt's fields; map
+   * values) and empty lists, its buffers placed from {@code base} in the device pool at 256-byte
+   * boundaries.
+   */
+  private static Nested nested(Random r, int rows, int parts, long base) {
+    Object[][] byRow = new Object[rows][];
+    int[] part = new int[rows];
+    for (int i = 0; i < rows; i++) {
+      long id = r.nextLong() >>> 20;
+      long h = id * 0x9E3779B97F4A7C15L;
+      part[i] = (int) Math.floorMod(h ^ (h >>> 29), (long) parts);
+      Object tags = null;
+      if (r.nextInt(10) != 0) {
+        List<Object> l = new ArrayList<>();
+        for (int k = r.nextInt(5); k > 0; k--) {
+          l.add(r.nextInt(7) == 0 ? null : WORDS[r.nextInt(WORDS.length)]);
+        }
+        tags = l;
+      }
+      Object pt = null;
+      if (r.nextInt(10) != 0) {
+        List<Object> vals = null;
+        if (r.nextInt(8) != 0) {
+          vals = new ArrayList<>();
+          for (int k = r.nextInt(4); k > 0; k--) {
+            vals.add(r.nextInt(6) == 0 ? null : r.nextLong());
+          }
+        }
+        pt = new Object[] {
+          r.nextInt(9) == 0 ? null : r.nextInt(),
+          r.nextInt(9) == 0 ? null : MODE[r.nextInt(MODE.length)] + "-" + r.nextInt(100),
+          vals
+        };
+      }
+      Object attrs = null;
+      if (r.nextInt(10) != 0) {
+        List<Object> entries = new ArrayList<>();
+        int n = r.nextInt(4);
+        for (int k = 0; k < n; k++) {
+          entries.add(new Object[] {WORDS[k * 4 + r.nextInt(4)], r.nextInt(5) == 0 ? null : r.nextInt(1000)});
+        }
+        attrs = entries;
+      }
+      byRow[i] = new Object[] {id, tags, pt, attrs};
+    }
+    long[] pr = new long[parts + 1];
+    for (int i = 0; i < rows; i++) {
+      pr[part[i] + 1]++;
+    }
+    for (int q = 0; q < parts; q++) {
+      pr[q + 1] += pr[q];
+    }
+    long[] next = pr.clone();
+    Object[] sorted = new Object[rows];
+    for (int i = 0; i < rows; i++) {
+      sorted[(int) next[part[i]]++] = byRow[i];
+    }
+    long[] pos = {0};
+    List<Node> cols = new ArrayList<>();
+    for (int k = 0; k < NESTED.size(); k++) {
+      List<Object> col = new ArrayList<>(rows);
+      for (Object x : sorted) {
+        col.add(((Object[]) x)[k]);
+      }
+      cols.add(build(NESTED.field(k), col, base, pos));
+    }
+    return new Nested(rows, pr, new Node(new ByteBuffer[3], new long[3], cols), pos[0]);
+  }
+
+  /**
+   * The buffers of field {@code f} for these values (Long, Integer, String; a List for an array,
+   * a List of {key, value} pairs for a map, an Object[] of its fields for a struct; null), placed
+   * from {@code base + pos[0]}, then its children's.
+   */
+  private static Node build(ColumnarSchema.Field f, List<Object> vals, long base, long[] pos) {
+    int n = vals.size();
+    ColumnType t = f.type();
+    ByteBuffer[] bufs = new ByteBuffer[3];
+    if (vals.contains(null)) {
+      ByteBuffer v = ByteBuffer.allocate((n + 7) / 8);
+      for (int i = 0; i < n; i++) {
+        if (vals.get(i) != null) {
+          v.put(i / 8, (byte) (v.get(i / 8) | (1 << (i % 8))));
+        }
+      }
+      bufs[0] = v;
+    }
+    List<List<Object>> kidVals = new ArrayList<>();
+    switch (t) {
+      case INT64, INT32 -> {
+        ByteBuffer d = ByteBuffer.allocate(n * t.width()).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < n; i++) {
+          Object x = vals.get(i);
+          if (x instanceof Long l) {
+            d.putLong(8 * i, l);
+          } else if (x instanceof Integer v) {
+            d.putInt(4 * i, v);
+          }
+        }
+        bufs[2] = d;
+      }
+      case STRING -> {
+        ByteBuffer o = ByteBuffer.allocate(4 * (n + 1)).order(ByteOrder.LITTLE_ENDIAN);
+        java.io.ByteArrayOutputStream data = new java.io.ByteArrayOutputStream();
+        for (int i = 0; i < n; i++) {
+          if (vals.get(i) != null) {
+            data.writeBytes(((String) vals.get(i)).getBytes(StandardCharsets.UTF_8));
+          }
+          o.putInt(4 * (i + 1), data.size());
+        }
+        bufs[1] = o;
+        bufs[2] = ByteBuffer.wrap(data.toByteArray());
+      }
+      case LIST, MAP -> {
+        ByteBuffer o = ByteBuffer.allocate(4 * (n + 1)).order(ByteOrder.LITTLE_ENDIAN);
+        List<Object> child = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+          if (vals.get(i) != null) {
+            child.addAll((List<?>) vals.get(i));
+          }
+          o.putInt(4 * (i + 1), child.size());
+        }
+        bufs[1] = o;
+        kidVals.add(child);
+      }
+      case STRUCT -> {
+        for (int k = 0; k < f.children().size(); k++) {
+          List<Object> child = new ArrayList<>(n);
+          for (Object x : vals) {
+            child.add(x == null ? null : ((Object[]) x)[k]);
+          }
+          kidVals.add(child);
+        }
+      }
+      default -> throw new IllegalArgumentException(f + ": no generator for " + t);
+    }
+    long[] at = new long[3];
+    for (int k = 0; k < 3; k++) {
+      if (bufs[k] != null) {
+        at[k] = base + pos[0];
+        pos[0] = align(pos[0] + bufs[k].remaining(), 256);
+      }
+    }
+    List<Node> kids = new ArrayList<>();
+    for (int k = 0; k < kidVals.size(); k++) {
+      kids.add(build(f.children().get(k), kidVals.get(k), base, pos));
+    }
+    return new Node(bufs, at, kids);
   }
 }

@@ -10,9 +10,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -22,24 +21,11 @@ import org.junit.jupiter.params.provider.MethodSource;
  * files read with Spark's codec libraries.
  */
 class RoundTripIT {
-  private static Daemon daemon;
-  private static ShuffledClient client;
   private static final String APP = "app-rt";
   private static final String EXEC = "exec-1";
   private static int nextShuffle;
 
-  @BeforeAll
-  static void start() throws Exception {
-    daemon = Daemon.start();
-    client = daemon.connect();
-    client.register(APP, EXEC);
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    client.close();
-    daemon.close();
-  }
+  @RegisterExtension static final RunningDaemon RUNNING = new RunningDaemon(APP, EXEC);
 
   static Stream<Arguments> codecsAndChecksums() {
     List<Arguments> a = new ArrayList<>();
@@ -70,7 +56,7 @@ class RoundTripIT {
       {10, 20, 0, 30, 40, 50, 60, 0, 80, 90},
     };
     CommitResult res;
-    try (MapOutput m = client.openMapOutput(shuffle, 4, n, OpenOptions.of(codec, algo))) {
+    try (MapOutput m = RUNNING.client().openMapOutput(shuffle, 4, n, OpenOptions.of(codec, algo))) {
       for (int[] sizes : batches) {
         Payloads.Batch b = Payloads.batch(r, sizes, want);
         m.writeOpaque(b.data(), b.offsets());
@@ -80,7 +66,7 @@ class RoundTripIT {
     }
     assertFalse(res.existing());
     assertTrue(res.runs() >= 2, "batches going backwards make several runs, got " + res.runs());
-    check(daemon.outputDir(APP, EXEC), shuffle, 4, codec, algo, res, want);
+    check(RUNNING.daemon().outputDir(APP, EXEC), shuffle, 4, codec, algo, res, want);
   }
 
   static void check(
@@ -121,7 +107,7 @@ class RoundTripIT {
     Random r = new Random(7);
     ByteArrayOutputStream[] want = Payloads.expected(n);
     try (MapOutput m =
-        client.openMapOutput(shuffle, 1, n, OpenOptions.of(Codec.ZSTD, ChecksumAlgorithm.ADLER32))) {
+        RUNNING.client().openMapOutput(shuffle, 1, n, OpenOptions.of(Codec.ZSTD, ChecksumAlgorithm.ADLER32))) {
       for (int b = 0; b < 3; b++) {
         int[] sizes = new int[n];
         for (int p = 0; p < n; p++) {
@@ -132,7 +118,7 @@ class RoundTripIT {
       }
       CommitResult res = m.commit();
       assertEquals(n, res.lengths().length);
-      check(daemon.outputDir(APP, EXEC), shuffle, 1, Codec.ZSTD, ChecksumAlgorithm.ADLER32, res, want);
+      check(RUNNING.daemon().outputDir(APP, EXEC), shuffle, 1, Codec.ZSTD, ChecksumAlgorithm.ADLER32, res, want);
     }
   }
 
@@ -146,21 +132,21 @@ class RoundTripIT {
     direct.put(b.data());
     direct.position(10);
     try (MapOutput m =
-        client.openMapOutput(shuffle, 2, 2, OpenOptions.of(Codec.SNAPPY, ChecksumAlgorithm.CRC32))) {
+        RUNNING.client().openMapOutput(shuffle, 2, 2, OpenOptions.of(Codec.SNAPPY, ChecksumAlgorithm.CRC32))) {
       m.writeOpaque(direct, b.offsets());
       assertEquals(10, direct.position(), "writeOpaque leaves the position");
       CommitResult res = m.commit();
-      check(daemon.outputDir(APP, EXEC), shuffle, 2, Codec.SNAPPY, ChecksumAlgorithm.CRC32, res, want);
+      check(RUNNING.daemon().outputDir(APP, EXEC), shuffle, 2, Codec.SNAPPY, ChecksumAlgorithm.CRC32, res, want);
     }
   }
 
   @Test
   void sparkLocalDirsLayout() throws Exception {
-    List<Path> dirs = List.of(daemon.localRoot.resolve("blockmgr-a"), daemon.localRoot.resolve("blockmgr-b"));
+    List<Path> dirs = List.of(RUNNING.daemon().localRoot.resolve("blockmgr-a"), RUNNING.daemon().localRoot.resolve("blockmgr-b"));
     for (Path d : dirs) {
       Files.createDirectories(d);
     }
-    try (ShuffledClient c = daemon.connect()) {
+    try (ShuffledClient c = RUNNING.daemon().connect()) {
       List<String> resolved =
           c.register(APP, "exec-local", dirs.stream().map(Path::toString).toList(), 8);
       assertEquals(2, resolved.size(), "resolved dirs " + resolved);

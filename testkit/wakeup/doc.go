@@ -6,7 +6,7 @@
 // wake (docs/benchmarks.md, "Preallocation and wake-ups", weighs that
 // against the idle cores of the node-scale figures).
 //
-//	go test -c -o wakeup.test ./internal/wakeup
+//	go test -c -o wakeup.test ./testkit/wakeup
 //	./wakeup.test -test.run '^$' -test.bench Wakeup -test.benchtime 400x
 //
 // Each iteration of BenchmarkWakeup is one wake-up, and of

@@ -10,10 +10,10 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/internal/baseline"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
+	"github.com/shuffled/shuffled/writer/baseline"
 )
 
 const parts = 300

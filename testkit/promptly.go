@@ -1,9 +1,6 @@
 //go:build unix
 
-// Package fifotest holds the helper that tests of opens which must never
-// block on a FIFO share (packages vfs and shufflefile, whose own tests it
-// cannot import through shuffletest).
-package fifotest
+package testkit
 
 import (
 	"syscall"
