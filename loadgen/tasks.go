@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,48 @@ type runResult struct {
 	// call to the daemon's acceptance: what setting up on first use (a GPU
 	// context, staging buffers) costs the first executor.
 	firstBatch time.Duration
+	// workers is the task workers' time, all of them together.
+	workers workerTimes
+	// setupCPU is this process's CPU time generating and partitioning the
+	// pool's batches, before the tasks. With the daemon in another process
+	// (apart), selfOnly is cpu (then cleared: it is not the daemon's) and
+	// daemonCPU that process's CPU during the tasks, -1 if not known.
+	setupCPU, selfOnly, daemonCPU time.Duration
+	apart                         bool
+}
+
+// workerTimes is where task workers spent their time. Each worker runs
+// locked to an OS thread of its own, so that thread's CPU clock is the
+// worker's CPU: the load generator's client side (framing, sending), and
+// nothing of a daemon in the same process. Each connection's reader
+// goroutine (decoding the answers) and the Go runtime's own work (GC
+// workers) run on other threads and are not counted here.
+type workerTimes struct {
+	// wall is the workers' wall time, start to end, summed.
+	wall time.Duration
+	// cpu is the CPU time of the workers' threads.
+	cpu time.Duration
+	// The waits on the daemon: each call's wall time less the CPU its
+	// worker used during it (building and sending the request), so what
+	// is left is waiting for the answer, or for a CPU to run on.
+	open, write, commit time.Duration
+}
+
+func (w *workerTimes) add(o workerTimes) {
+	w.wall += o.wall
+	w.cpu += o.cpu
+	w.open += o.open
+	w.write += o.write
+	w.commit += o.commit
+}
+
+// waits returns the workers' time waiting on the daemon.
+func (w *workerTimes) waits() time.Duration { return w.open + w.write + w.commit }
+
+// waitSince adds to dst the time since wall0 that the calling worker's
+// thread did not spend on a CPU since cpu0.
+func waitSince(dst *time.Duration, wall0 time.Time, cpu0 time.Duration) {
+	*dst += max(time.Since(wall0)-(threadCPU()-cpu0), 0)
 }
 
 // firstWrite lets the first batch write of a run claim its latency.
@@ -52,6 +95,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 		next     atomic.Int64
 		mu       sync.Mutex
 		results  []taskResult
+		workers  workerTimes
 		deadline time.Time
 		first    firstWrite
 	)
@@ -79,10 +123,19 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 	g, ctx := errgroup.WithContext(ctx)
 	for slot := range cfg.Concurrency {
 		g.Go(func() error {
-			var mine []taskResult
+			// A thread of its own, so that its CPU clock is this worker's.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var (
+				mine []taskResult
+				wt   workerTimes
+			)
+			wall0, cpu0 := time.Now(), threadCPU()
 			defer func() {
+				wt.wall, wt.cpu = time.Since(wall0), threadCPU()-cpu0
 				mu.Lock()
 				results = append(results, mine...)
+				workers.add(wt)
 				mu.Unlock()
 			}()
 			for {
@@ -93,7 +146,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				r, err := runTask(ctx, cfg, p, t, slot, i, prog, &first)
+				r, err := runTask(ctx, cfg, p, t, slot, i, prog, &first, &wt)
 				if err != nil {
 					return err
 				}
@@ -105,16 +158,19 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 	err = g.Wait()
 	elapsed, cpu := time.Since(start), selfCPU()-cpu0
 	sortByTask(results)
-	return runResult{tasks: results, elapsed: elapsed, cpu: cpu, firstBatch: first.d}, err
+	return runResult{tasks: results, elapsed: elapsed, cpu: cpu, firstBatch: first.d, workers: workers}, err
 }
 
 // runTask writes task i's batches and commits its map output; the first
-// batch write of the run records its latency in first.
-func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, prog *progress, first *firstWrite) (taskResult, error) {
+// batch write of the run records its latency in first. It adds its waits
+// on the daemon to wt.
+func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, prog *progress, first *firstWrite, wt *workerTimes) (taskResult, error) {
 	start := time.Now()
 	r := taskResult{task: i}
 	r.serialized, r.rows = p.task(i)
+	o0, oc0 := time.Now(), threadCPU()
 	o, err := t.open(ctx, slot, i)
+	waitSince(&wt.open, o0, oc0)
 	if err != nil {
 		return r, fmt.Errorf("task %d: open map output %d/%d: %w", i, shuffleID, i, err)
 	}
@@ -124,19 +180,21 @@ func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, p
 		}
 		pb := p.at(i, b)
 		mine := b == 0 && first.claimed.CompareAndSwap(false, true)
-		w0 := time.Now()
+		w0, wc0 := time.Now(), threadCPU()
 		err := o.write(ctx, pb)
 		if mine {
 			first.d = time.Since(w0)
 		}
+		waitSince(&wt.write, w0, wc0)
 		if err != nil {
 			o.abort()
 			return r, fmt.Errorf("task %d: map output %d/%d: batch %d (pool batch %d): %w", i, shuffleID, i, b, pb.index, err)
 		}
 		prog.addBytes(pb.serialized)
 	}
-	c0 := time.Now()
+	c0, cc0 := time.Now(), threadCPU()
 	c, err := o.commit(ctx)
+	waitSince(&wt.commit, c0, cc0)
 	if err != nil {
 		return r, fmt.Errorf("task %d: commit map output %d/%d: %w", i, shuffleID, i, err)
 	}
