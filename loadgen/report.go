@@ -255,23 +255,31 @@ const (
 	cpuWorkerThreads = "worker-threads"
 	// cpuProcess: the load generator is a process of its own.
 	cpuProcess = "process"
+	// cpuNone: not split (the in-process writer of --compare).
+	cpuNone = "none"
 )
 
 // clientSide sets the load generator's CPU and its workers' waits.
 func (rep *Report) clientSide(r runResult) {
 	w := r.workers
 	rep.LoadgenSetupCPUS = round(r.setupCPU.Seconds(), 3)
-	if r.apart {
+	switch {
+	case r.apart:
 		rep.CPUAccounting = cpuProcess
 		rep.LoadgenCPUS = round(r.selfOnly.Seconds(), 3)
 		rep.DaemonCPUS = -1
 		if r.daemonCPU >= 0 {
 			rep.DaemonCPUS = round(r.daemonCPU.Seconds(), 3)
 		}
-	} else {
+	case r.split:
 		rep.CPUAccounting = cpuWorkerThreads
 		rep.LoadgenCPUS = round(w.cpu.Seconds(), 3)
 		rep.DaemonCPUS = round(max(r.cpu-w.cpu, 0).Seconds(), 3)
+	default:
+		// The in-process writer: one process, not split; the waits are
+		// the calls' whole wall time.
+		rep.CPUAccounting = cpuNone
+		rep.LoadgenCPUS, rep.DaemonCPUS = -1, -1
 	}
 	rep.WorkerS = round(w.wall.Seconds(), 3)
 	rep.WaitOpenS = round(w.open.Seconds(), 3)
@@ -334,6 +342,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("CPU", "%.2f s  %.1f MB per CPU second  (this process: load generator and embedded daemon)", r.CPUS, r.MBPerCPUS)
 	}
 	switch {
+	case r.CPUAccounting == cpuNone:
 	case r.CPUAccounting == cpuWorkerThreads:
 		row("CPU, split", "load generator %.2f s (its task workers' threads), embedded daemon %.2f s (the rest of the process)", r.LoadgenCPUS, r.DaemonCPUS)
 	case r.DaemonCPUS >= 0:
@@ -341,7 +350,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	default:
 		row("CPU, split", "load generator %.2f s (this process); the daemon's not readable here", r.LoadgenCPUS)
 	}
-	row("", "and %.2f s generating and partitioning the batch pool, before the tasks", r.LoadgenSetupCPUS)
+	if r.CPUAccounting != cpuNone {
+		row("", "and %.2f s generating and partitioning the batch pool, before the tasks", r.LoadgenSetupCPUS)
+	}
 	if r.WorkerS > 0 {
 		waits := r.WaitOpenS + r.WaitWriteS + r.WaitCommitS
 		row("workers", "%.2f s: waiting on the daemon %.2f s (%.0f%%: batch writes %.2f s, commits %.2f s, opens %.2f s), producing %.2f s",

@@ -404,8 +404,18 @@ func TestCompare(t *testing.T) {
 func TestRunTasksBounds(t *testing.T) {
 	cfg := smallConfig()
 	cfg.Tasks, cfg.Duration = 3, time.Hour
-	if _, res := runEngine(t, cfg); len(res.tasks) != 3 {
+	p, res := runEngine(t, cfg)
+	if len(res.tasks) != 3 {
 		t.Errorf("tasks 3 within an hour ran %d tasks, want 3", len(res.tasks))
+	}
+	// The in-process writer's workers are not split from it: their calls'
+	// whole wall time counts as waits.
+	r := newReport(&cfg, p, res, daemonStats{})
+	if r.CPUAccounting != cpuNone || r.LoadgenCPUS != -1 || r.DaemonCPUS != -1 {
+		t.Errorf("in-process run: cpu_accounting %q, loadgen_cpu_s %v, daemon_cpu_s %v; want none, -1, -1", r.CPUAccounting, r.LoadgenCPUS, r.DaemonCPUS)
+	}
+	if w := res.workers; w.wall <= 0 || w.cpu != 0 || w.write <= 0 || w.commit <= 0 || w.waits() > w.wall {
+		t.Errorf("in-process run: workers %+v: want no CPU, positive write and commit waits within their wall time", w)
 	}
 	// A duration already over starts nothing new: at most one task per
 	// slot may have started before the clock moved.

@@ -45,6 +45,9 @@ type runResult struct {
 	// daemonCPU that process's CPU during the tasks, -1 if not known.
 	setupCPU, selfOnly, daemonCPU time.Duration
 	apart                         bool
+	// split: the workers ran locked to threads of their own, so their CPU
+	// is known (not with the in-process writer).
+	split bool
 }
 
 // workerTimes is where task workers spent their time. Each worker runs
@@ -62,6 +65,9 @@ type workerTimes struct {
 	// worker used during it (building and sending the request), so what
 	// is left is waiting for the answer, or for a CPU to run on.
 	open, write, commit time.Duration
+	// clock is the worker's CPU clock: its thread's, or none (always 0)
+	// where the worker is not locked to a thread.
+	clock func() time.Duration
 }
 
 func (w *workerTimes) add(o workerTimes) {
@@ -75,11 +81,14 @@ func (w *workerTimes) add(o workerTimes) {
 // waits returns the workers' time waiting on the daemon.
 func (w *workerTimes) waits() time.Duration { return w.open + w.write + w.commit }
 
-// waitSince adds to dst the time since wall0 that the calling worker's
-// thread did not spend on a CPU since cpu0.
-func waitSince(dst *time.Duration, wall0 time.Time, cpu0 time.Duration) {
-	*dst += max(time.Since(wall0)-(threadCPU()-cpu0), 0)
+// waited adds to dst the time since wall0 that the worker did not spend
+// on a CPU since its clock read cpu0.
+func (w *workerTimes) waited(dst *time.Duration, wall0 time.Time, cpu0 time.Duration) {
+	*dst += max(time.Since(wall0)-(w.clock()-cpu0), 0)
 }
+
+// noClock is the CPU clock of a worker not locked to a thread.
+func noClock() time.Duration { return 0 }
 
 // firstWrite lets the first batch write of a run claim its latency.
 type firstWrite struct {
@@ -116,6 +125,10 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 			}
 		}()
 	}
+	// The in-process writer (--compare) does part of its work on the
+	// workers' goroutines, blocking them often: its workers keep the
+	// scheduler's threads, and their time is not split.
+	_, inProcess := t.(*engineTarget)
 	start, cpu0 := time.Now(), selfCPU()
 	if cfg.Duration > 0 {
 		deadline = start.Add(cfg.Duration)
@@ -123,16 +136,19 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 	g, ctx := errgroup.WithContext(ctx)
 	for slot := range cfg.Concurrency {
 		g.Go(func() error {
-			// A thread of its own, so that its CPU clock is this worker's.
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
 			var (
 				mine []taskResult
-				wt   workerTimes
+				wt   = workerTimes{clock: noClock}
 			)
-			wall0, cpu0 := time.Now(), threadCPU()
+			if !inProcess {
+				// A thread of its own, so that its CPU clock is this worker's.
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				wt.clock = threadCPU
+			}
+			wall0, cpu0 := time.Now(), wt.clock()
 			defer func() {
-				wt.wall, wt.cpu = time.Since(wall0), threadCPU()-cpu0
+				wt.wall, wt.cpu = time.Since(wall0), wt.clock()-cpu0
 				mu.Lock()
 				results = append(results, mine...)
 				workers.add(wt)
@@ -158,7 +174,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 	err = g.Wait()
 	elapsed, cpu := time.Since(start), selfCPU()-cpu0
 	sortByTask(results)
-	return runResult{tasks: results, elapsed: elapsed, cpu: cpu, firstBatch: first.d, workers: workers}, err
+	return runResult{tasks: results, elapsed: elapsed, cpu: cpu, firstBatch: first.d, workers: workers, split: !inProcess}, err
 }
 
 // runTask writes task i's batches and commits its map output; the first
@@ -168,9 +184,9 @@ func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, p
 	start := time.Now()
 	r := taskResult{task: i}
 	r.serialized, r.rows = p.task(i)
-	o0, oc0 := time.Now(), threadCPU()
+	o0, oc0 := time.Now(), wt.clock()
 	o, err := t.open(ctx, slot, i)
-	waitSince(&wt.open, o0, oc0)
+	wt.waited(&wt.open, o0, oc0)
 	if err != nil {
 		return r, fmt.Errorf("task %d: open map output %d/%d: %w", i, shuffleID, i, err)
 	}
@@ -180,21 +196,21 @@ func runTask(ctx context.Context, cfg *Config, p *pool, t target, slot, i int, p
 		}
 		pb := p.at(i, b)
 		mine := b == 0 && first.claimed.CompareAndSwap(false, true)
-		w0, wc0 := time.Now(), threadCPU()
+		w0, wc0 := time.Now(), wt.clock()
 		err := o.write(ctx, pb)
 		if mine {
 			first.d = time.Since(w0)
 		}
-		waitSince(&wt.write, w0, wc0)
+		wt.waited(&wt.write, w0, wc0)
 		if err != nil {
 			o.abort()
 			return r, fmt.Errorf("task %d: map output %d/%d: batch %d (pool batch %d): %w", i, shuffleID, i, b, pb.index, err)
 		}
 		prog.addBytes(pb.serialized)
 	}
-	c0, cc0 := time.Now(), threadCPU()
+	c0, cc0 := time.Now(), wt.clock()
 	c, err := o.commit(ctx)
-	waitSince(&wt.commit, c0, cc0)
+	wt.waited(&wt.commit, c0, cc0)
 	if err != nil {
 		return r, fmt.Errorf("task %d: commit map output %d/%d: %w", i, shuffleID, i, err)
 	}
