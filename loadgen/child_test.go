@@ -53,6 +53,12 @@ func TestRunDaemonBin(t *testing.T) {
 	if rep.Daemon != "child" || rep.DaemonReadyMs <= 0 || rep.FirstBatchMs <= 0 {
 		t.Errorf("report daemon %q, ready %v ms, first batch %v ms; want child and positive times", rep.Daemon, rep.DaemonReadyMs, rep.FirstBatchMs)
 	}
+	// A daemon process of its own: its CPU read from /proc, apart from
+	// the load generator's.
+	checkClientSide(t, rep, cpuProcess)
+	if rep.DaemonCPUS < 0 {
+		t.Errorf("daemon_cpu_s = %v of a child daemon, want its CPU from /proc", rep.DaemonCPUS)
+	}
 	if !rep.Verified || rep.VerifiedMapOutputs != 6 || rep.Kept != "" {
 		t.Errorf("report verified %v (%d map outputs), kept %q; want 6 verified, nothing kept", rep.Verified, rep.VerifiedMapOutputs, rep.Kept)
 	}

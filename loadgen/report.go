@@ -73,6 +73,31 @@ type Report struct {
 	CPUS      float64 `json:"cpu_s,omitempty"`
 	MBPerCPUS float64 `json:"mb_per_cpu_s,omitempty"`
 
+	// The load generator's own cost, beside the daemon's, so that a run
+	// shows whether it measured the daemon or its client.
+	// LoadgenCPUS is the client side's CPU during the tasks (framing,
+	// sending, waiting calls' own work): with a daemon in another process,
+	// this whole process's; embedded, the task workers' threads' alone
+	// (CPUAccounting says which). DaemonCPUS is the daemon's: embedded,
+	// the rest of this process (the connections' readers and the Go
+	// runtime's GC workers included); otherwise the daemon process's from
+	// /proc, -1 if this process cannot read it. LoadgenSetupCPUS is the
+	// CPU generating and partitioning the pool's batches, before the
+	// tasks (not in either).
+	LoadgenCPUS      float64 `json:"loadgen_cpu_s"`
+	DaemonCPUS       float64 `json:"daemon_cpu_s"`
+	CPUAccounting    string  `json:"cpu_accounting"`
+	LoadgenSetupCPUS float64 `json:"loadgen_setup_cpu_s"`
+	// The task workers' time, summed over the workers (at most elapsed
+	// time × concurrency): WorkerS in all, the waits on the daemon (each
+	// call's wall time less the worker's CPU during it: the answer to
+	// Open, to each batch write, to Commit), and ProduceS, the rest.
+	WorkerS     float64 `json:"worker_s"`
+	WaitOpenS   float64 `json:"wait_open_s"`
+	WaitWriteS  float64 `json:"wait_write_s"`
+	WaitCommitS float64 `json:"wait_commit_s"`
+	ProduceS    float64 `json:"produce_s"`
+
 	// Commit latency: from the Commit call to its result.
 	CommitP50Ms float64 `json:"commit_p50_ms"`
 	CommitP95Ms float64 `json:"commit_p95_ms"`
@@ -186,6 +211,7 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 		rep.CPUS = round(c, 3)
 		rep.MBPerCPUS = round(float64(rep.SerializedBytes)/c/1e6, 1)
 	}
+	rep.clientSide(r)
 	rep.ElapsedS = round(rep.ElapsedS, 3)
 	rep.CommitP50Ms = ms(percentile(commits, 50))
 	rep.CommitP95Ms = ms(percentile(commits, 95))
@@ -220,6 +246,46 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	}
 	rep.PeakRSSBytes, rep.PeakRSSSource = ds.peakRSS, ds.rssSource
 	return rep
+}
+
+// CPU accountings of a Report.
+const (
+	// cpuWorkerThreads: the load generator's CPU is its task workers'
+	// threads', the daemon's the rest of the process.
+	cpuWorkerThreads = "worker-threads"
+	// cpuProcess: the load generator is a process of its own.
+	cpuProcess = "process"
+	// cpuNone: not split (the in-process writer of --compare).
+	cpuNone = "none"
+)
+
+// clientSide sets the load generator's CPU and its workers' waits.
+func (rep *Report) clientSide(r runResult) {
+	w := r.workers
+	rep.LoadgenSetupCPUS = round(r.setupCPU.Seconds(), 3)
+	switch {
+	case r.apart:
+		rep.CPUAccounting = cpuProcess
+		rep.LoadgenCPUS = round(r.selfOnly.Seconds(), 3)
+		rep.DaemonCPUS = -1
+		if r.daemonCPU >= 0 {
+			rep.DaemonCPUS = round(r.daemonCPU.Seconds(), 3)
+		}
+	case r.split:
+		rep.CPUAccounting = cpuWorkerThreads
+		rep.LoadgenCPUS = round(w.cpu.Seconds(), 3)
+		rep.DaemonCPUS = round(max(r.cpu-w.cpu, 0).Seconds(), 3)
+	default:
+		// The in-process writer: one process, not split; the waits are
+		// the calls' whole wall time.
+		rep.CPUAccounting = cpuNone
+		rep.LoadgenCPUS, rep.DaemonCPUS = -1, -1
+	}
+	rep.WorkerS = round(w.wall.Seconds(), 3)
+	rep.WaitOpenS = round(w.open.Seconds(), 3)
+	rep.WaitWriteS = round(w.write.Seconds(), 3)
+	rep.WaitCommitS = round(w.commit.Seconds(), 3)
+	rep.ProduceS = round(max(w.wall-w.waits(), 0).Seconds(), 3)
 }
 
 // percentile returns the q-th percentile (nearest rank) of ds, sorting ds.
@@ -274,6 +340,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("tasks", "%d in %.2f s  %.1f tasks/s  task latency p50 %.1f ms, p99 %.1f ms", r.Tasks, r.ElapsedS, r.TasksPerS, r.TaskP50Ms, r.TaskP99Ms)
 	if r.CPUS > 0 {
 		row("CPU", "%.2f s  %.1f MB per CPU second  (this process: load generator and embedded daemon)", r.CPUS, r.MBPerCPUS)
+	}
+	switch {
+	case r.CPUAccounting == cpuNone:
+	case r.CPUAccounting == cpuWorkerThreads:
+		row("CPU, split", "load generator %.2f s (its task workers' threads), embedded daemon %.2f s (the rest of the process)", r.LoadgenCPUS, r.DaemonCPUS)
+	case r.DaemonCPUS >= 0:
+		row("CPU, split", "load generator %.2f s (this process), daemon %.2f s (its process, from /proc)", r.LoadgenCPUS, r.DaemonCPUS)
+	default:
+		row("CPU, split", "load generator %.2f s (this process); the daemon's not readable here", r.LoadgenCPUS)
+	}
+	if r.CPUAccounting != cpuNone {
+		row("", "and %.2f s generating and partitioning the batch pool, before the tasks", r.LoadgenSetupCPUS)
+	}
+	if r.WorkerS > 0 {
+		waits := r.WaitOpenS + r.WaitWriteS + r.WaitCommitS
+		row("workers", "%.2f s: waiting on the daemon %.2f s (%.0f%%: batch writes %.2f s, commits %.2f s, opens %.2f s), producing %.2f s",
+			r.WorkerS, waits, 100*waits/r.WorkerS, r.WaitWriteS, r.WaitCommitS, r.WaitOpenS, r.ProduceS)
 	}
 	row("commit latency", "p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms", r.CommitP50Ms, r.CommitP95Ms, r.CommitP99Ms, r.CommitMaxMs)
 	row("first batch", "%.1f ms", r.FirstBatchMs)

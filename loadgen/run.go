@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"time"
 
+	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/protocol"
 )
 
@@ -82,9 +84,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		}
 	}
 	form := poolForm{payload: cfg.Payload, memfd: cfg.DataPlane == PlaneMemfd, device: cfg.GPU}
+	setup0 := selfCPU()
 	if p, err = newPool(ctx, &cfg, form); err != nil {
 		return nil, err
 	}
+	setupCPU := selfCPU() - setup0
 	if err := t.checkPool(p); err != nil {
 		return nil, err
 	}
@@ -99,11 +103,27 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	if err != nil {
 		return nil, err
 	}
+	// A daemon in a process of its own: its CPU from /proc, if this
+	// process may read it.
+	var dcpu *daemonCPU
+	switch {
+	case ch != nil:
+		dcpu = newDaemonCPU(ch.cmd.Process.Pid)
+	case d == nil:
+		if pid, err := peerPID(socket); err == nil {
+			dcpu = newDaemonCPU(pid)
+		}
+	}
 	prog := startProgress(progress, "run", cfg.Tasks, cfg.Duration)
 	res, err := runTasks(ctx, &cfg, p, t, prog)
 	prog.finish()
 	if err != nil {
 		return nil, err
+	}
+	res.setupCPU = setupCPU
+	res.daemonCPU = -1
+	if dcpu != nil {
+		res.daemonCPU = dcpu.since()
 	}
 
 	after, err := daemonFigures(ctx, t)
@@ -118,7 +138,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	}
 	ds.marks(before, after)
 	if d == nil {
-		res.cpu = 0 // the load generator's alone: not the daemon's cost
+		// The load generator's alone, which its own fields report: not
+		// the daemon's cost.
+		res.apart, res.selfOnly, res.cpu = true, res.cpu, 0
 	}
 	rep := newReport(&cfg, p, res, ds)
 	switch {
@@ -166,6 +188,50 @@ func embeddedStats(d *embedded) daemonStats {
 		ds.peakRSS, ds.rssSource = rss, rssSelf
 	}
 	return ds
+}
+
+// daemonCPU reads a daemon process's CPU time from /proc.
+type daemonCPU struct {
+	pid int
+	t0  time.Duration
+}
+
+// newDaemonCPU starts reading process pid's CPU time; nil if /proc does
+// not show it to this process.
+func newDaemonCPU(pid int) *daemonCPU {
+	t0, err := processCPU(pid)
+	if err != nil {
+		return nil
+	}
+	return &daemonCPU{pid: pid, t0: t0}
+}
+
+// since returns the CPU time the daemon used since newDaemonCPU, or -1 if
+// it can no longer be read.
+func (c *daemonCPU) since() time.Duration {
+	t, err := processCPU(c.pid)
+	if err != nil {
+		return -1
+	}
+	return t - c.t0
+}
+
+// peerPID returns the process id of the daemon listening at socket, as
+// the kernel reports it for a connection (SO_PEERCRED).
+func peerPID(socket string) (int, error) {
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	cred, err := unixsock.PeerCred(conn)
+	if err != nil {
+		return 0, err
+	}
+	if cred.PID <= 0 {
+		return 0, fmt.Errorf("loadgen: daemon at %s: peer pid %d", socket, cred.PID)
+	}
+	return int(cred.PID), nil
 }
 
 // daemonFigures reads the daemon's Stats figures, by name.

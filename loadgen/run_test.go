@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -205,6 +206,19 @@ func TestMainEmbedded(t *testing.T) {
 				t.Errorf("Main(%q): JSON %q = %v, want %v", args, k, rep[k], v)
 			}
 		}
+		for _, field := range []string{
+			"loadgen_cpu_s", "daemon_cpu_s", "loadgen_setup_cpu_s", "worker_s",
+			"wait_open_s", "wait_write_s", "wait_commit_s", "produce_s",
+		} {
+			if _, ok := rep[field].(float64); !ok {
+				t.Errorf("Main(%q): JSON field %q = %v, want a number", args, field, rep[field])
+			}
+		}
+		var r Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		checkClientSide(t, &r, cpuWorkerThreads)
 		if !strings.Contains(errOut, "run: 6/6 tasks") {
 			t.Errorf("Main(%q) progress %q, want a final 6/6 tasks line", args, errOut)
 		}
@@ -221,7 +235,9 @@ func TestMainTable(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("Main = %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"6 map tasks × 2 batches × 2000 rows", "input (serialized)", "commit latency", "p99", "bytes in flight", "limiter wait", "runs per map output", "peak RSS", "verify", "ok: 6 map outputs, 96 partitions"} {
+	for _, want := range []string{"6 map tasks × 2 batches × 2000 rows", "input (serialized)", "commit latency",
+		"CPU, split", "load generator", "(its task workers' threads), embedded daemon", "generating and partitioning the batch pool",
+		"workers", "waiting on the daemon", "producing", "p99", "bytes in flight", "limiter wait", "runs per map output", "peak RSS", "verify", "ok: 6 map outputs, 96 partitions"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -324,6 +340,7 @@ func TestRunExternal(t *testing.T) {
 		rep.PeakBytesInFlight <= 0 || rep.BytesInFlightLimit <= 0 || rep.LimiterWaits < 0 || rep.RunsPerMapOutput != 3 {
 		t.Errorf("report of an external run = %+v; want verified, the daemon's RSS and limiter figures, 3 runs", rep)
 	}
+	checkClientSide(t, rep, cpuProcess)
 	// A daemon that offers removal loses the outputs; one that does not
 	// keeps them, and the report says so.
 	ents := outputsIn(root)
@@ -387,8 +404,18 @@ func TestCompare(t *testing.T) {
 func TestRunTasksBounds(t *testing.T) {
 	cfg := smallConfig()
 	cfg.Tasks, cfg.Duration = 3, time.Hour
-	if _, res := runEngine(t, cfg); len(res.tasks) != 3 {
+	p, res := runEngine(t, cfg)
+	if len(res.tasks) != 3 {
 		t.Errorf("tasks 3 within an hour ran %d tasks, want 3", len(res.tasks))
+	}
+	// The in-process writer's workers are not split from it: their calls'
+	// whole wall time counts as waits.
+	r := newReport(&cfg, p, res, daemonStats{})
+	if r.CPUAccounting != cpuNone || r.LoadgenCPUS != -1 || r.DaemonCPUS != -1 {
+		t.Errorf("in-process run: cpu_accounting %q, loadgen_cpu_s %v, daemon_cpu_s %v; want none, -1, -1", r.CPUAccounting, r.LoadgenCPUS, r.DaemonCPUS)
+	}
+	if w := res.workers; w.wall <= 0 || w.cpu != 0 || w.write <= 0 || w.commit <= 0 || w.waits() > w.wall {
+		t.Errorf("in-process run: workers %+v: want no CPU, positive write and commit waits within their wall time", w)
 	}
 	// A duration already over starts nothing new: at most one task per
 	// slot may have started before the clock moved.
@@ -447,4 +474,65 @@ func outputsIn(root string) []os.DirEntry {
 		}
 	}
 	return out
+}
+
+// checkClientSide checks a report's load-generator figures: present, not
+// negative, the waits within the workers' time and that within elapsed
+// time × concurrency.
+func checkClientSide(t *testing.T, r *Report, accounting string) {
+	t.Helper()
+	const slack = 0.005 // each figure is rounded to the millisecond
+	if r.CPUAccounting != accounting {
+		t.Errorf("cpu_accounting = %q, want %q", r.CPUAccounting, accounting)
+	}
+	for name, v := range map[string]float64{
+		"loadgen_cpu_s": r.LoadgenCPUS, "loadgen_setup_cpu_s": r.LoadgenSetupCPUS, "wait_open_s": r.WaitOpenS,
+		"wait_write_s": r.WaitWriteS, "wait_commit_s": r.WaitCommitS, "produce_s": r.ProduceS,
+	} {
+		if v < 0 {
+			t.Errorf("%s = %v, want ≥ 0", name, v)
+		}
+	}
+	if r.WorkerS <= 0 || r.WorkerS > r.ElapsedS*float64(r.Concurrency)+slack {
+		t.Errorf("worker_s = %v, want > 0 and ≤ elapsed_s %v × concurrency %d", r.WorkerS, r.ElapsedS, r.Concurrency)
+	}
+	waits := r.WaitOpenS + r.WaitWriteS + r.WaitCommitS
+	if waits > r.WorkerS+slack {
+		t.Errorf("waits %v (open %v, write %v, commit %v) exceed worker_s %v", waits, r.WaitOpenS, r.WaitWriteS, r.WaitCommitS, r.WorkerS)
+	}
+	if d := waits + r.ProduceS - r.WorkerS; d > slack || d < -slack {
+		t.Errorf("waits %v + produce_s %v = %v, want worker_s %v", waits, r.ProduceS, waits+r.ProduceS, r.WorkerS)
+	}
+	// A worker's thread runs no longer than the worker lives.
+	if accounting == cpuWorkerThreads && r.LoadgenCPUS > r.WorkerS+slack {
+		t.Errorf("loadgen_cpu_s %v exceeds worker_s %v", r.LoadgenCPUS, r.WorkerS)
+	}
+	switch accounting {
+	case cpuWorkerThreads:
+		if r.DaemonCPUS < 0 || r.CPUS > 0 && math.Abs(r.LoadgenCPUS+r.DaemonCPUS-r.CPUS) > slack {
+			t.Errorf("loadgen_cpu_s %v + daemon_cpu_s %v, want cpu_s %v", r.LoadgenCPUS, r.DaemonCPUS, r.CPUS)
+		}
+	case cpuProcess:
+		if r.CPUS != 0 || r.DaemonCPUS < 0 && r.DaemonCPUS != -1 {
+			t.Errorf("cpu_s %v, daemon_cpu_s %v: want cpu_s omitted and daemon_cpu_s ≥ 0 or -1", r.CPUS, r.DaemonCPUS)
+		}
+	}
+}
+
+func TestParseProcStatCPU(t *testing.T) {
+	// A command name with spaces and parentheses; utime 250, stime 75.
+	line := []byte("4242 (shuffled (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 12345 1000 200\n")
+	got, err := parseProcStatCPU(line)
+	if err != nil || got != 3250*time.Millisecond {
+		t.Errorf("parseProcStatCPU = %v, %v; want 3.25s", got, err)
+	}
+	for _, bad := range []string{"4242 shuffled S 1", "4242 (s) S 1 2 3", "4242 (s) S 1 4242 4242 0 -1 4194560 100 0 0 0 x 75 0"} {
+		if _, err := parseProcStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseProcStatCPU(%q) = nil error, want one", bad)
+		}
+	}
+	// This process's own, read from /proc.
+	if c, err := processCPU(os.Getpid()); err != nil || c < 0 {
+		t.Errorf("processCPU(self) = %v, %v; want a CPU time", c, err)
+	}
 }

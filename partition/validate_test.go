@@ -2,6 +2,9 @@ package partition
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -118,6 +121,57 @@ func TestNumPartitions(t *testing.T) {
 	b.PartitionOffsets = nil
 	if n := b.NumPartitions(); n != 0 {
 		t.Errorf("NumPartitions() of an unpartitioned batch = %d, want 0", n)
+	}
+}
+
+// TestValidateOffsetsEveryPosition puts one bad offset at each position of
+// offsets of every length up to a few steps of the unrolled loop: a
+// decrease, a negative value, and a negative value after a large one
+// (whose difference wraps around to a positive one); each is found, with
+// the first bad index named, and the good offsets pass.
+func TestValidateOffsetsEveryPosition(t *testing.T) {
+	for rows := 0; rows <= 40; rows++ {
+		good := make([]int32, rows+1)
+		for i := range good {
+			good[i] = int32(3 * i)
+		}
+		if err := validateOffsets(good, rows, 3*rows); err != nil {
+			t.Fatalf("rows %d: good offsets: %v", rows, err)
+		}
+		if rows > 0 {
+			if err := validateOffsets(good, rows, 3*rows-1); err == nil || !strings.Contains(err.Error(), "past the end of data") {
+				t.Errorf("rows %d: data one byte short: %v, want past the end of data", rows, err)
+			}
+		}
+		for bad := 1; bad <= rows; bad++ {
+			for _, tc := range []struct {
+				name string
+				set  func(off []int32)
+			}{
+				{"decrease", func(off []int32) { off[bad] = off[bad-1] - 1 }},
+				{"negative", func(off []int32) { off[bad] = -1 }},
+				{"wraps", func(off []int32) { off[bad-1], off[bad] = math.MaxInt32, math.MinInt32 }},
+			} {
+				if tc.name == "wraps" && bad == 1 {
+					continue // offsets[0] must be 0: another error
+				}
+				off := slices.Clone(good)
+				tc.set(off)
+				// The first index whose value is below its predecessor's.
+				first := 0
+				for i := 1; i < len(off); i++ {
+					if off[i] < off[i-1] {
+						first = i
+						break
+					}
+				}
+				err := validateOffsets(off, rows, math.MaxInt32)
+				want := fmt.Sprintf("offsets[%d] = %d, less than offsets[%d]", first, off[first], first-1)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("rows %d, %s at %d: %v, want %q", rows, tc.name, bad, err, want)
+				}
+			}
+		}
 	}
 }
 
