@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 )
 
 // testBatch is a partitioned batch laid out in one region as a client

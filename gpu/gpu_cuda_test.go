@@ -20,9 +20,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
+	"github.com/shuffled/shuffled/protocol/columnar"
 )
 
 // childEnv makes the test binary an exporter: it uploads pattern(n) to
@@ -314,7 +314,7 @@ func TestIPC(t *testing.T) {
 	}
 }
 
-// gpuLayout lays b out as client/columnar does and converts the layout.
+// gpuLayout lays b out as protocol/columnar does and converts the layout.
 func gpuLayout(b *partition.Batch) ([]byte, Layout) {
 	payload, wl := columnar.Append(nil, b)
 	l := Layout{Rows: b.Rows, Columns: make([]Column, len(wl.Columns))}

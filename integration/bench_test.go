@@ -13,12 +13,12 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/server"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/testkit/leakcheck"

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/testkit/leakcheck"
 )

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 )
 
 // The pool of a --gpu run stands in for a GPU executor: every batch is

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/protocol/columnar"
 )
 
 // TestSameRows: a partitioned batch read back from its payload matches

@@ -7,10 +7,10 @@ import (
 	"sync"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"golang.org/x/sync/errgroup"
 )
 

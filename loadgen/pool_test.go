@@ -7,9 +7,9 @@ import (
 	"hash/maphash"
 	"testing"
 
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 )
 
 // smallConfig is a workload of a few milliseconds.

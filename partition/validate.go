@@ -120,15 +120,8 @@ func (c *Column) validateSelf(rows int) error {
 	if len(c.Name) > MaxNameLen {
 		return fmt.Errorf("name length = %d, want at most %d", len(c.Name), MaxNameLen)
 	}
-	if mp := c.Type.MaxPrecision(); mp > 0 {
-		if c.Precision < 1 || int(c.Precision) > mp {
-			return fmt.Errorf("decimal precision = %d, want 1 to %d for %v", c.Precision, mp, c.Type)
-		}
-		if c.Scale < 0 || c.Scale > c.Precision {
-			return fmt.Errorf("decimal scale = %d, want 0 to precision %d", c.Scale, c.Precision)
-		}
-	} else if c.Precision != 0 || c.Scale != 0 {
-		return fmt.Errorf("precision, scale = %d, %d on a %v column, want 0, 0", c.Precision, c.Scale, c.Type)
+	if err := CheckDecimal(c.Type, int(c.Precision), int(c.Scale)); err != nil {
+		return err
 	}
 	if c.Validity != nil {
 		if want := (rows + 7) / 8; len(c.Validity) < want {
@@ -230,6 +223,26 @@ func validateOffsets(off []int32, rows, dataLen int) error {
 	}
 	if last := off[rows]; int(last) > dataLen {
 		return fmt.Errorf("offsets[%d] = %d, past the end of data (length %d)", rows, last, dataLen)
+	}
+	return nil
+}
+
+// CheckDecimal checks a column's precision and scale as Validate does: in
+// range for a decimal type (1 to t.MaxPrecision, and 0 to precision), zero
+// for every other type. It takes them wider than Column holds them, so a
+// layout's values are checked before they are narrowed.
+func CheckDecimal(t Type, precision, scale int) error {
+	if mp := t.MaxPrecision(); mp > 0 {
+		if precision < 1 || precision > mp {
+			return fmt.Errorf("decimal precision = %d, want 1 to %d for %v", precision, mp, t)
+		}
+		if scale < 0 || scale > precision {
+			return fmt.Errorf("decimal scale = %d, want 0 to precision %d", scale, precision)
+		}
+		return nil
+	}
+	if precision != 0 || scale != 0 {
+		return fmt.Errorf("precision, scale = %d, %d on a %v column, want 0, 0", precision, scale, t)
 	}
 	return nil
 }

@@ -174,3 +174,28 @@ func TestValidateOffsetsEveryPosition(t *testing.T) {
 		}
 	}
 }
+
+// CheckDecimal, which the GPU path runs on a layout's precision and scale
+// before planning, accepts exactly what Batch.Validate accepts, for every
+// type; and it refuses what would pass only once narrowed to a Column's
+// int8.
+func TestCheckDecimalAsValidate(t *testing.T) {
+	for typ := Bool; typ <= Decimal128; typ++ {
+		for _, ps := range [][2]int{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {9, 0}, {9, 9}, {10, 2}, {18, 4}, {19, 0}, {38, 38}, {39, 0}, {5, -1}, {-1, 0}} {
+			b := &Batch{Columns: []Column{{Type: typ, Precision: int8(ps[0]), Scale: int8(ps[1])}}}
+			if typ.VarWidth() {
+				b.Columns[0].Offsets = []int32{0}
+			}
+			verr := b.Validate()
+			cerr := CheckDecimal(typ, ps[0], ps[1])
+			if (verr == nil) != (cerr == nil) {
+				t.Errorf("%v precision %d scale %d: CheckDecimal %v, Validate %v", typ, ps[0], ps[1], cerr, verr)
+			}
+		}
+	}
+	for _, ps := range [][2]int{{256 + 10, 2}, {10, 256 + 2}} {
+		if err := CheckDecimal(Decimal128, ps[0], ps[1]); err == nil {
+			t.Errorf("decimal128 precision %d scale %d: CheckDecimal accepts it", ps[0], ps[1])
+		}
+	}
+}

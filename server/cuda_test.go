@@ -21,13 +21,14 @@ import (
 	"unsafe"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/gpu"
+	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/testkit/leakcheck"
 )
@@ -298,8 +299,8 @@ func runExecutor(tb testing.TB, j job) *jobResult {
 // chunks, lands byte for byte. The batches are staged and compressed on
 // the host (NoCUDACompress; TestCUDACompress covers the GPU's).
 func TestCUDAIPCRoundTrip(t *testing.T) {
-	openDevice(t) // the device's goroutine lives as long as the process
-	leakcheck.Check(t)
+	openDevice(t)
+	leakcheck.Check(t) // the daemon's device goroutine ends at its Shutdown
 	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20; c.NoCUDACompress = true })
 	layout := shufflefile.Flat(filepath.Join(d.root, "gpu", "1"))
 
@@ -344,26 +345,27 @@ func TestCUDAIPCRoundTrip(t *testing.T) {
 	}
 }
 
-func openDevice(t *testing.T) *deviceState {
-	ds, err := deviceFor(0)
+// openDevice checks that device 0 opens, before a test's daemon opens
+// it for itself.
+func openDevice(t *testing.T) {
+	dev, err := gpu.Open(0)
 	if err != nil {
 		t.Fatalf("device 0: %v", err)
 	}
-	return ds
+	dev.Close()
 }
 
 // TestStagingPrime: with CUDAStagingPrime, New opens device 0 and pins
 // every chunk of its staging pool before it returns, and gives them back.
+// (A device not primed would open now, with no chunk pinned.)
 func TestStagingPrime(t *testing.T) {
-	startDaemon(t, func(c *Config) { c.CUDAStagingPrime = true })
-	devices.mu.Lock()
-	ds := devices.m[0]
-	devices.mu.Unlock()
-	if ds == nil {
-		t.Fatal("New with CUDAStagingPrime did not open device 0")
+	d := startDaemon(t, func(c *Config) { c.CUDAStagingPrime = true })
+	pool, err := d.s.planes.Pool(0)
+	if err != nil {
+		t.Fatalf("device 0: %v", err)
 	}
-	if st := ds.pool.Stats(); st.Chunks != stagingChunks || st.FreeChunks != stagingChunks {
-		t.Errorf("staging pool after priming: %d chunks, %d free, want %d and %d", st.Chunks, st.FreeChunks, stagingChunks, stagingChunks)
+	if st := pool.Stats(); st.Chunks != ingest.StagingChunks || st.FreeChunks != ingest.StagingChunks {
+		t.Errorf("staging pool after priming: %d chunks, %d free, want %d and %d", st.Chunks, st.FreeChunks, ingest.StagingChunks, ingest.StagingChunks)
 	}
 }
 
@@ -415,19 +417,19 @@ func BenchmarkDataPlane(b *testing.B) {
 				}
 				b.Run(name, func(b *testing.B) {
 					d := benchDaemon(b, max(1, runtime.GOMAXPROCS(0)-spare))
-					ds, err := deviceFor(0)
+					pool, err := d.s.planes.Pool(0)
 					if err != nil {
 						b.Fatal(err)
 					}
-					st0 := ds.pool.Stats()
-					b0, n0 := d2h.bytes.Load(), d2h.nanos.Load()
+					st0 := pool.Stats()
+					t0 := d.s.planes.Totals()
 					res := runExecutor(b, job{Socket: d.socket, Plane: plane, Kind: kind, Schema: "lineitem", Seed: 1,
 						Rows: 1 << 20, Opaque: 128 << 20, Partitions: 200, Outputs: b.N, Shuffle: 1})
 					b.ReportMetric(float64(res.Bytes)*float64(b.N)/res.LoopSeconds/1e6, "loop-MB/s")
 					if plane == "cuda-ipc" {
-						st := ds.pool.Stats()
+						st, t1 := pool.Stats(), d.s.planes.Totals()
 						b.ReportMetric(float64(st.CopiedBytes-st0.CopiedBytes)/float64(st.CopyTime-st0.CopyTime), "d2h-GB/s")
-						b.ReportMetric(float64(d2h.bytes.Load()-b0)/float64(d2h.nanos.Load()-n0), "batch-GB/s")
+						b.ReportMetric(float64(t1.D2HBytes-t0.D2HBytes)/float64(t1.D2HNanos-t0.D2HNanos), "batch-GB/s")
 						b.ReportMetric(res.PlainD2HGBps, "plain-GB/s")
 					}
 				})

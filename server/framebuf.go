@@ -60,22 +60,23 @@ func frameClass(n int) int {
 // held is what one request frame brought that the daemon must give back:
 // the descriptor passed with it (SCM_RIGHTS) and, for an inline Batch, the
 // pooled buffer its payload lies in. A handler takes what it hands on
-// (takeFD, takeInline); release gives back the rest, once, on every path.
+// (TakeFD, TakeInline: it is the ingest.Held of a Batch); release gives
+// back the rest, once, on every path.
 type held struct {
 	fd     int    // -1: none, or taken
 	inline []byte // nil: none, or taken
 }
 
-// takeFD hands the descriptor to the caller, who closes it; -1 if none.
-func (h *held) takeFD() int {
+// TakeFD hands the descriptor to the caller, who closes it; -1 if none.
+func (h *held) TakeFD() int {
 	fd := h.fd
 	h.fd = -1
 	return fd
 }
 
-// takeInline hands the inline frame to the caller: the function that
+// TakeInline hands the inline frame to the caller: the function that
 // recycles it, to call once nothing reads the payload.
-func (h *held) takeInline() (release func()) {
+func (h *held) TakeInline() (release func()) {
 	frame := h.inline
 	h.inline = nil
 	if frame == nil {

@@ -25,7 +25,8 @@ import (
 func TestCUDACompress(t *testing.T) {
 	openDevice(t)
 	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20 })
-	raw0, streams0 := gpuCompressed.raw.Load(), gpuCompressed.streams.Load()
+	t0 := d.s.planes.Totals()
+	raw0, streams0 := t0.CompressedRaw, t0.CompressedStreams
 
 	const rows, parts = 30_000, 16
 	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 5, Rows: rows, Partitions: parts, Outputs: 1, Shuffle: 1})
@@ -64,10 +65,10 @@ func TestCUDACompress(t *testing.T) {
 		}
 		rawBytes += int64(len(w))
 	}
-	if r := gpuCompressed.raw.Load() - raw0; r != rawBytes {
+	if r := d.s.planes.Totals().CompressedRaw - raw0; r != rawBytes {
 		t.Errorf("the GPU compressed %d raw bytes, want %d", r, rawBytes)
 	}
-	if s := gpuCompressed.streams.Load() - streams0; s >= rawBytes || s == 0 {
+	if s := d.s.planes.Totals().CompressedStreams - streams0; s >= rawBytes || s == 0 {
 		t.Errorf("%d stream bytes crossed for %d raw bytes", s, rawBytes)
 	}
 
@@ -149,7 +150,7 @@ func checkCompressFormats(t *testing.T, j job, want *partition.Batch) {
 		for _, cpu := range []bool{false, true} {
 			name := fmt.Sprintf("%s cpu %v", format, cpu)
 			d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20; c.NoCUDACompress = cpu })
-			raw0 := gpuCompressed.raw.Load()
+			raw0 := d.s.planes.Totals().CompressedRaw
 			jf := format
 			if f == partition.SHFC {
 				jf = ""
@@ -180,7 +181,7 @@ func checkCompressFormats(t *testing.T, j job, want *partition.Batch) {
 				rawBytes += int64(len(w))
 			}
 			mo.Close()
-			gpuRaw := gpuCompressed.raw.Load() - raw0
+			gpuRaw := d.s.planes.Totals().CompressedRaw - raw0
 			if !cpu && gpuRaw != rawBytes {
 				t.Errorf("%s: the GPU compressed %d raw bytes, want %d", name, gpuRaw, rawBytes)
 			}

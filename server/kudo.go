@@ -36,15 +36,3 @@ func openFormat(m *protocol.OpenMapOutput) (partition.Format, []partition.Field,
 	}
 	return partition.Kudo, schema, nil
 }
-
-// checkColumns checks a columnar batch of o against the columns declared
-// at Open (kudo map outputs only).
-func (o *output) checkColumns(b *partition.Batch) error {
-	if o.schema == nil {
-		return nil
-	}
-	if err := partition.CheckSchema(b, o.schema); err != nil {
-		return fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
-	}
-	return nil
-}

@@ -64,7 +64,7 @@ func TestCUDAIPCKudoNested(t *testing.T) {
 	leakcheck.Check(t)
 	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20 })
 	const rows, parts = 30_000, 16
-	raw0 := gpuCompressed.raw.Load()
+	raw0 := d.s.planes.Totals().CompressedRaw
 	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Format: "kudo", Nested: nestedCUDASchema, Seed: 9,
 		Rows: rows, Partitions: parts, Outputs: 1, Shuffle: 3})
 	want, err := nestedJobBatch(nestedCUDASchema, 9, rows, parts)
@@ -93,7 +93,7 @@ func TestCUDAIPCKudoNested(t *testing.T) {
 			t.Fatalf("partition %d: rows up to %d, want %d", p, r, end)
 		}
 	}
-	if g := gpuCompressed.raw.Load() - raw0; g != rawBytes {
+	if g := d.s.planes.Totals().CompressedRaw - raw0; g != rawBytes {
 		t.Errorf("the GPU compressed %d raw bytes, want all %d (no fallback to the CPU)", g, rawBytes)
 	}
 }

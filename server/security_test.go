@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/protocol"
-	"golang.org/x/sys/unix"
 )
 
 // sparkDaemon starts a daemon whose allowed root holds one empty local dir,
@@ -415,33 +413,4 @@ func TestShutdownSendsCommitResults(t *testing.T) {
 		}
 		d.s = nil // stopped
 	}
-}
-
-// TestMemfdRegionWithHoles refuses a memfd region that is a hole although
-// the memfd has as many bytes written elsewhere: the rule is on the
-// region's own pages (SEEK_HOLE), not on the memfd's total.
-func TestMemfdRegionWithHoles(t *testing.T) {
-	fd, err := unix.MemfdCreate("holes", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const half = 1 << 20
-	if _, err := unix.Pwrite(fd, make([]byte, half), half); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
-		t.Fatal(err)
-	}
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := mapMemfd(dup, 0, half); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hole") {
-		t.Errorf("mapMemfd of the unwritten first half = %v, want an invalid-argument error about a hole", err)
-	}
-	data, unmap, err := mapMemfd(fd, half, half)
-	if err != nil || len(data) != half {
-		t.Fatalf("mapMemfd of the written second half = %d bytes, %v", len(data), err)
-	}
-	unmap()
 }

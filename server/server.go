@@ -16,6 +16,7 @@ import (
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/errdefs"
+	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/internal/buildinfo"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/vfs"
@@ -35,6 +36,7 @@ type Server struct {
 	metrics  *metrics.Metrics
 	fs       vfs.FS
 	eng      *writer.Engine
+	planes   *ingest.Planes // the data planes batches arrive on
 	codec    codec.Kind
 	checksum checksum.Algorithm
 	disks    *disks.Set // the daemon's own root, one dir per disk
@@ -69,7 +71,7 @@ type Server struct {
 		sessions  map[*session]struct{}
 		perUID    map[uint32]int                 // sessions by peer uid
 		uidFrames map[uint32]*semaphore.Weighted // each uid's share of frames, while it has sessions
-		uidMemfds map[uint32]*memfdBudget        // each uid's budget of cached memfd mappings, likewise
+		uidMemfds map[uint32]*ingest.MemfdBudget // each uid's budget of cached memfd mappings, likewise
 		open      int                            // map outputs open, all sessions
 		admitted  int                            // map outputs admitted (admitOutput), all sessions
 		state     int64                          // partition-state bytes charged by admitted map outputs
@@ -172,9 +174,6 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("removed temp files left by an earlier run", "root", cfg.Root, "files", n)
 	}
-	if err := s.primeDevices(); err != nil {
-		return nil, err
-	}
 	s.eng, err = writer.New(
 		writer.WithFS(s.fs),
 		writer.WithLimit(cfg.LimitBytes),
@@ -187,6 +186,12 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	lim := s.eng.Limiter()
+	s.planes = ingest.New(ingest.Config{Log: s.log, Limiter: lim, NoCUDACompress: cfg.NoCUDACompress, CUDAStagingPrime: cfg.CUDAStagingPrime})
+	if err := s.planes.Prime(); err != nil {
+		s.planes.Close()
+		s.eng.Close()
+		return nil, err
+	}
 	s.metrics.LimiterLimitBytes.Set(float64(lim.Limit()))
 	s.metrics.WatchLimiter(func() (int64, int64) {
 		st := lim.Stats()
@@ -196,7 +201,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.sessions = make(map[*session]struct{})
 	s.mu.perUID = make(map[uint32]int)
 	s.mu.uidFrames = make(map[uint32]*semaphore.Weighted)
-	s.mu.uidMemfds = make(map[uint32]*memfdBudget)
+	s.mu.uidMemfds = make(map[uint32]*ingest.MemfdBudget)
 	s.frames = semaphore.NewWeighted(s.cfg.FrameMemory)
 	s.mu.outputs = make(map[string]map[*output]struct{})
 	s.mu.removing = make(map[string]map[int32]int)
@@ -483,7 +488,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.sessions.Wait()
 	s.loops.Wait()
 	s.persist.close()
-	if err := s.eng.Close(); err != nil {
+	err := s.eng.Close()
+	if perr := s.planes.Close(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	if aborted > 0 {

@@ -16,17 +16,15 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/client"
-	"github.com/shuffled/shuffled/client/columnar"
 	"github.com/shuffled/shuffled/codec"
-	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/testkit/leakcheck"
 	"github.com/shuffled/shuffled/vfs"
-	"golang.org/x/sys/unix"
 )
 
 // daemon is a server on a temp socket and root.
@@ -470,25 +468,6 @@ func mustFrame(t *testing.T, id uint32, m protocol.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// TestSparseMemfd refuses a memfd whose region was never written: reading
-// its holes would allocate memory outside the limiter.
-func TestSparseMemfd(t *testing.T) {
-	fd, err := unix.MemfdCreate("sparse", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Ftruncate(fd, 1<<20); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = mapMemfd(fd, 0, 1<<20) // takes fd
-	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "holes") {
-		t.Errorf("mapMemfd of a sparse memfd = %v, want an invalid-argument error about holes", err)
-	}
 }
 
 // TestCancelledWriteKeepsMapOutput cancels a write before it is sent: the

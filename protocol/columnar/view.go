@@ -1,4 +1,4 @@
-package server
+package columnar
 
 import (
 	"encoding/binary"
@@ -10,16 +10,22 @@ import (
 	"github.com/shuffled/shuffled/protocol"
 )
 
-// maxColumnType is the last wire column type this build serializes; the
-// wire ids of types 1..20 equal partition's.
-const maxColumnType = protocol.TypeVoid
+// MaxType is the last wire column type this build serializes; the wire
+// ids of types 1..MaxType equal partition's.
+const MaxType = protocol.TypeVoid
 
+// Supported reports whether this build serializes wire column type t.
+func Supported(t protocol.ColumnType) bool { return t != 0 && t <= MaxType }
+
+// nativeLittleEndian: int32 offsets in a payload are read in place.
 var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// columnarBatch builds a partition.Batch over payload as the layout
-// describes it. Buffers alias payload; only unaligned int32 offsets are
-// copied. The result still goes through partition.Batch.Validate.
-func columnarBatch(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch, error) {
+// View builds a partition.Batch over payload as the layout describes it.
+// Buffers alias payload; only unaligned int32 offsets are copied. The
+// result still goes through partition.Batch.Validate. A layout that does
+// not fit the payload is an errdefs.ErrInvalidArgument error, a column type this
+// build does not serialize errdefs.ErrUnsupported; both name the column.
+func View(l *protocol.ColumnarLayout, payload []byte) (*partition.Batch, error) {
 	if l.Rows < 0 || l.Rows > partition.MaxRows {
 		return nil, fmt.Errorf("%w: columnar layout: rows %d out of range [0,%d]", errdefs.ErrInvalidArgument, l.Rows, partition.MaxRows)
 	}
@@ -57,7 +63,7 @@ func column(cols []protocol.Column, next *int, payload []byte, depth int) (parti
 	}
 	*next++
 	c := &cols[i]
-	if c.Type == 0 || c.Type > maxColumnType {
+	if !Supported(c.Type) {
 		return partition.Column{}, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errdefs.ErrUnsupported, i, c.Name, c.Type)
 	}
 	pc := partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
@@ -117,4 +123,42 @@ func int32s(raw []byte, col int) ([]int32, error) {
 		out[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out, nil
+}
+
+// Skeleton returns a batch of l's columns (names, types, precisions,
+// scales and children, at every depth) and rows, without buffers: what a
+// map output's declared columns are compared with (partition.CheckSchema)
+// before a batch's buffers are read. Columns that end inside a nested
+// column's children are left out.
+func Skeleton(l *protocol.ColumnarLayout) *partition.Batch {
+	b := &partition.Batch{Rows: int(l.Rows), Columns: []partition.Column{}}
+	next := 0
+	var column func(depth int) (partition.Column, bool)
+	column = func(depth int) (partition.Column, bool) {
+		if next >= len(l.Columns) || depth > partition.MaxNestingDepth {
+			return partition.Column{}, false
+		}
+		c := &l.Columns[next]
+		next++
+		pc := partition.Column{Name: c.Name, Type: partition.Type(c.Type), Precision: int8(c.Precision), Scale: int8(c.Scale)}
+		if c.Children > 0 || c.Type == protocol.TypeStruct {
+			pc.Children = make([]partition.Column, 0, c.Children)
+		}
+		for range c.Children {
+			child, ok := column(depth + 1)
+			if !ok {
+				return pc, false
+			}
+			pc.Children = append(pc.Children, child)
+		}
+		return pc, true
+	}
+	for next < len(l.Columns) {
+		c, ok := column(0)
+		if !ok {
+			break
+		}
+		b.Columns = append(b.Columns, c)
+	}
+	return b
 }

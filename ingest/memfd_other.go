@@ -1,6 +1,6 @@
 //go:build !linux
 
-package server
+package ingest
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 }
 
 // memfdCache has nothing to cache where memfds do not exist.
-type memfdCache struct{}
+type memfdCache struct{ budget *MemfdBudget }
 
 func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 	return mapMemfd(fd, off, length)
@@ -23,7 +23,7 @@ func (c *memfdCache) close() {}
 
 func (c *memfdCache) idle() {}
 
-// memfdBudget is the peer uid's budget of cached mappings: none here.
-type memfdBudget struct{}
+// MemfdBudget is the peer uid's budget of cached mappings: none here.
+type MemfdBudget struct{}
 
 func (c *memfdCache) len() (int, int64) { return 0, 0 }

@@ -1,4 +1,4 @@
-package server
+package columnar
 
 import (
 	"testing"
@@ -7,12 +7,12 @@ import (
 	"github.com/shuffled/shuffled/protocol"
 )
 
-// FuzzColumnarBatch builds columnar layouts, nested ones included, from
+// FuzzView builds columnar layouts, nested ones included, from
 // arbitrary bytes over an arbitrary payload, as a hostile client may send
-// them. Whatever the protocol's checks, columnarBatch and
+// them. Whatever the protocol's checks, View and
 // partition.Batch.Validate accept must serialize in both formats, every
 // partition, and decode back to its rows; nothing may panic.
-func FuzzColumnarBatch(f *testing.F) {
+func FuzzView(f *testing.F) {
 	// 3 rows: a array<struct<s:string,i:int8>> (offsets 0, 1, 2, 3 at
 	// byte 4; list validity 0xff at 0), a void column (validity 0 at 20).
 	payload := []byte{0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 'a', 'b', 'c'}
@@ -58,7 +58,7 @@ func checkColumnarSpec(t *testing.T, rows uint8, spec, payload []byte) bool {
 	if m.Validate() != nil {
 		return false
 	}
-	b, err := columnarBatch(&m.Columnar, payload)
+	b, err := View(&m.Columnar, payload)
 	if err != nil || b.Validate() != nil {
 		return false
 	}

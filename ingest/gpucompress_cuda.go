@@ -1,6 +1,6 @@
 //go:build cuda
 
-package server
+package ingest
 
 import (
 	"errors"
@@ -17,6 +17,7 @@ import (
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
 	"github.com/shuffled/shuffled/writer"
 )
 
@@ -27,9 +28,7 @@ import (
 // their size; the writer then copies, checksums and writes them as
 // already-encoded records.
 
-// compressors holds each device's compressor, loaded at its first use.
-var compressors sync.Map // *deviceState → *compressorOnce
-
+// compressorOnce is a device's compressor, loaded at its first use.
 type compressorOnce struct {
 	once sync.Once
 	c    *gpu.Compressor
@@ -39,8 +38,7 @@ type compressorOnce struct {
 // compressor returns ds's compressor, loading it at the first call; log
 // hears once why it could not be loaded.
 func (ds *deviceState) compressor(log *slog.Logger) (*gpu.Compressor, error) {
-	v, _ := compressors.LoadOrStore(ds, &compressorOnce{})
-	co := v.(*compressorOnce)
+	co := &ds.comp
 	co.once.Do(func() {
 		co.c, co.err = ds.dev.NewCompressor(0)
 		if co.err != nil {
@@ -57,9 +55,27 @@ func (ds *deviceState) compressor(log *slog.Logger) (*gpu.Compressor, error) {
 // free slot included), the streams' copy to the host (their admission
 // included), and handing the records to the writer (its admission and
 // queues).
-var gpuCompressed struct {
+type gpuCompressed struct {
 	raw, streams, nanos                    atomic.Int64
 	plan, kernels, copyOut, write, batches atomic.Int64
+}
+
+// DeviceTotals are the daemon's device-to-host figures so far.
+type DeviceTotals struct {
+	// D2HBytes and D2HNanos: the bytes copied device to host and the time
+	// the copies of whole batches took, admission and hand-off included.
+	D2HBytes, D2HNanos int64
+	// CompressedRaw and CompressedStreams: the raw bytes the GPU
+	// compressed and the stream bytes copied to the host of them.
+	CompressedRaw, CompressedStreams int64
+}
+
+// Totals returns the daemon's device-to-host figures so far.
+func (p *Planes) Totals() DeviceTotals {
+	return DeviceTotals{
+		D2HBytes: p.dev.d2h.bytes.Load(), D2HNanos: p.dev.d2h.nanos.Load(),
+		CompressedRaw: p.dev.compressed.raw.Load(), CompressedStreams: p.dev.compressed.streams.Load(),
+	}
 }
 
 // gpuCompresses reports whether o's device batches on ds are compressed
@@ -67,26 +83,29 @@ var gpuCompressed struct {
 // kernels support, a batch the plans lay out (gpuPlans), and kernels that
 // load on the device (where any of these fails, the CPU pool serializes
 // and compresses, as with --no-cuda-compress).
-func (sess *session) gpuCompresses(o *output, m *protocol.Batch, ds *deviceState) bool {
-	cfg := sess.s.cfg
-	if cfg.NoCUDACompress || o.w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(o.w.BlockSize()) != nil {
+func (c *Conn) gpuCompresses(out *Output, m *protocol.Batch, ds *deviceState) bool {
+	w := out.Writer
+	if c.p.cfg.NoCUDACompress || w.Codec() != codec.LZ4 || lz4ref.CheckBlockSize(w.BlockSize()) != nil {
 		return false
 	}
-	if gpuPlans(o.w.Format(), m) != nil {
+	if gpuPlans(w.Format(), m) != nil {
 		return false
 	}
-	_, err := ds.compressor(sess.s.log)
+	_, err := ds.compressor(c.p.cfg.Log)
 	return err == nil
 }
 
-// deviceCompressed applies a device batch of o by compressing it on the
-// device at src.
-func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) error {
+// deviceCompressed applies a device batch of out by compressing it on the
+// device at src, and returns the payload bytes taken in: none when the
+// batch has no records.
+func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) (int64, error) {
 	start := time.Now()
-	comp, err := ds.compressor(sess.s.log)
+	comp, err := ds.compressor(c.p.cfg.Log)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	w := out.Writer
+	stats := &c.p.dev.compressed
 	size := m.Region.Length
 	var pl *gpu.CompressPlan
 	var copied int64
@@ -96,61 +115,60 @@ func (sess *session) deviceCompressed(o *output, m *protocol.Batch, ds *deviceSt
 			err = fmt.Errorf("%w: Batch.opaque: %v", errdefs.ErrInvalidArgument, err)
 		}
 	case protocol.KindColumnar:
-		pl, copied, err = planColumnar(ds, o, &m.Columnar, src, size)
+		pl, copied, err = planColumnar(ds, out, &m.Columnar, src, size)
 	default:
-		return fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
+		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t1 := time.Now()
-	gpuCompressed.plan.Add(int64(t1.Sub(start)))
-	res, err := comp.Compress(src, size, pl, o.w.BlockSize())
+	stats.plan.Add(int64(t1.Sub(start)))
+	res, err := comp.Compress(src, size, pl, w.BlockSize())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t2 := time.Now()
-	gpuCompressed.kernels.Add(int64(t2.Sub(t1)))
-	gpuCompressed.batches.Add(1)
+	stats.kernels.Add(int64(t2.Sub(t1)))
+	stats.batches.Add(1)
 	if res.Size == 0 {
 		res.Release()
-		return nil
+		return 0, nil
 	}
-	staged, err := ds.pool.CopyAll(sess.ctx, res.Ptr, res.Size, lim)
+	staged, err := ds.pool.CopyAll(c.ctx, res.Ptr, res.Size, lim)
 	res.Release()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	out := staged.Bytes()
+	streams := staged.Bytes()
 	recs := make([]writer.EncodedRecord, len(pl.Records))
 	for i, r := range pl.Records {
 		s := res.Streams[i]
-		recs[i] = writer.EncodedRecord{Partition: r.Partition, Stream: out[s.Offset : s.Offset+s.Length : s.Offset+s.Length], Raw: r.Len}
+		recs[i] = writer.EncodedRecord{Partition: r.Partition, Stream: streams[s.Offset : s.Offset+s.Length : s.Offset+s.Length], Raw: r.Len}
 	}
-	gpuCompressed.raw.Add(pl.RawBytes)
-	gpuCompressed.streams.Add(res.Size)
+	stats.raw.Add(pl.RawBytes)
+	stats.streams.Add(res.Size)
 	t3 := time.Now()
-	gpuCompressed.copyOut.Add(int64(t3.Sub(t2)))
-	gpuCompressed.nanos.Add(int64(t3.Sub(start)))
-	d2h.bytes.Add(res.Size + copied)
-	d2h.nanos.Add(int64(t3.Sub(start)))
-	err = o.w.WriteEncoded(sess.ctx, recs, staged.Release)
-	gpuCompressed.write.Add(int64(time.Since(t3)))
+	stats.copyOut.Add(int64(t3.Sub(t2)))
+	stats.nanos.Add(int64(t3.Sub(start)))
+	c.p.dev.d2h.bytes.Add(res.Size + copied)
+	c.p.dev.d2h.nanos.Add(int64(t3.Sub(start)))
+	err = w.WriteEncoded(c.ctx, recs, staged.Release)
+	stats.write.Add(int64(time.Since(t3)))
 	if err != nil {
-		return err
+		return 0, err
 	}
-	sess.s.metrics.BytesIn.Add(float64(size))
-	return nil
+	return size, nil
 }
 
-// planColumnar plans a columnar device batch of o: its layout checked
+// planColumnar plans a columnar device batch of out: its layout checked
 // (against the columns declared at Open for kudo), the offsets of its
 // String, Binary, List and Map columns and the bitmaps of its Void
 // columns copied to the host (gpu.Layout.ReadHost: the plan needs them
 // for the records' sizes, split points and children's rows) and checked.
 // It returns the bytes it copied; a layout that does not check out is of
 // class errdefs.ErrInvalidArgument.
-func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
+func planColumnar(ds *deviceState, out *Output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
 		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errdefs.ErrInvalidArgument, err)
 	}
@@ -161,11 +179,11 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 	meta := make([]gpu.ColumnMeta, len(cl.Columns))
 	for i := range cl.Columns {
 		c := &cl.Columns[i]
-		if c.Type == 0 || c.Type > maxColumnType {
+		if !columnar.Supported(c.Type) {
 			return nil, 0, fmt.Errorf("%w: column %d %q: type %v is not supported by this build", errdefs.ErrUnsupported, i, c.Name, c.Type)
 		}
 		t := partition.Type(c.Type)
-		if err := checkDecimal(t, c.Precision, c.Scale); err != nil {
+		if err := partition.CheckDecimal(t, int(c.Precision), int(c.Scale)); err != nil {
 			return invalid(fmt.Errorf("column %d %q: %v", i, c.Name, err))
 		}
 		l.Columns[i] = gpu.Column{Type: t, Validity: gpu.Range(c.Validity), Offsets: gpu.Range(c.Offsets), Data: gpu.Range(c.Data), Children: int(c.Children)}
@@ -174,7 +192,7 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 	if err := l.Validate(size); err != nil {
 		return invalid(err)
 	}
-	if err := o.checkColumns(skeletonOf(cl)); err != nil {
+	if err := out.checkColumns(columnar.Skeleton(cl)); err != nil {
 		return nil, 0, err
 	}
 	host, copied, err := l.ReadHost(func(dst []byte, off int64) error {
@@ -186,18 +204,19 @@ func planColumnar(ds *deviceState, o *output, cl *protocol.ColumnarLayout, src u
 	if err != nil {
 		return nil, 0, err
 	}
-	pl, err := gpu.PlanColumnar(o.w.Format(), l, meta, host, cl.PartitionRows, size, writer.DefaultRecordSize)
+	pl, err := gpu.PlanColumnar(out.Writer.Format(), l, meta, host, cl.PartitionRows, size, writer.DefaultRecordSize)
 	if err != nil {
 		return invalid(err)
 	}
 	return pl, copied, nil
 }
 
-// logDeviceTotals logs, when a session that sent device batches ends,
-// the daemon's device-to-host totals so far.
-func (sess *session) logDeviceTotals() {
+// logDeviceTotals logs to a connection's log, when a connection that sent
+// device batches ends, the daemon's device-to-host totals so far.
+func (p *Planes) logDeviceTotals(log *slog.Logger) {
 	s := func(n *atomic.Int64) float64 { return float64(n.Load()) / 1e9 }
-	sess.log.Info("device batches", "d2h_bytes", d2h.bytes.Load(),
+	gpuCompressed := &p.dev.compressed
+	log.Info("device batches", "d2h_bytes", p.dev.d2h.bytes.Load(),
 		"gpu_compressed_raw_bytes", gpuCompressed.raw.Load(), "gpu_compressed_stream_bytes", gpuCompressed.streams.Load(),
 		"gpu_compress_s", s(&gpuCompressed.nanos), "gpu_compressed_batches", gpuCompressed.batches.Load(),
 		"gpu_plan_s", s(&gpuCompressed.plan), "gpu_kernels_s", s(&gpuCompressed.kernels),

@@ -1,6 +1,11 @@
-// Package columnar lays a partition.Batch out as the payload and layout of
-// a columnar Batch request (docs/protocol.md, "Columnar layout"), for Go
-// executors and the load generator. Buffers are packed one after the other,
+// Package columnar is the one mapping between a columnar Batch request's
+// layout (docs/protocol.md, "Columnar layout") and partition.Batch, both
+// ways: Layout and Fill lay a batch out as a payload, for Go executors and
+// the load generator; View reads a payload back as a batch over its bytes,
+// for the daemon; Skeleton gives the columns a layout declares, for the
+// GPU plans, which read no payload on the host.
+//
+// Buffers are packed one after the other,
 // each starting on a 64-byte boundary as Arrow recommends, so the daemon can
 // read the int32 offsets in place, and each holds exactly what the batch's
 // rows need. SparkSchema gives the schema a kudo map output declares at

@@ -1,4 +1,4 @@
-package server
+package ingest
 
 import (
 	"bytes"
@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/shuffled/shuffled/errdefs"
+	"golang.org/x/sys/unix"
 )
 
 // sealedTestMemfd returns a sealed memfd holding data at offset at (the
@@ -168,10 +167,7 @@ func TestMemfdCacheBounds(t *testing.T) {
 // dropped (no map output open: idle).
 func TestMemfdUIDBudget(t *testing.T) {
 	const size = 3 << 16
-	old := memfdUIDBytes
-	memfdUIDBytes = size + size/2
-	t.Cleanup(func() { memfdUIDBytes = old })
-	budget := new(memfdBudget)
+	budget := &MemfdBudget{limit: size + size/2}
 	a, b := memfdCache{budget: budget}, memfdCache{budget: budget}
 	defer a.close()
 	defer b.close()
@@ -193,7 +189,7 @@ func TestMemfdUIDBudget(t *testing.T) {
 	}
 	twice(&b, fb)
 	if n, _ := b.len(); n != 0 {
-		t.Errorf("second connection caches %d mappings past the uid's budget of %d bytes, want 0", n, memfdUIDBytes)
+		t.Errorf("second connection caches %d mappings past the uid's budget of %d bytes, want 0", n, budget.limit)
 	}
 	a.idle()
 	if n, _ := a.len(); n != 0 || budget.held() != 0 {
@@ -203,4 +199,52 @@ func TestMemfdUIDBudget(t *testing.T) {
 	if n, _ := b.len(); n != 1 {
 		t.Errorf("second connection caches %d mappings once the budget is free, want 1", n)
 	}
+}
+
+// TestSparseMemfd refuses a memfd whose region was never written: reading
+// its holes would allocate memory outside the limiter.
+func TestSparseMemfd(t *testing.T) {
+	fd, err := unix.MemfdCreate("sparse", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Ftruncate(fd, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = mapMemfd(fd, 0, 1<<20) // takes fd
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "holes") {
+		t.Errorf("mapMemfd of a sparse memfd = %v, want an invalid-argument error about holes", err)
+	}
+}
+
+// TestMemfdRegionWithHoles refuses a memfd region that is a hole although
+// the memfd has as many bytes written elsewhere: the rule is on the
+// region's own pages (SEEK_HOLE), not on the memfd's total.
+func TestMemfdRegionWithHoles(t *testing.T) {
+	fd, err := unix.MemfdCreate("holes", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const half = 1 << 20
+	if _, err := unix.Pwrite(fd, make([]byte, half), half); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mapMemfd(dup, 0, half); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hole") {
+		t.Errorf("mapMemfd of the unwritten first half = %v, want an invalid-argument error about a hole", err)
+	}
+	data, unmap, err := mapMemfd(fd, half, half)
+	if err != nil || len(data) != half {
+		t.Fatalf("mapMemfd of the written second half = %d bytes, %v", len(data), err)
+	}
+	unmap()
 }

@@ -1,13 +1,12 @@
-package server
+package ingest
 
 import (
 	"fmt"
 	"os"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/shuffled/shuffled/errdefs"
+	"golang.org/x/sys/unix"
 )
 
 // requiredSeals are the seals a memfd must carry before the daemon maps it:
@@ -105,7 +104,7 @@ type memfdMapping struct {
 // connection ends (a mapping batches still read goes once they let go).
 //
 // The mappings of every connection of one peer uid share that uid's
-// budget (memfdBudget, memfdUIDBytes): a mapping the budget cannot hold,
+// budget (MemfdBudget, MemfdUIDBytes): a mapping the budget cannot hold,
 // even once the connection's own least recently used ones are out, is not
 // cached. A connection with no map output open drops its cache (idle):
 // nothing of it references the mappings then, and a client that closed its
@@ -116,29 +115,35 @@ type memfdCache struct {
 	bytes   int64
 	seen    map[memfdKey]struct{}
 	closed  bool
-	budget  *memfdBudget // the peer uid's; nil: none (tests)
+	budget  *MemfdBudget // the peer uid's; nil: none (tests)
 }
 
-// memfdUIDBytes bounds the bytes of the cached mappings of all the
+// MemfdUIDBytes bounds the bytes of the cached mappings of all the
 // connections of one peer uid (a uid may hold many connections, each with
 // up to memfdCacheBytes).
-var memfdUIDBytes int64 = 1 << 30
+const MemfdUIDBytes = 1 << 30
 
-// memfdBudget is what the cached mappings of one peer uid's connections
-// hold, against memfdUIDBytes.
-type memfdBudget struct {
-	mu   sync.Mutex
-	used int64
+// MemfdBudget is what the cached mappings of one peer uid's connections
+// hold, against MemfdUIDBytes. The daemon keeps one per uid while the uid
+// has connections.
+type MemfdBudget struct {
+	mu    sync.Mutex
+	used  int64
+	limit int64 // MemfdUIDBytes; 0 means it too (tests set less)
 }
 
 // take reserves n bytes, false when they do not fit.
-func (b *memfdBudget) take(n int64) bool {
+func (b *MemfdBudget) take(n int64) bool {
 	if b == nil {
 		return true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used+n > memfdUIDBytes {
+	limit := b.limit
+	if limit == 0 {
+		limit = MemfdUIDBytes
+	}
+	if b.used+n > limit {
 		return false
 	}
 	b.used += n
@@ -146,7 +151,7 @@ func (b *memfdBudget) take(n int64) bool {
 }
 
 // give returns n bytes that take reserved.
-func (b *memfdBudget) give(n int64) {
+func (b *MemfdBudget) give(n int64) {
 	if b == nil {
 		return
 	}
@@ -156,7 +161,7 @@ func (b *memfdBudget) give(n int64) {
 }
 
 // held returns the bytes reserved.
-func (b *memfdBudget) held() int64 {
+func (b *MemfdBudget) held() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used

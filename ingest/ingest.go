@@ -1,0 +1,170 @@
+// Package ingest turns one Batch request into writer calls. It owns the
+// data planes a batch's payload arrives on: inline in its frame, in a
+// sealed memfd (with the mappings a connection passes again, cached), and
+// in a client's device memory over CUDA IPC (the devices, their staging
+// pools, the process's IPC mappings and the GPU compression, in a build
+// with the cuda tag); and it reads a columnar payload as a partition.Batch
+// (protocol/columnar) checked against the columns its map output declared.
+//
+// The daemon owns one Planes, each connection one Conn; the package holds
+// no state of its own. The session above it keeps framing, dispatch,
+// bounds and replies; below it are the writer and the floors it stands
+// on. Its errors are of errdefs's classes, which the server maps onto
+// wire codes.
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/shuffled/shuffled/errdefs"
+	"github.com/shuffled/shuffled/limiter"
+	"github.com/shuffled/shuffled/partition"
+	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/protocol/columnar"
+	"github.com/shuffled/shuffled/writer"
+)
+
+// Config configures the daemon's data planes.
+type Config struct {
+	// Log hears what concerns the daemon rather than one connection: a
+	// device's kernels that do not load, the staging primed.
+	Log *slog.Logger
+	// Limiter admits the staging of device batches: the writer engine's.
+	Limiter *limiter.Limiter
+	// NoCUDACompress: device batches are serialized and compressed by the
+	// CPU pool, never on the GPU.
+	NoCUDACompress bool
+	// CUDAStagingPrime: Prime opens every CUDA device and pins its staging.
+	CUDAStagingPrime bool
+}
+
+// Planes are the daemon's data planes: what the connections share (the
+// devices and their IPC mappings, the device-to-host totals).
+type Planes struct {
+	cfg Config
+	dev devicePlanes
+}
+
+// New returns the data planes of cfg. Nothing is opened: a device is at
+// its first batch, or at Prime.
+func New(cfg Config) *Planes {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Planes{cfg: cfg}
+}
+
+// DeviceFeatures are the ServerHello features of the device data plane
+// this build serves.
+const DeviceFeatures = deviceFeatures
+
+// Conn is one connection's share of the data planes: its cache of memfd
+// mappings and the device allocations it names. Its batches are applied
+// one at a time, by the connection's reader.
+type Conn struct {
+	p      *Planes
+	ctx    context.Context
+	memfds memfdCache
+	dev    deviceConn
+}
+
+// NewConn returns the share of a connection whose context is ctx
+// (cancelled when it ends) and whose peer uid's cached memfd mappings
+// count against budget (nil: no bound).
+func (p *Planes) NewConn(ctx context.Context, budget *MemfdBudget) *Conn {
+	c := &Conn{p: p, ctx: ctx}
+	c.memfds.budget = budget
+	return c
+}
+
+// Idle drops the memfd mappings the connection caches: it has no map
+// output open, so nothing of it references them. A batch still reading
+// one unmaps it when done.
+func (c *Conn) Idle() { c.memfds.idle() }
+
+// Close lets go of what the connection holds, once its context is done:
+// its memfd mappings, and its device mappings once the batch copying from
+// them ends.
+func (c *Conn) Close() {
+	c.memfds.close()
+	c.closeDevices()
+}
+
+// Output is the map output a batch goes to.
+type Output struct {
+	Writer *writer.MapWriter
+	// Schema: the columns declared at Open (kudo map outputs); nil
+	// otherwise.
+	Schema []partition.Field
+}
+
+// checkColumns checks a columnar batch of out against the columns
+// declared at Open (kudo map outputs only).
+func (out *Output) checkColumns(b *partition.Batch) error {
+	if out.Schema == nil {
+		return nil
+	}
+	if err := partition.CheckSchema(b, out.Schema); err != nil {
+		return fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// Held is what a Batch's frame brought that the batch may take: the
+// descriptor passed with it, the frame an inline payload lies in. What a
+// plane takes it owns; the caller gives back the rest.
+type Held interface {
+	// TakeFD hands the descriptor over, to be closed by the taker; -1 if
+	// none.
+	TakeFD() int
+	// TakeInline hands the inline frame over: the function that recycles
+	// it, to call once nothing reads the payload.
+	TakeInline() (release func())
+}
+
+// Apply hands batch m, whose frame brought h, to out's writer from the
+// plane it names, and returns the payload bytes taken in (0 on error). The
+// caller has checked m against its map output (kind, partitions, bounds).
+// log is the connection's.
+func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (int64, error) {
+	var payload []byte
+	release := func() {}
+	switch m.Plane {
+	case protocol.PlaneInline:
+		payload, release = m.Inline, h.TakeInline()
+	case protocol.PlaneMemfd:
+		data, unmap, err := c.memfds.mapFD(h.TakeFD(), m.Region.Offset, m.Region.Length)
+		if err != nil {
+			return 0, err
+		}
+		payload, release = data, unmap
+	case protocol.PlaneCUDAIPC:
+		return c.deviceBatch(log, &out, m, h.TakeFD())
+	default:
+		return 0, fmt.Errorf("%w: data plane %v is not supported by this build", errdefs.ErrUnsupported, m.Plane)
+	}
+	var err error
+	switch m.Kind {
+	case protocol.KindOpaque:
+		err = out.Writer.WriteOpaque(c.ctx, payload, m.Opaque.PartitionOffsets, release)
+	case protocol.KindColumnar:
+		b, cerr := columnar.View(&m.Columnar, payload)
+		if cerr == nil {
+			cerr = out.checkColumns(b)
+		}
+		if cerr != nil {
+			release()
+			return 0, cerr
+		}
+		err = out.Writer.WriteBatch(c.ctx, b, release)
+	default:
+		release()
+		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(payload)), nil
+}
