@@ -49,6 +49,9 @@ type Server struct {
 	// frames is Config.FrameMemory: the payloads of the frames the
 	// connections are reading or applying.
 	frames *semaphore.Weighted
+	// frameReadTimeout bounds how long an admitted frame's payload may
+	// take to arrive (defaultFrameReadTimeout; tests shorten it).
+	frameReadTimeout time.Duration
 
 	// commits and aborts count map outputs committed and aborted since
 	// start (StatsResult commits_total, aborts_total).
@@ -120,7 +123,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: slog.Default(), fs: vfs.Default}
+	s := &Server{cfg: cfg, log: slog.Default(), fs: vfs.Default, frameReadTimeout: defaultFrameReadTimeout}
 	for _, o := range opts {
 		o(s)
 	}

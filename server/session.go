@@ -197,7 +197,7 @@ func (sess *session) serve() {
 				case errors.Is(err, os.ErrDeadlineExceeded) && !sess.hello:
 					err = fmt.Errorf("no Hello within %v of connecting (--hello-timeout): %w", s.cfg.HelloTimeout, err)
 				case errors.Is(err, os.ErrDeadlineExceeded):
-					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", frameReadTimeout, err)
+					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", s.frameReadTimeout, err)
 				}
 				sess.log.Warn("closing connection: framing error", "err", err)
 				sess.reply(0, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err))
