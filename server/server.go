@@ -17,16 +17,11 @@ import (
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
-	"github.com/shuffled/shuffled/internal/buildinfo"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
 	"golang.org/x/sync/semaphore"
 )
-
-// Version is the daemon's version, reported in ServerHello and by
-// `shuffled version` (see internal/buildinfo).
-var Version = buildinfo.Get().Version
 
 // Server is the daemon. Create it with New, hand it listeners with Serve,
 // and stop it with Shutdown.
