@@ -126,10 +126,11 @@ const (
 	DefaultRefresh = 500 * time.Millisecond
 )
 
-// DefaultLowWatermark is the low watermark when none is set. The high
-// watermark, when none is set, is twice the low one (twice the bytes, or
-// twice the fraction up to 1).
-var DefaultLowWatermark = Bytes(1 << 30)
+// DefaultLowWatermarkBytes is the low watermark when none is set:
+// Bytes(DefaultLowWatermarkBytes) of free space. The high watermark, when
+// none is set, is twice the low one (twice the bytes, or twice the
+// fraction up to 1).
+const DefaultLowWatermarkBytes = 1 << 30
 
 // StatfsFunc reports the free bytes available to the daemon and the total
 // bytes of the file system holding dir.
@@ -248,7 +249,7 @@ func WithFS(fsys vfs.FS) Option {
 
 func (o *options) ensureDefaults() error {
 	if o.low == nil {
-		low := DefaultLowWatermark
+		low := Bytes(DefaultLowWatermarkBytes)
 		o.low = &low
 	}
 	if o.high == nil {
