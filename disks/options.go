@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
 
@@ -144,6 +145,7 @@ type options struct {
 	refresh   time.Duration
 	logger    *slog.Logger
 	fs        vfs.FS
+	locks     *shufflefile.Locks
 }
 
 // Option configures a Set.
@@ -247,7 +249,23 @@ func WithFS(fsys vfs.FS) Option {
 	}
 }
 
+// WithLocks sets the table of map-output locks the removals take, the one
+// the commits into the same directories take (the daemon's); default a
+// table of the Set's own.
+func WithLocks(l *shufflefile.Locks) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: lock table is nil", ErrInvalidConfig)
+		}
+		o.locks = l
+		return nil
+	}
+}
+
 func (o *options) ensureDefaults() error {
+	if o.locks == nil {
+		o.locks = new(shufflefile.Locks)
+	}
 	if o.low == nil {
 		low := Bytes(DefaultLowWatermarkBytes)
 		o.low = &low

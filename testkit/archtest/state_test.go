@@ -34,7 +34,6 @@ var stateAllowed = []allowed{
 	{"partition", []string{"nativeLittleEndian"}, "byte-order probe, set at init, only read"},
 	{"protocol", []string{"columnTypes", "codeNames", "Magic", "typeNames", "le"}, "wire tables and magic, only read"},
 	{"protocol/columnar", []string{"nativeLittleEndian"}, "byte-order probe, set at init, only read"},
-	{"shufflefile", []string{"outputLocks"}, "the process's lock table of map outputs (a commit against a removal of the same files); see Package state in docs/architecture.md"},
 	{"disks", []string{"ioErrnos", "byteUnits", "unitSizes"}, "errno and size unit tables, only read"},
 	{"vfs", []string{"noOpenat2"}, "capability probe: set once when the kernel refuses openat2, never cleared"},
 	{"vfs", []string{"Default"}, "the OS file system, a stateless value"},
