@@ -23,7 +23,7 @@ const daemonMain = "cmd/shuffled"
 // the list never outlives its reasons.
 var stateAllowed = []allowed{
 	{"checksum", []string{"castagnoli", "ieeeGF", "castagnoliGF"}, "CRC tables, computed at init, only read"},
-	{"checksum", []string{"adlerLanes"}, "a constant the assembly reads by address"},
+	{"checksum", []string{"adlerLanes"}, "a constant kept in a variable so it stays in a register, never written"},
 	{"checksum", []string{"adlerUseAVX2"}, "CPU feature probe, set at init, only read"},
 	{"internal/xxh32", []string{"xxUseAVX"}, "CPU feature probe, set at init, only read"},
 	{"internal/buildinfo", []string{"version", "commit"}, "set by the linker (-X), only read"},
@@ -38,7 +38,7 @@ var stateAllowed = []allowed{
 	{"vfs", []string{"noOpenat2"}, "capability probe: set once when the kernel refuses openat2, never cleared"},
 	{"vfs", []string{"Default"}, "the OS file system, a stateless value"},
 	{"gpu", []string{"covered", "coveredFormats", "lz4KernelNames", "kernelNames"}, "the compression plans' coverage and the kernels' names, only read"},
-	{"gpu", []string{"present"}, "a non-nil empty slice, never written"},
+	{"gpu", []string{"present"}, "the placeholder validity bitmap: a non-nil empty slice, never written"},
 	{"gpu", []string{"nativeLittleEndian"}, "byte-order probe, set at init, only read"},
 	{"gpu", []string{"lz4PTX", "partitionPTX"}, "kernel sources (//go:embed)"},
 	{"metrics", []string{"CommitBuckets", "PhaseBuckets", "RunBuckets"}, "histogram buckets, only read"},
