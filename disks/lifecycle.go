@@ -106,7 +106,7 @@ func (s *Set) RemoveShuffle(app string, shuffle int32) (removedOutputs int, free
 	}
 	dirs, errs := s.executorDirs(app)
 	for _, dir := range dirs {
-		n, b, err := shufflefile.RemoveShuffle(s.opts.fs, shufflefile.Flat(dir), shuffle)
+		n, b, err := shufflefile.RemoveShuffle(s.opts.fs, s.opts.locks, shufflefile.Flat(dir), shuffle)
 		removedOutputs += n
 		freedBytes += b
 		if err != nil {
@@ -141,7 +141,7 @@ func (s *Set) RemoveApplication(app string) (removedOutputs int, freedBytes int6
 		var b int64
 		var rerr error
 		if e.IsDir() {
-			n, b, rerr = shufflefile.RemoveAll(s.opts.fs, filepath.Join(d.dir, app))
+			n, b, rerr = shufflefile.RemoveAll(s.opts.fs, s.opts.locks, filepath.Join(d.dir, app))
 		} else if err := s.opts.fs.Remove(filepath.Join(d.dir, app)); err != nil && !notExist(err) {
 			rerr = err // a file or a symbolic link: itself only
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
 
@@ -126,10 +127,11 @@ const (
 	DefaultRefresh = 500 * time.Millisecond
 )
 
-// DefaultLowWatermark is the low watermark when none is set. The high
-// watermark, when none is set, is twice the low one (twice the bytes, or
-// twice the fraction up to 1).
-var DefaultLowWatermark = Bytes(1 << 30)
+// DefaultLowWatermarkBytes is the low watermark when none is set:
+// Bytes(DefaultLowWatermarkBytes) of free space. The high watermark, when
+// none is set, is twice the low one (twice the bytes, or twice the
+// fraction up to 1).
+const DefaultLowWatermarkBytes = 1 << 30
 
 // StatfsFunc reports the free bytes available to the daemon and the total
 // bytes of the file system holding dir.
@@ -143,6 +145,7 @@ type options struct {
 	refresh   time.Duration
 	logger    *slog.Logger
 	fs        vfs.FS
+	locks     *shufflefile.Locks
 }
 
 // Option configures a Set.
@@ -246,9 +249,25 @@ func WithFS(fsys vfs.FS) Option {
 	}
 }
 
+// WithLocks sets the table of map-output locks the removals take, the one
+// the commits into the same directories take (the daemon's); default a
+// table of the Set's own.
+func WithLocks(l *shufflefile.Locks) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: lock table is nil", ErrInvalidConfig)
+		}
+		o.locks = l
+		return nil
+	}
+}
+
 func (o *options) ensureDefaults() error {
+	if o.locks == nil {
+		o.locks = new(shufflefile.Locks)
+	}
 	if o.low == nil {
-		low := DefaultLowWatermark
+		low := Bytes(DefaultLowWatermarkBytes)
 		o.low = &low
 	}
 	if o.high == nil {

@@ -185,7 +185,7 @@ func TestRealSmallFileSystem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &shufflefile.Commit{FS: vfs.Default, Layout: shufflefile.Flat(execDir), ID: id, DataTemp: tmp,
+		c := &shufflefile.Commit{FS: vfs.Default, Locks: new(shufflefile.Locks), Layout: shufflefile.Flat(execDir), ID: id, DataTemp: tmp,
 			Lengths: []int64{int64(written)}, Checksums: []uint32{adler32Zeros(written)}, Algorithm: checksum.Adler32, Sync: true}
 		if _, _, _, err := c.Do(); err != nil {
 			t.Fatal(err)

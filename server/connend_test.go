@@ -182,10 +182,9 @@ func TestConnectionBounds(t *testing.T) {
 // frame that stops arriving is cut off after frameReadTimeout, freeing its
 // share.
 func TestFrameMemory(t *testing.T) {
-	frameReadTimeout = 300 * time.Millisecond
-	t.Cleanup(func() { frameReadTimeout = time.Minute })
 	const maxFrame = 1 << 20
-	d := startDaemon(t, func(c *Config) { c.MaxFrame = maxFrame; c.FrameMemory = maxFrame })
+	d := startDaemon(t, func(c *Config) { c.MaxFrame = maxFrame; c.FrameMemory = maxFrame },
+		func(s *Server) { s.frameReadTimeout = 300 * time.Millisecond })
 	batch := func(r *rawConn, id uint32, n int) []byte {
 		_, m := r.call(id, &protocol.OpenMapOutput{ShuffleID: 1, MapID: int64(id), NumPartitions: 1, Kind: protocol.KindOpaque})
 		opened, ok := m.(*protocol.Opened)

@@ -13,9 +13,10 @@ const helloMaxFrame = 4 << 10
 // Config.FrameMemory (admitFrame); shorter ones are read at once.
 const frameAdmitMin = 64 << 10
 
-// frameReadTimeout bounds how long the payload of an admitted frame may
-// take to arrive; past it the connection is closed (a framing error).
-var frameReadTimeout = time.Minute
+// defaultFrameReadTimeout bounds how long the payload of an admitted frame
+// may take to arrive (the Server's frameReadTimeout); past it the
+// connection is closed (a framing error).
+const defaultFrameReadTimeout = time.Minute
 
 // uidFrameShare is what the frames of one peer uid may hold of
 // Config.FrameMemory: half of it, or one frame if that is more.
@@ -23,7 +24,7 @@ func uidFrameShare(c Config) int64 { return max(c.FrameMemory/2, int64(c.MaxFram
 
 // admitFrame takes n bytes of the daemon's frame memory for the payload
 // about to be read, within the peer uid's share, waiting while other
-// connections hold them; the frame then has frameReadTimeout to arrive.
+// connections hold them; the frame then has the Server's frameReadTimeout to arrive.
 // releaseFrame gives the bytes back once the request is applied.
 func (sess *session) admitFrame(n int) error {
 	if err := sess.uidFrames.Acquire(sess.ctx, int64(n)); err != nil {
@@ -34,7 +35,7 @@ func (sess *session) admitFrame(n int) error {
 		return fmt.Errorf("waiting for --frame-memory for a frame of %d bytes: %w", n, err)
 	}
 	sess.frame = int64(n)
-	sess.conn.SetReadDeadline(time.Now().Add(frameReadTimeout))
+	sess.conn.SetReadDeadline(time.Now().Add(sess.s.frameReadTimeout))
 	return nil
 }
 

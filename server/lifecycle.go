@@ -80,7 +80,7 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 	n, freed, err := s.disks.RemoveShuffle(app, shuffle)
 	removed := protocol.Removed{MapOutputs: int64(n), Bytes: freed}
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
-		n, freed, err := shufflefile.RemoveShuffle(r.FS(), r, shuffle)
+		n, freed, err := shufflefile.RemoveShuffle(r.FS(), s.locks, r, shuffle)
 		removed.MapOutputs += int64(n)
 		removed.Bytes += freed
 		return err
@@ -103,7 +103,7 @@ func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 	lerr := s.eachLocalRoot(app, func(r *shufflefile.Root) error {
 		usage, err := shufflefile.ListShuffles(r.FS(), r)
 		for _, u := range usage {
-			n, freed, rerr := shufflefile.RemoveShuffle(r.FS(), r, u.Shuffle)
+			n, freed, rerr := shufflefile.RemoveShuffle(r.FS(), s.locks, r, u.Shuffle)
 			removed.MapOutputs += int64(n)
 			removed.Bytes += freed
 			err = errors.Join(err, rerr)

@@ -17,16 +17,12 @@ import (
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
-	"github.com/shuffled/shuffled/internal/buildinfo"
 	"github.com/shuffled/shuffled/metrics"
+	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
 	"golang.org/x/sync/semaphore"
 )
-
-// Version is the daemon's version, reported in ServerHello and by
-// `shuffled version` (see internal/buildinfo).
-var Version = buildinfo.Get().Version
 
 // Server is the daemon. Create it with New, hand it listeners with Serve,
 // and stop it with Shutdown.
@@ -42,13 +38,19 @@ type Server struct {
 	disks    *disks.Set // the daemon's own root, one dir per disk
 	roots    []string   // allowed roots for Spark local dirs, resolved
 	diskOpts []disks.Option
-	stop     chan struct{}  // closed by Shutdown: background loops end
-	loops    sync.WaitGroup // background loops
+	// locks is the table of map-output locks that the writer's commits and
+	// every removal (root and Spark local dirs) share.
+	locks *shufflefile.Locks
+	stop  chan struct{}  // closed by Shutdown: background loops end
+	loops sync.WaitGroup // background loops
 
 	sessions sync.WaitGroup
 	// frames is Config.FrameMemory: the payloads of the frames the
 	// connections are reading or applying.
 	frames *semaphore.Weighted
+	// frameReadTimeout bounds how long an admitted frame's payload may
+	// take to arrive (defaultFrameReadTimeout; tests shorten it).
+	frameReadTimeout time.Duration
 
 	// commits and aborts count map outputs committed and aborted since
 	// start (StatsResult commits_total, aborts_total).
@@ -120,7 +122,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: slog.Default(), fs: vfs.Default}
+	s := &Server{cfg: cfg, log: slog.Default(), fs: vfs.Default, frameReadTimeout: defaultFrameReadTimeout}
 	for _, o := range opts {
 		o(s)
 	}
@@ -138,7 +140,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: --disk-low-watermark: %w", err)
 	}
-	diskOpts := []disks.Option{disks.WithLowWatermark(low), disks.WithLogger(s.log), disks.WithFS(s.fs)}
+	s.locks = new(shufflefile.Locks)
+	diskOpts := []disks.Option{disks.WithLowWatermark(low), disks.WithLogger(s.log), disks.WithFS(s.fs), disks.WithLocks(s.locks)}
 	if cfg.DiskHighWatermark != "" {
 		high, err := disks.ParseWatermark(cfg.DiskHighWatermark)
 		if err != nil {
@@ -176,6 +179,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	}
 	s.eng, err = writer.New(
 		writer.WithFS(s.fs),
+		writer.WithLocks(s.locks),
 		writer.WithLimit(cfg.LimitBytes),
 		writer.WithWorkers(cfg.PoolSize),
 		writer.WithBlockSize(cfg.BlockSize),

@@ -35,7 +35,7 @@ type daemon struct {
 	done   chan error
 }
 
-func startDaemon(t *testing.T, mutate func(*Config)) *daemon {
+func startDaemon(t *testing.T, mutate func(*Config), opts ...Option) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := Config{
@@ -47,7 +47,7 @@ func startDaemon(t *testing.T, mutate func(*Config)) *daemon {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	return startDaemonWith(t, cfg)
+	return startDaemonWith(t, cfg, opts...)
 }
 
 func startDaemonWith(t *testing.T, cfg Config, opts ...Option) *daemon {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
+	"github.com/shuffled/shuffled/internal/buildinfo"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/protocol"
@@ -197,7 +198,7 @@ func (sess *session) serve() {
 				case errors.Is(err, os.ErrDeadlineExceeded) && !sess.hello:
 					err = fmt.Errorf("no Hello within %v of connecting (--hello-timeout): %w", s.cfg.HelloTimeout, err)
 				case errors.Is(err, os.ErrDeadlineExceeded):
-					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", frameReadTimeout, err)
+					err = fmt.Errorf("a frame's payload did not arrive within %v of its header: %w", s.frameReadTimeout, err)
 				}
 				sess.log.Warn("closing connection: framing error", "err", err)
 				sess.reply(0, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err))
@@ -275,7 +276,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 			MaxFrame:  uint32(sess.s.cfg.MaxFrame),
 			MaxInline: uint32(maxInline(sess.s.cfg.MaxFrame)),
 			Features:  protocol.FeatureMemfd | protocol.FeatureColumnar | protocol.FeatureLifecycle | protocol.FeatureKudo | protocol.FeatureLastBatch | protocol.FeatureIOEncryption | ingest.DeviceFeatures,
-			Server:    "shuffled " + Version,
+			Server:    "shuffled " + buildinfo.Get().Version, // the daemon's version, as `shuffled version` reports it
 		})
 		return true
 	}

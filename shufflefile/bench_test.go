@@ -23,7 +23,7 @@ func BenchmarkCommit(b *testing.B) {
 		for _, sync := range []bool{false, true} {
 			b.Run(fmt.Sprintf("layout=%s/partitions=%d/sync=%v", layout, numPartitions, sync), func(b *testing.B) {
 				l := layouts(b.TempDir())[layout]
-				c := Commit{FS: vfs.Default, Layout: l, Lengths: a.lengths(), Checksums: a.sums(checksum.Adler32),
+				c := Commit{FS: vfs.Default, Locks: &testLocks, Layout: l, Lengths: a.lengths(), Checksums: a.sums(checksum.Adler32),
 					Algorithm: checksum.Adler32, Sync: sync}
 				var mapID int64
 				b.ReportAllocs()

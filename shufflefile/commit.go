@@ -26,8 +26,8 @@ type Commit struct {
 	// DataTemp is the path of the finished, closed data temp file, on the
 	// same file system as the data file's directory; best a
 	// TempName(Path(Layout, DataName(ID))). Do renames it into place or
-	// removes it, on every path that returns (except when FS is nil or
-	// DataTemp names a committed file).
+	// removes it, on every path that returns (except when FS, Layout or
+	// Locks is nil, or DataTemp names a committed file).
 	DataTemp string
 	// Lengths are the partitions' on-disk lengths; they sum to the data
 	// temp file's length.
@@ -46,6 +46,10 @@ type Commit struct {
 	// gets DirMode(FileMode) and its parent's setgid bit, exactly when
 	// FileMode is set (EnsureDir).
 	FileMode fs.FileMode
+	// Locks is the table of the output's lock, the one its removals take
+	// (Remove, RemoveShuffle, RemoveAll): one per process, or per owner of
+	// the directories (the daemon's Server). Required.
+	Locks *Locks
 }
 
 // Do commits the map output, atomically, and returns the partition lengths
@@ -67,8 +71,8 @@ type Commit struct {
 //
 // On error nothing of this attempt is left: its temp files are removed,
 // and so are the files it renamed into place, index first; an output
-// committed before is never touched. Commits of the same output in one
-// process run one at a time.
+// committed before is never touched. Commits of the same output under
+// one Locks run one at a time.
 //
 // The directories may belong to a hostile peer (Root), so Do never blocks
 // on what it finds there and never changes a file it did not make: a name
@@ -78,8 +82,8 @@ type Commit struct {
 // *vfs.RefusedError that names the file (it matches fs.ErrPermission);
 // the mode and group of the files are set through their descriptors.
 func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err error) {
-	if c.FS == nil || c.Layout == nil {
-		return nil, nil, false, fmt.Errorf("commit %v: %w: FS and Layout must be set", c.ID, ErrInvalidCommit)
+	if c.FS == nil || c.Layout == nil || c.Locks == nil {
+		return nil, nil, false, fmt.Errorf("commit %v: %w: FS, Layout and Locks must be set", c.ID, ErrInvalidCommit)
 	}
 	a := &attempt{c: c}
 	defer func() {
@@ -112,7 +116,7 @@ func (c *Commit) Do() (lengths []int64, checksums []uint32, existing bool, err e
 		return nil, nil, false, err
 	}
 
-	unlock := lockOutput(indexPath)
+	unlock := c.Locks.lock(indexPath)
 	defer unlock()
 
 	// The data temp file must be whole before anything else happens. It
@@ -556,43 +560,49 @@ func (a *attempt) undo() error {
 	return errors.Join(errs...)
 }
 
-// outputLocks serializes, within the process, the commits and removals of
-// one map output, keyed by its index path. Entries live while in use.
-var outputLocks = struct {
-	sync.Mutex
-	m map[string]*outputLock
-}{m: make(map[string]*outputLock)}
+// Locks is a table of map-output locks: the commits (Commit.Do) and
+// removals (Remove, RemoveShuffle, RemoveAll) of one output, keyed by its
+// index path, that share a Locks run one at a time. Whoever owns the
+// directories (the daemon's Server) makes one and hands it to every
+// committer and remover of them. The zero value is ready to use; a Locks
+// must not be copied after first use.
+type Locks struct {
+	mu sync.Mutex
+	m  map[string]*outputLock // entries live while in use
+}
 
 type outputLock struct {
 	mu   sync.Mutex
 	refs int
 }
 
-// LockOutput locks, within the process, the map output id of layout l
-// against its commit and removal (Commit.Do, Remove and disks' removals
-// take it) and returns the unlock function. Hold it briefly: a commit of
-// the output waits for it.
-func LockOutput(l Layout, id ID) (unlock func()) { return lockOutput(Path(l, IndexName(id))) }
+// Output locks the map output id of layout l against its commit and
+// removal under t and returns the unlock function. Hold it briefly: a
+// commit of the output waits for it.
+func (t *Locks) Output(l Layout, id ID) (unlock func()) { return t.lock(Path(l, IndexName(id))) }
 
-// lockOutput locks the output whose index is at indexPath and returns the
+// lock locks the output whose index is at indexPath and returns the
 // unlock function.
-func lockOutput(indexPath string) (unlock func()) {
-	outputLocks.Lock()
-	l := outputLocks.m[indexPath]
+func (t *Locks) lock(indexPath string) (unlock func()) {
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = make(map[string]*outputLock)
+	}
+	l := t.m[indexPath]
 	if l == nil {
 		l = &outputLock{}
-		outputLocks.m[indexPath] = l
+		t.m[indexPath] = l
 	}
 	l.refs++
-	outputLocks.Unlock()
+	t.mu.Unlock()
 	l.mu.Lock()
 	return func() {
 		l.mu.Unlock()
-		outputLocks.Lock()
+		t.mu.Lock()
 		if l.refs--; l.refs == 0 {
-			delete(outputLocks.m, indexPath)
+			delete(t.m, indexPath)
 		}
-		outputLocks.Unlock()
+		t.mu.Unlock()
 	}
 }
 

@@ -125,7 +125,7 @@ func TestCommitFirstWins(t *testing.T) {
 				t.Errorf("%s/%v: second attempt changed the committed files", name, alg)
 			}
 			checkOutput(t, l, id, alg, first)
-			if err := Remove(vfs.Default, l, id, alg); err != nil {
+			if err := Remove(vfs.Default, &testLocks, l, id, alg); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -204,6 +204,9 @@ func TestCommitInvalid(t *testing.T) {
 	if _, _, _, err := (&Commit{}).Do(); !errors.Is(err, ErrInvalidCommit) {
 		t.Errorf("Do() of a zero Commit = %v, want ErrInvalidCommit", err)
 	}
+	if _, _, _, err := (&Commit{FS: vfs.Default, Layout: Flat(t.TempDir()), ID: ID{1, 1}, DataTemp: "x"}).Do(); !errors.Is(err, ErrInvalidCommit) {
+		t.Errorf("Do() of a Commit without Locks = %v, want ErrInvalidCommit", err)
+	}
 }
 
 func TestCommitDataTempIsFinalName(t *testing.T) {
@@ -211,7 +214,7 @@ func TestCommitDataTempIsFinalName(t *testing.T) {
 	l := Flat(root)
 	id := ID{1, 2}
 	mustCommit(t, l, id, checksum.None, parts("abc"))
-	c := &Commit{FS: vfs.Default, Layout: l, ID: id, DataTemp: Path(l, DataName(id)), Lengths: []int64{3}}
+	c := &Commit{FS: vfs.Default, Locks: &testLocks, Layout: l, ID: id, DataTemp: Path(l, DataName(id)), Lengths: []int64{3}}
 	if _, _, _, err := c.Do(); !errors.Is(err, ErrInvalidCommit) {
 		t.Errorf("Do() with DataTemp = the data file = %v, want ErrInvalidCommit", err)
 	}
@@ -391,7 +394,7 @@ func TestRemove(t *testing.T) {
 	for name, l := range layouts(t.TempDir()) {
 		id := ID{8, 8}
 		mustCommit(t, l, id, checksum.CRC32, parts("abc", "def"))
-		if err := Remove(vfs.Default, l, id, checksum.CRC32); err != nil {
+		if err := Remove(vfs.Default, &testLocks, l, id, checksum.CRC32); err != nil {
 			t.Fatalf("%s: Remove() = %v", name, err)
 		}
 		if f := files(t, layoutRoot(l)); len(f) != 0 {
@@ -400,11 +403,11 @@ func TestRemove(t *testing.T) {
 		if _, err := Open(vfs.Default, l, id, checksum.CRC32); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: Open after Remove = %v, want fs.ErrNotExist", name, err)
 		}
-		if err := Remove(vfs.Default, l, id, checksum.CRC32); err != nil {
+		if err := Remove(vfs.Default, &testLocks, l, id, checksum.CRC32); err != nil {
 			t.Errorf("%s: second Remove() = %v, want nil", name, err)
 		}
 	}
-	if err := Remove(vfs.Default, Flat(t.TempDir()), ID{-1, 0}, checksum.None); !errors.Is(err, ErrInvalidID) {
+	if err := Remove(vfs.Default, &testLocks, Flat(t.TempDir()), ID{-1, 0}, checksum.None); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("Remove(negative id) = %v, want ErrInvalidID", err)
 	}
 }

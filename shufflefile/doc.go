@@ -143,11 +143,12 @@
 //
 // # Concurrency
 //
-// Within a process, Do, Remove and the removals of RemoveShuffle and
-// RemoveAll of one output (keyed by its index path, LockOutput) run one at
-// a time, so the check of step 2 and the renames act as one
-// step, and a second attempt finds the first one's output. Across
-// processes nothing serializes them: two processes committing one output
+// Do, Remove and the removals of RemoveShuffle and RemoveAll of one
+// output that share a Locks (keyed by its index path; the daemon's Server
+// holds one for every directory it writes) run one at a time, so the check
+// of step 2 and the renames act as one step, and a second attempt finds
+// the first one's output. Across Locks, and so across processes, nothing
+// serializes them: two processes committing one output
 // at once could interleave their data and index renames, and a reader
 // could pair one attempt's index with the other's data. That is outside
 // the contract: one daemon owns a node's shuffle directories, and Spark

@@ -242,7 +242,7 @@ func TestRemoveIndexFailure(t *testing.T) {
 	a := parts("abc", "")
 	mustCommit(t, l, id, checksum.Adler32, a)
 	fsys := errorfs.New(vfs.Default, errorfs.OnIndex(0))
-	if err := Remove(fsys, l, id, checksum.Adler32); !errors.Is(err, errorfs.ErrInjected) {
+	if err := Remove(fsys, &testLocks, l, id, checksum.Adler32); !errors.Is(err, errorfs.ErrInjected) {
 		t.Fatalf("Remove with the index removal failed = %v, want ErrInjected", err)
 	}
 	if fsys.Ops() != 1 {

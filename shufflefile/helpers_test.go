@@ -58,10 +58,15 @@ func stage(t testing.TB, l Layout, id ID, a attemptData) string {
 	return tmp
 }
 
+// testLocks is the table of the outputs' locks the tests' commits and
+// removals share, as the daemon's do.
+var testLocks Locks
+
 // newCommit stages a and returns a Commit of it.
 func newCommit(t testing.TB, fsys vfs.FS, l Layout, id ID, alg checksum.Algorithm, a attemptData) *Commit {
 	return &Commit{
 		FS:        fsys,
+		Locks:     &testLocks,
 		Layout:    l,
 		ID:        id,
 		DataTemp:  stage(t, l, id, a),

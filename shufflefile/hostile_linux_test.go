@@ -474,7 +474,7 @@ func TestCommitOverLinkedOutput(t *testing.T) {
 				t.Errorf("Commit.Do over linked files = %v existing %v, %v; want existing with the other output's lengths %v",
 					res.lengths, res.existing, err, theirs.lengths())
 			}
-			if n, _, err := RemoveShuffle(fsys, l, id.Shuffle); err != nil || n != 1 {
+			if n, _, err := RemoveShuffle(fsys, &testLocks, l, id.Shuffle); err != nil || n != 1 {
 				t.Errorf("RemoveShuffle of the peer's names = %d, %v; want 1", n, err)
 			}
 			for _, n := range names {

@@ -23,8 +23,8 @@ type ShuffleUsage struct {
 // RemoveShuffle removes every file of shuffle in the directories of layout
 // l (and, for a hashed layout, their sub-directories): the map outputs'
 // data, index and checksum files, and the temp files of outputs in flight.
-// Each output's files go under the output's lock (LockOutput, which its
-// commit takes); the index files go first, so that a reader never finds
+// Each output's files go under the output's lock in locks (Locks.Output,
+// which its commit takes); the index files go first, so that a reader never finds
 // an index without its data; outputs are counted by their index files.
 // Missing directories and files are fine, so removing twice is harmless;
 // it goes on past errors and returns them all. List and remove through the
@@ -32,7 +32,7 @@ type ShuffleUsage struct {
 //
 // Files that a commit creates after the directories are listed stay: stop
 // the shuffle's writers first.
-func RemoveShuffle(fsys vfs.FS, l Layout, shuffle int32) (outputs int, freed int64, err error) {
+func RemoveShuffle(fsys vfs.FS, locks *Locks, l Layout, shuffle int32) (outputs int, freed int64, err error) {
 	if err := (ID{Shuffle: shuffle}).Validate(); err != nil {
 		return 0, 0, fmt.Errorf("shufflefile: remove shuffle: %w", err)
 	}
@@ -49,7 +49,7 @@ func RemoveShuffle(fsys vfs.FS, l Layout, shuffle int32) (outputs int, freed int
 		}
 		files = append(files, found...)
 	}
-	rm := remover{fsys: fsys}
+	rm := remover{fsys: fsys, locks: locks}
 	rm.removeOutputs(files, l)
 	errs = append(errs, rm.errs...)
 	if err := errors.Join(errs...); err != nil {
@@ -131,11 +131,12 @@ func (c *Census) Shuffles() []ShuffleUsage {
 
 // RemoveAll removes dir and everything below it without following
 // symbolic links, the files of each directory by map output (as
-// RemoveShuffle does, over the directory as a Flat layout), and returns
+// RemoveShuffle does, over the directory as a Flat layout, under the
+// outputs' locks in locks), and returns
 // the map outputs removed (index files) and the bytes freed. It goes on
 // past errors and returns them all.
-func RemoveAll(fsys vfs.FS, dir string) (outputs int, freed int64, err error) {
-	rm := remover{fsys: fsys}
+func RemoveAll(fsys vfs.FS, locks *Locks, dir string) (outputs int, freed int64, err error) {
+	rm := remover{fsys: fsys, locks: locks}
 	rm.removeTree(dir)
 	return rm.outputs, rm.freed, errors.Join(rm.errs...)
 }
@@ -198,14 +199,15 @@ func shuffleFiles(fsys vfs.FS, dir string, keep func(int32) bool) ([]shuffleFile
 // remover removes files and counts what it freed.
 type remover struct {
 	fsys    vfs.FS
+	locks   *Locks // the outputs' locks
 	outputs int
 	freed   int64
 	errs    []error
 }
 
 // removeOutputs removes files, which lie in the directories of layout l,
-// each output's under its lock (LockOutput, which its commit
-// takes): first the index files of every output, so that once any data
+// each output's under its lock in rm.locks (Locks.Output, which its
+// commit takes): first the index files of every output, so that once any data
 // file is gone no index of these outputs is left, then the rest. When an
 // output's index cannot be removed, or a commit placed a new one between
 // the two passes, its data and checksum files stay, so that the output
@@ -230,7 +232,7 @@ func (rm *remover) removeOutputs(files []shuffleFile, l Layout) {
 	})
 	kept := map[ID]bool{}
 	for _, id := range ids {
-		unlock := LockOutput(l, id)
+		unlock := rm.locks.Output(l, id)
 		for _, f := range byID[id] {
 			if f.index && !rm.removeOne(f) {
 				kept[id] = true
@@ -239,7 +241,7 @@ func (rm *remover) removeOutputs(files []shuffleFile, l Layout) {
 		unlock()
 	}
 	for _, id := range ids {
-		unlock := LockOutput(l, id)
+		unlock := rm.locks.Output(l, id)
 		if !kept[id] {
 			if _, err := rm.fsys.Stat(Path(l, IndexName(id))); !notExist(err) {
 				kept[id] = true // committed again since the first pass (or unreadable): it stays

@@ -40,7 +40,7 @@ func TestRemoveShuffleSparkHashed(t *testing.T) {
 	shuffletest.CommitOutput(t, l, shufflefile.ID{Shuffle: 30, Map: 0}, "stays")
 
 	fsys, removed := removeOrder(vfs.Default, nil)
-	outputs, freed, err := shufflefile.RemoveShuffle(fsys, l, 3)
+	outputs, freed, err := shufflefile.RemoveShuffle(fsys, new(shufflefile.Locks), l, 3)
 	if err != nil || outputs != 12 || freed != want {
 		t.Fatalf("shufflefile.RemoveShuffle(shuffle 3) = %d, %d, %v; want 12, %d, nil", outputs, freed, err, want)
 	}
@@ -63,7 +63,7 @@ func TestRemoveShuffleSparkHashed(t *testing.T) {
 	if _, err := shufflefile.Open(vfs.Default, l, shufflefile.ID{Shuffle: 30}, checksum.Adler32); err != nil {
 		t.Errorf("shuffle 30 after removing shuffle 3: %v", err)
 	}
-	if outputs, freed, err := shufflefile.RemoveShuffle(vfs.Default, l, 3); err != nil || outputs != 0 || freed != 0 {
+	if outputs, freed, err := shufflefile.RemoveShuffle(vfs.Default, new(shufflefile.Locks), l, 3); err != nil || outputs != 0 || freed != 0 {
 		t.Errorf("RemoveShuffleIn again = %d, %d, %v; want 0, 0, nil", outputs, freed, err)
 	}
 }
@@ -86,11 +86,11 @@ func TestRemoveShuffleArguments(t *testing.T) {
 		{"nil hashed layout", (*shufflefile.SparkHashed)(nil), 1, shufflefile.ErrInvalidLayout},
 	}
 	for _, tt := range tests {
-		if _, _, err := shufflefile.RemoveShuffle(vfs.Default, tt.l, tt.shuffle); !errors.Is(err, tt.want) {
+		if _, _, err := shufflefile.RemoveShuffle(vfs.Default, new(shufflefile.Locks), tt.l, tt.shuffle); !errors.Is(err, tt.want) {
 			t.Errorf("RemoveShuffle(%s) = %v, want %v", tt.name, err, tt.want)
 		}
 	}
-	n, b, err := shufflefile.RemoveShuffle(vfs.Default, shufflefile.Flat(filepath.Join(t.TempDir(), "missing")), 1)
+	n, b, err := shufflefile.RemoveShuffle(vfs.Default, new(shufflefile.Locks), shufflefile.Flat(filepath.Join(t.TempDir(), "missing")), 1)
 	if err != nil || n != 0 || b != 0 {
 		t.Errorf("shufflefile.RemoveShuffle(missing dir) = %d, %d, %v; want 0, 0, nil", n, b, err)
 	}

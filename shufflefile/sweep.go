@@ -71,13 +71,13 @@ func (s *sweeper) removeTemps(dir string, ents []fs.DirEntry) {
 // reader never finds an index without its data, then the data file and
 // the checksum file of alg. Files already gone are fine. If the index
 // cannot be removed, Remove stops there and the output stays committed
-// and whole.
-func Remove(fsys vfs.FS, l Layout, id ID, alg checksum.Algorithm) error {
+// and whole. It holds the output's lock in locks (Locks.Output) meanwhile.
+func Remove(fsys vfs.FS, locks *Locks, l Layout, id ID, alg checksum.Algorithm) error {
 	if err := id.Validate(); err != nil {
 		return err
 	}
 	indexPath := Path(l, IndexName(id))
-	unlock := lockOutput(indexPath)
+	unlock := locks.lock(indexPath)
 	defer unlock()
 	if err := removeIfExists(fsys, indexPath); err != nil {
 		return fmt.Errorf("shufflefile: remove %v: %w", id, err)

@@ -204,6 +204,7 @@ func (w *MapWriter) commitData(res Result, dataTemp string, seg segments) (Resul
 		Algorithm: w.spec.Checksum,
 		Sync:      w.e.opts.sync,
 		FileMode:  w.e.opts.fileMode,
+		Locks:     w.e.opts.locks,
 	}
 	start := time.Now()
 	lengths, sums, existing, err := c.Do()

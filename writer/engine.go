@@ -99,6 +99,9 @@ func New(opts ...Option) (*Engine, error) {
 			return nil, err
 		}
 	}
+	if o.locks == nil {
+		o.locks = new(shufflefile.Locks)
+	}
 	e := &Engine{opts: o, lim: o.lim}
 	if e.lim == nil {
 		e.lim = limiter.New(o.limit)

@@ -36,6 +36,7 @@ type options struct {
 	zstdLevel  int
 	sync       bool
 	fileMode   fs.FileMode
+	locks      *shufflefile.Locks
 }
 
 // Option configures an Engine.
@@ -48,6 +49,19 @@ func WithFS(fsys vfs.FS) Option {
 			return fmt.Errorf("writer: WithFS: nil file system")
 		}
 		o.fs = fsys
+		return nil
+	}
+}
+
+// WithLocks sets the table of map-output locks the commits take, which
+// the removals of the same directories must share (the daemon's one);
+// default a table of the Engine's own.
+func WithLocks(l *shufflefile.Locks) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("writer: WithLocks: nil lock table")
+		}
+		o.locks = l
 		return nil
 	}
 }

@@ -3,6 +3,8 @@
 // it may import) and fails when a package's production files import a
 // project package its row does not list, when a package has no row, or
 // when an import breaks one of the rules every package keeps (see
-// TestImportDirection). It imports nothing and nothing imports it; `go
+// TestImportDirection). TestPackageState fails on a package-level
+// variable of the daemon's packages that is mutable state (Package state
+// in docs/architecture.md). It imports nothing and nothing imports it; `go
 // test ./...` runs it.
 package archtest

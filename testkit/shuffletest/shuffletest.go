@@ -28,7 +28,7 @@ func CommitOutput(t testing.TB, l shufflefile.Layout, id shufflefile.ID, parts .
 	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := &shufflefile.Commit{FS: vfs.Default, Layout: l, ID: id, DataTemp: tmp, Algorithm: checksum.Adler32}
+	c := &shufflefile.Commit{FS: vfs.Default, Locks: new(shufflefile.Locks), Layout: l, ID: id, DataTemp: tmp, Algorithm: checksum.Adler32}
 	for _, p := range parts {
 		c.Lengths = append(c.Lengths, int64(len(p)))
 		c.Checksums = append(c.Checksums, checksum.Adler32.Update(checksum.Adler32.Empty(), []byte(p)))

@@ -135,7 +135,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		defer wg.Done()
 		_ = sdnotify.RunWatchdog(ctx, func() bool { return true })
 	}()
-	log.Info("shuffled ready", "version", server.Version, "commit", buildinfo.Get().ShortCommit(), "socket", listeners[0].Addr().String(),
+	log.Info("shuffled ready", "version", buildinfo.Get().Version, "commit", buildinfo.Get().ShortCommit(), "socket", listeners[0].Addr().String(),
 		"activated", activated, "limit", server.FormatSize(cfg.LimitBytes), "pool", cfg.PoolSize,
 		"metrics", metricsAddr(metricsLn), "startup", time.Since(start))
 
