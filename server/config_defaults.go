@@ -2,10 +2,12 @@ package server
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/shuffled/shuffled/checksum"
+	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
@@ -77,19 +79,14 @@ func setDefault[T comparable](p *T, v T) {
 // canonicalCodec lower-cases a known codec name and leaves anything else
 // for Validate to report.
 func canonicalCodec(s string) string {
-	if lower := strings.ToLower(s); isCodec(lower) {
-		return lower
+	if k, err := codec.Parse(s); err == nil {
+		return k.String()
 	}
 	return s
 }
 
-func isCodec(s string) bool {
-	switch s {
-	case "none", "lz4", "zstd", "snappy":
-		return true
-	}
-	return false
-}
+// isCodec reports whether s is one of codecNames, spelled as there.
+func isCodec(s string) bool { return slices.Contains(codecNames, s) }
 
 // canonicalChecksum spells a known algorithm as Spark does and leaves
 // anything else for Validate to report.

@@ -60,33 +60,19 @@ func (c *Config) Validate() error {
 		}
 	}
 
-	if c.LimitBytes <= 0 {
-		bad("limit", "must be > 0, got %d", c.LimitBytes)
-	}
-	if c.PoolSize <= 0 {
-		bad("pool", "must be > 0, got %d", c.PoolSize)
-	}
-	if c.PartitionStateLimit <= 0 {
-		bad("partition-state-limit", "must be > 0, got %d", c.PartitionStateLimit)
-	}
-	if c.MaxOpenOutputs <= 0 {
-		bad("max-open-outputs", "must be > 0, got %d", c.MaxOpenOutputs)
-	}
+	positive(bad, "limit", c.LimitBytes)
+	positive(bad, "pool", c.PoolSize)
+	positive(bad, "partition-state-limit", c.PartitionStateLimit)
+	positive(bad, "max-open-outputs", c.MaxOpenOutputs)
 	if c.PartitionStateLimitPerUID < 0 || c.PartitionStateLimitPerUID > c.PartitionStateLimit {
 		bad("partition-state-limit-per-uid", "must be >= 0 (0: half of --partition-state-limit) and at most --partition-state-limit (%d), got %d", c.PartitionStateLimit, c.PartitionStateLimitPerUID)
 	}
 	if c.MaxOpenOutputsPerUID < 0 || c.MaxOpenOutputsPerUID > c.MaxOpenOutputs {
 		bad("max-open-outputs-per-uid", "must be >= 0 (0: half of --max-open-outputs) and at most --max-open-outputs (%d), got %d", c.MaxOpenOutputs, c.MaxOpenOutputsPerUID)
 	}
-	if c.HelloTimeout <= 0 {
-		bad("hello-timeout", "must be > 0, got %v", c.HelloTimeout)
-	}
-	if c.MaxConnections <= 0 {
-		bad("max-connections", "must be > 0, got %d", c.MaxConnections)
-	}
-	if c.MaxConnectionsPerUID <= 0 {
-		bad("max-connections-per-uid", "must be > 0, got %d", c.MaxConnectionsPerUID)
-	}
+	positive(bad, "hello-timeout", c.HelloTimeout)
+	positive(bad, "max-connections", c.MaxConnections)
+	positive(bad, "max-connections-per-uid", c.MaxConnectionsPerUID)
 	if c.FrameMemory < int64(c.MaxFrame) {
 		bad("frame-memory", "must be at least --max-frame (%d, %s), got %d", c.MaxFrame, FormatSize(int64(c.MaxFrame)), c.FrameMemory)
 	}
@@ -109,9 +95,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if c.DrainTimeout <= 0 {
-		bad("drain-timeout", "must be > 0, got %v", c.DrainTimeout)
-	}
+	positive(bad, "drain-timeout", c.DrainTimeout)
 	switch m := c.FileMode; {
 	case m&^fs.ModePerm != 0:
 		bad("file-mode", "must hold permission bits only (at most 0777), got %#o", uint32(m))
@@ -141,4 +125,11 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+}
+
+// positive reports, through bad, a value of flag flagName that is not > 0.
+func positive[T ~int | ~int64](bad func(flagName, format string, args ...any), flagName string, v T) {
+	if v <= 0 {
+		bad(flagName, "must be > 0, got %v", v)
+	}
 }

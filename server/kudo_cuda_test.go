@@ -34,25 +34,7 @@ func TestCUDAIPCKudo(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := readOutput(t, shufflefile.Flat(filepath.Join(d.root, "gpu", "1")), shufflefile.ID{Shuffle: 3, Map: 0}, codec.LZ4)
-	for p := range parts {
-		tabs, err := partition.DecodeKudoTables(got[p], partition.SchemaOf(want))
-		if err != nil {
-			t.Fatalf("partition %d: %v", p, err)
-		}
-		checkTables(t, got[p], tabs)
-		start, end := want.PartitionRows(p)
-		r := start
-		for _, tab := range tabs {
-			if tab.RowOffset != r {
-				t.Fatalf("partition %d: a table from row %d, want %d", p, tab.RowOffset, r)
-			}
-			sameRowsAs(t, tab.Batch, want, r)
-			r += tab.Rows
-		}
-		if r != end {
-			t.Fatalf("partition %d: rows up to %d, want %d", p, r, end)
-		}
-	}
+	checkKudoPartitions(t, got, want, parts)
 }
 
 // TestCUDAIPCKudoNested: a batch of nested and void columns, partitioned
@@ -72,9 +54,22 @@ func TestCUDAIPCKudoNested(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := readOutput(t, shufflefile.Flat(filepath.Join(d.root, "gpu", "1")), shufflefile.ID{Shuffle: 3, Map: 0}, codec.LZ4)
+	checkKudoPartitions(t, got, want, parts)
 	var rawBytes int64
 	for p := range parts {
 		rawBytes += int64(len(got[p]))
+	}
+	if g := d.s.planes.Totals().CompressedRaw - raw0; g != rawBytes {
+		t.Errorf("the GPU compressed %d raw bytes, want all %d (no fallback to the CPU)", g, rawBytes)
+	}
+}
+
+// checkKudoPartitions asserts each of the parts partitions of got decodes
+// to want's rows of that partition, in order, each table aligned and
+// starting where the one before it ended.
+func checkKudoPartitions(t *testing.T, got [][]byte, want *partition.Batch, parts int) {
+	t.Helper()
+	for p := range parts {
 		tabs, err := partition.DecodeKudoTables(got[p], partition.SchemaOf(want))
 		if err != nil {
 			t.Fatalf("partition %d: %v", p, err)
@@ -92,8 +87,5 @@ func TestCUDAIPCKudoNested(t *testing.T) {
 		if r != end {
 			t.Fatalf("partition %d: rows up to %d, want %d", p, r, end)
 		}
-	}
-	if g := d.s.planes.Totals().CompressedRaw - raw0; g != rawBytes {
-		t.Errorf("the GPU compressed %d raw bytes, want all %d (no fallback to the CPU)", g, rawBytes)
 	}
 }
