@@ -51,8 +51,7 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeUnsupported
 	case errors.Is(err, errdefs.ErrInvalidArgument):
 		return protocol.CodeInvalidArgument
-	case errors.Is(err, errdefs.ErrDataLoss), errors.Is(err, errdefs.ErrInternal):
-		return protocol.CodeInternal
 	}
+	// errdefs.ErrDataLoss, errdefs.ErrInternal and anything unclassed.
 	return protocol.CodeInternal
 }
