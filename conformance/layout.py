@@ -127,14 +127,20 @@ def zero_value(node):
     return None if t == 20 else b"" if t in VAR else [] if t in (15, 17) else 0
 
 
-def build_nested(rng, nparts, rows, align):
-    """A columnar batch of NESTED: the layout, the payload, and the rows of each partition."""
+def partition_rows(rng, nparts, rows, pspan):
+    """The row offsets of nparts partitions, each row in a random one of the first pspan."""
     per = [0] * nparts
     for _ in range(rows):
-        per[rng.randrange(nparts)] += 1
+        per[rng.randrange(pspan)] += 1
     prow = [0]
     for x in per:
         prow.append(prow[-1] + x)
+    return prow
+
+
+def build_nested(rng, nparts, rows, align):
+    """A columnar batch of NESTED: the layout, the payload, and the rows of each partition."""
+    prow = partition_rows(rng, nparts, rows, nparts)
     payload = bytearray()
 
     def put(b):
@@ -364,12 +370,7 @@ def fixed_values(rng, typ, prec, rows):
 
 def build_columnar(rng, nparts, rows, align, pspan):
     """A columnar batch: the Batch layout, the payload, and the rows of each partition."""
-    per = [0] * nparts
-    for _ in range(rows):
-        per[rng.randrange(pspan)] += 1
-    prow = [0]
-    for x in per:
-        prow.append(prow[-1] + x)
+    prow = partition_rows(rng, nparts, rows, pspan)
     payload = bytearray()
 
     def put(b):

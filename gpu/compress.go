@@ -325,33 +325,20 @@ func skeleton(l *Layout, meta []ColumnMeta, host HostBuffers) (*partition.Batch,
 }
 
 // checkOffsets checks o, the host copy of column i's offsets, as
-// partition.Batch.Validate checks a column's offsets for rows rows: rows+1
-// of them (none for 0 rows), the first 0, non-decreasing, the last within
-// the data of String and Binary and within partition.MaxRows for List and
-// Map (the child's rows, which its own checks bound). It returns them cut
-// to rows+1.
+// partition.Batch.Validate checks a column's offsets for rows rows
+// (partition.ValidateOffsets), and returns them cut to rows+1.
 func checkOffsets(i int, c *Column, o []int32, rows int) ([]int32, error) {
-	if rows == 0 {
-		if len(o) == 0 {
-			return nil, nil
-		}
-		o = o[:1]
-	} else if len(o) < rows+1 {
-		return nil, fmt.Errorf("%w: column %d: %d offsets for %d rows", ErrInvalid, i, len(o), rows)
+	limit := partition.MaxRows
+	if c.Type.VarWidth() {
+		limit = int(min(c.Data.Length, partition.MaxRows))
 	}
-	o = o[:rows+1]
-	if o[0] != 0 {
-		return nil, fmt.Errorf("%w: column %d: offsets[0] = %d, want 0", ErrInvalid, i, o[0])
+	if err := partition.ValidateOffsets(o, rows, limit); err != nil {
+		return nil, fmt.Errorf("%w: column %d: %v", ErrInvalid, i, err)
 	}
-	for r := 1; r < len(o); r++ {
-		if o[r] < o[r-1] {
-			return nil, fmt.Errorf("%w: column %d: offsets[%d] = %d < offsets[%d] = %d", ErrInvalid, i, r, o[r], r-1, o[r-1])
-		}
+	if len(o) == 0 {
+		return nil, nil
 	}
-	if c.Type.VarWidth() && int64(o[rows]) > c.Data.Length {
-		return nil, fmt.Errorf("%w: column %d: offsets[%d] = %d past the data of %d bytes", ErrInvalid, i, rows, o[rows], c.Data.Length)
-	}
-	return o, nil
+	return o[:rows+1], nil
 }
 
 // allNull checks that the host copy of Void column i's bitmap has every

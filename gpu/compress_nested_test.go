@@ -58,12 +58,7 @@ func TestPlanColumnarNested(t *testing.T) {
 func TestPlanNestedDecode(t *testing.T) {
 	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
 		tb := newNestedTestBatch(t, 2000, 7, 0.2, 3)
-		pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := make([]byte, pl.Gathered)
-		pl.Gather(g, tb.region)
+		pl, g := gathered(t, f, tb)
 		for i, s := range pl.Streams(g, codec.DefaultBlockSize) {
 			r := pl.Records[i]
 			raw, err := codec.Decode(codec.LZ4, nil, s)

@@ -104,6 +104,19 @@ func TestPlanColumnarMatchesSerializer(t *testing.T) {
 	}
 }
 
+// gathered plans tb's records in format f, of at most 1 MiB, and gathers
+// them from its region.
+func gathered(t testing.TB, f partition.Format, tb *testBatch) (*CompressPlan, []byte) {
+	t.Helper()
+	pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := make([]byte, pl.Gathered)
+	pl.Gather(g, tb.region)
+	return pl, g
+}
+
 // checkPlanColumnar checks f's plan of tb against the serializer.
 func checkPlanColumnar(t *testing.T, name string, f partition.Format, tb *testBatch, rs int) {
 	t.Helper()
@@ -291,12 +304,7 @@ func TestPlanStreamsDecode(t *testing.T) {
 	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
 		for _, schema := range []string{"lineitem", "types"} {
 			tb := newTestBatch(t, schema, 3000, 5, 0.1)
-			pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := make([]byte, pl.Gathered)
-			pl.Gather(g, tb.region)
+			pl, g := gathered(t, f, tb)
 			for i, s := range pl.Streams(g, codec.DefaultBlockSize) {
 				r := pl.Records[i]
 				got, err := codec.Decode(codec.LZ4, nil, s)

@@ -87,6 +87,24 @@ func device(tb testing.TB) *Device {
 	return dev
 }
 
+// uploadPair uploads payload and allocates a buffer of its size beside
+// it, both freed when the test ends: a partitioner's source and
+// destination.
+func uploadPair(tb testing.TB, d *Device, payload []byte) (src, dst *Buffer) {
+	tb.Helper()
+	src, err := d.Upload(payload)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { src.Free() })
+	dst, err = d.Alloc(src.Size())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { dst.Free() })
+	return src, dst
+}
+
 func TestOpen(t *testing.T) {
 	d := device(t)
 	if d.Name() == "" {
@@ -419,16 +437,7 @@ func TestPartitionMatchesHost(t *testing.T) {
 				t.Fatal(err)
 			}
 			payload, l := gpuLayout(b)
-			src, err := d.Upload(payload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer src.Free()
-			dst, err := d.Alloc(src.Size())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dst.Free()
+			src, dst := uploadPair(t, d, payload)
 			offsets, err := p.Partition(dst, src, l, tc.keys, tc.parts)
 			if err != nil {
 				t.Fatalf("Partition: %v", err)
@@ -471,16 +480,7 @@ func TestPartitionRefusesNested(t *testing.T) {
 	p := partitioner(t, d)
 	defer p.Close()
 	tb := newNestedTestBatch(t, 500, 1, 0.2, 1)
-	src, err := d.Upload(tb.region)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Free()
-	dst, err := d.Alloc(src.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Free()
+	src, dst := uploadPair(t, d, tb.region)
 	if _, err := p.Partition(dst, src, tb.l, []int{0}, 4); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Partition of nested columns = %v, want ErrInvalid", err)
 	}

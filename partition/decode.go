@@ -142,7 +142,7 @@ func (d *blockReader) column(rows, depth int, parent string, k int) (Column, err
 		for j := range off {
 			off[j] = int32(binary.LittleEndian.Uint32(blk[d.pos+4*j:]))
 		}
-		if err := validateOffsets(off, rows, dl); err != nil {
+		if err := ValidateOffsets(off, rows, dl); err != nil {
 			return Column{}, corrupt("%s: %v", path, err)
 		}
 		if last := int(off[rows]); last != dl {

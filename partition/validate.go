@@ -149,7 +149,7 @@ func (c *Column) validateSelf(rows int) error {
 		}
 		return nil
 	case c.Type.VarWidth():
-		return validateOffsets(c.Offsets, rows, len(c.Data))
+		return ValidateOffsets(c.Offsets, rows, len(c.Data))
 	case c.Type == Struct:
 		if c.Offsets != nil || c.Data != nil {
 			return fmt.Errorf("offsets, data lengths = %d, %d on a struct column, want nil", len(c.Offsets), len(c.Data))
@@ -161,7 +161,7 @@ func (c *Column) validateSelf(rows int) error {
 	if c.Data != nil {
 		return fmt.Errorf("data length = %d on a %v column, want nil", len(c.Data), c.Type)
 	}
-	return validateOffsets(c.Offsets, rows, MaxRows)
+	return ValidateOffsets(c.Offsets, rows, MaxRows)
 }
 
 // checkChildren checks the number and types of c's children.
@@ -184,9 +184,12 @@ func (c *Column) checkChildren() error {
 	return nil
 }
 
-// validateOffsets checks that off holds rows+1 non-decreasing offsets from
-// 0 to at most dataLen (or none at all when rows is 0).
-func validateOffsets(off []int32, rows, dataLen int) error {
+// ValidateOffsets checks that off holds rows+1 non-decreasing offsets from
+// 0 to at most dataLen (or none at all when rows is 0), as Validate checks
+// a column's offsets: dataLen is the data's length for String and Binary,
+// MaxRows for List and Map (the child's rows, which the child's own
+// checks bound).
+func ValidateOffsets(off []int32, rows, dataLen int) error {
 	if rows == 0 && len(off) == 0 {
 		return nil
 	}

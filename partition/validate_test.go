@@ -135,11 +135,11 @@ func TestValidateOffsetsEveryPosition(t *testing.T) {
 		for i := range good {
 			good[i] = int32(3 * i)
 		}
-		if err := validateOffsets(good, rows, 3*rows); err != nil {
+		if err := ValidateOffsets(good, rows, 3*rows); err != nil {
 			t.Fatalf("rows %d: good offsets: %v", rows, err)
 		}
 		if rows > 0 {
-			if err := validateOffsets(good, rows, 3*rows-1); err == nil || !strings.Contains(err.Error(), "past the end of data") {
+			if err := ValidateOffsets(good, rows, 3*rows-1); err == nil || !strings.Contains(err.Error(), "past the end of data") {
 				t.Errorf("rows %d: data one byte short: %v, want past the end of data", rows, err)
 			}
 		}
@@ -165,7 +165,7 @@ func TestValidateOffsetsEveryPosition(t *testing.T) {
 						break
 					}
 				}
-				err := validateOffsets(off, rows, math.MaxInt32)
+				err := ValidateOffsets(off, rows, math.MaxInt32)
 				want := fmt.Sprintf("offsets[%d] = %d, less than offsets[%d]", first, off[first], first-1)
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Errorf("rows %d, %s at %d: %v, want %q", rows, tc.name, bad, err, want)
