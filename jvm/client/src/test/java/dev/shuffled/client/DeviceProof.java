@@ -43,7 +43,8 @@ import java.util.concurrent.CountDownLatch;
 public final class DeviceProof {
   private static final String APP = System.getProperty("proof.app", "jvm-device");
   private static final String EXEC = "1";
-  private static final ColumnarSchema SCHEMA =
+  /** The lineitem-like columns of every flat batch (also {@link DeviceBatchCost}'s). */
+  static final ColumnarSchema SCHEMA =
       ColumnarSchema.of(
           ColumnarSchema.Field.of("l_orderkey", "bigint"),
           ColumnarSchema.Field.of("l_partkey", "bigint"),
