@@ -118,6 +118,12 @@ public final class DeviceBatch extends PartitionedBatch {
     String name() {
       return parent == null ? "column " + index + " (" + field + ")" : parent.name() + "." + field.name();
     }
+
+    /** Its {@link #name}: the checks of {@link PartitionedBatch} make it on error only. */
+    @Override
+    public String toString() {
+      return name();
+    }
   }
 
   private final List<Column> columns;
@@ -174,15 +180,14 @@ public final class DeviceBatch extends PartitionedBatch {
     }
     flat.add(fc);
     if (rows >= 0) {
-      // Names are made on error only: this runs for every batch.
-      if (c.validity().length() != 0 && c.validity().length() < rows / 8 + (rows % 8 == 0 ? 0 : 1)) {
-        checkValidity(fc.name(), c.validity().length(), rows);
+      if (c.validity().length() != 0) {
+        checkValidity(fc, c.validity().length(), rows);
       }
-      if (!t.nested() && !t.varWidth() && rows > c.data().length() / t.width()) {
-        checkFixedData(fc.name(), t, c.data().length(), rows);
+      if (!t.nested() && !t.varWidth()) {
+        checkFixedData(fc, t, c.data().length(), rows);
       }
-      if (t.hasOffsets() && rows > 0 && rows >= c.offsets().length() / 4) {
-        checkOffsetsLength(fc.name(), c.offsets().length(), rows);
+      if (t.hasOffsets() && rows > 0) {
+        checkOffsetsLength(fc, c.offsets().length(), rows);
       }
     } else if (t.hasOffsets() && c.offsets().length() != 0 && c.offsets().length() < 4) {
       throw new IllegalArgumentException(

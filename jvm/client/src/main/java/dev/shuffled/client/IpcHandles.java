@@ -20,14 +20,12 @@ final class IpcHandles {
     T at(long address) throws CudaException;
   }
 
-  private record Known(long base, byte[] handle) {}
-
   private final Query<Long> bufferId;
   private final Query<byte[]> handle;
-  private final Map<Long, Known> byId =
+  private final Map<Long, byte[]> byId =
       new LinkedHashMap<>(16, 0.75f, true) {
         @Override
-        protected boolean removeEldestEntry(Map.Entry<Long, Known> eldest) {
+        protected boolean removeEldestEntry(Map.Entry<Long, byte[]> eldest) {
           return size() > CAPACITY;
         }
       };
@@ -46,17 +44,17 @@ final class IpcHandles {
 
   /** The IPC handle of the allocation whose base is {@code base} (a copy: the caller's own). */
   byte[] of(long base) throws CudaException {
-    long id = bufferId.at(base);
-    Known e;
+    long id = bufferId.at(base); // an allocation's: its base is the same for as long as the id is
+    byte[] h;
     synchronized (byId) {
-      e = byId.get(id);
+      h = byId.get(id);
     }
-    if (e == null || e.base() != base) {
-      e = new Known(base, handle.at(base));
+    if (h == null) {
+      h = handle.at(base);
       synchronized (byId) {
-        byId.put(id, e);
+        byId.put(id, h);
       }
     }
-    return e.handle().clone();
+    return h.clone();
   }
 }

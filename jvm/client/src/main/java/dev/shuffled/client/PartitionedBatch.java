@@ -68,8 +68,12 @@ abstract class PartitionedBatch {
     return pr;
   }
 
-  /** Throws naming column {@code col} unless a validity of {@code length} bytes covers {@code rows} rows. */
-  static void checkValidity(String col, long length, long rows) {
+  /**
+   * Throws naming column {@code col} unless a validity of {@code length} bytes covers {@code rows}
+   * rows. In this and the checks below, {@code col} names the column by its {@code toString()},
+   * made on error only.
+   */
+  static void checkValidity(Object col, long length, long rows) {
     long need = rows / 8 + (rows % 8 == 0 ? 0 : 1);
     if (length < need) {
       throw new IllegalArgumentException(
@@ -78,7 +82,7 @@ abstract class PartitionedBatch {
   }
 
   /** Throws naming column {@code col} unless {@code length} data bytes hold {@code rows} values of fixed-width {@code t}. */
-  static void checkFixedData(String col, ColumnType t, long length, long rows) {
+  static void checkFixedData(Object col, ColumnType t, long length, long rows) {
     if (rows > length / t.width()) {
       throw new IllegalArgumentException(
           col + ": data: " + length + " bytes for " + rows + " rows of " + t.label() + ", want >= "
@@ -87,7 +91,7 @@ abstract class PartitionedBatch {
   }
 
   /** Throws naming column {@code col} unless {@code length} offset bytes hold rows+1 int32 offsets. */
-  static void checkOffsetsLength(String col, long length, long rows) {
+  static void checkOffsetsLength(Object col, long length, long rows) {
     if (rows >= length / 4) {
       throw new IllegalArgumentException(
           col + ": offsets: " + length + " bytes for " + rows + " rows, want >= 4 × (rows+1)");

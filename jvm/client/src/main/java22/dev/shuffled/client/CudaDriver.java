@@ -222,18 +222,7 @@ public final class CudaDriver {
 
   /** The ordinal of the device that {@code address} lives on (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL). */
   public static int pointerDevice(long address) throws CudaException {
-    Bound b = driver();
-    try (Arena a = Arena.ofConfined()) {
-      MemorySegment v = a.allocate(INT);
-      check(
-          "cuPointerGetAttribute(DEVICE_ORDINAL, 0x" + Long.toHexString(address) + ")",
-          (int) b.pointerGetAttribute().invokeExact(v, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address));
-      return v.get(INT, 0);
-    } catch (CudaException e) {
-      throw e;
-    } catch (Throwable t) {
-      throw unexpected("cuPointerGetAttribute", t);
-    }
+    return (int) pointerAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, "DEVICE_ORDINAL", INT, address);
   }
 
   /**
@@ -241,13 +230,24 @@ public final class CudaDriver {
    * (CU_POINTER_ATTRIBUTE_BUFFER_ID): an allocation freed and made again gets a new one.
    */
   public static long bufferId(long address) throws CudaException {
+    return pointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, "BUFFER_ID", LONG, address);
+  }
+
+  /**
+   * cuPointerGetAttribute: attribute {@code attribute} (named {@code name} in errors) of {@code
+   * address}, a value of {@code layout} (INT or LONG). The call's name is made on error only: this
+   * runs for every device batch.
+   */
+  private static long pointerAttribute(int attribute, String name, ValueLayout layout, long address)
+      throws CudaException {
     Bound b = driver();
     try (Arena a = Arena.ofConfined()) {
-      MemorySegment v = a.allocate(LONG);
-      check(
-          "cuPointerGetAttribute(BUFFER_ID, 0x" + Long.toHexString(address) + ")",
-          (int) b.pointerGetAttribute().invokeExact(v, CU_POINTER_ATTRIBUTE_BUFFER_ID, address));
-      return v.get(LONG, 0);
+      MemorySegment v = a.allocate(layout);
+      int r = (int) b.pointerGetAttribute().invokeExact(v, attribute, address);
+      if (r != 0) {
+        throw failure("cuPointerGetAttribute(" + name + ", 0x" + Long.toHexString(address) + ")", r);
+      }
+      return layout == INT ? v.get(INT, 0) : v.get(LONG, 0);
     } catch (CudaException e) {
       throw e;
     } catch (Throwable t) {

@@ -17,24 +17,7 @@ import java.util.Locale;
  */
 public final class DeviceBatchCost {
   public static void main(String[] a) throws CudaException {
-    ColumnarSchema s =
-        ColumnarSchema.of(
-            ColumnarSchema.Field.of("l_orderkey", "bigint"),
-            ColumnarSchema.Field.of("l_partkey", "bigint"),
-            ColumnarSchema.Field.of("l_suppkey", "bigint"),
-            ColumnarSchema.Field.of("l_linenumber", "int"),
-            ColumnarSchema.Field.of("l_quantity", "decimal(12,2)"),
-            ColumnarSchema.Field.of("l_extendedprice", "decimal(12,2)"),
-            ColumnarSchema.Field.of("l_discount", "decimal(12,2)"),
-            ColumnarSchema.Field.of("l_tax", "decimal(12,2)"),
-            ColumnarSchema.Field.of("l_returnflag", "string"),
-            ColumnarSchema.Field.of("l_linestatus", "string"),
-            ColumnarSchema.Field.of("l_shipdate", "date"),
-            ColumnarSchema.Field.of("l_commitdate", "date"),
-            ColumnarSchema.Field.of("l_receiptdate", "date"),
-            ColumnarSchema.Field.of("l_shipinstruct", "string"),
-            ColumnarSchema.Field.of("l_shipmode", "string"),
-            ColumnarSchema.Field.of("l_comment", "string"));
+    ColumnarSchema s = DeviceProof.SCHEMA;
     long rows = 100_000, base = 0x7f00_0000_0000L, pos = 0;
     List<DeviceBatch.Column> cols = new ArrayList<>();
     for (int c = 0; c < s.size(); c++) {

@@ -3,9 +3,8 @@ package dev.shuffled.client;
 import static org.junit.jupiter.api.Assertions.*;
 
 import java.util.List;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Device batches against a daemon built without CUDA, on the packaged multi-release jar and a
@@ -14,23 +13,10 @@ import org.junit.jupiter.api.Test;
  * inline and commits.
  */
 class DeviceBatchIT {
-  private static Daemon daemon;
-  private static ShuffledClient client;
   private static final ColumnarSchema SCHEMA =
       ColumnarSchema.of(ColumnarSchema.Field.of("k", "bigint"), ColumnarSchema.Field.of("s", "string"));
 
-  @BeforeAll
-  static void start() throws Exception {
-    daemon = Daemon.start();
-    client = daemon.connect();
-    client.register("app-device", "exec-1");
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    client.close();
-    daemon.close();
-  }
+  @RegisterExtension static final RunningDaemon RUNNING = new RunningDaemon("app-device", "exec-1");
 
   private static boolean ffm() {
     return Runtime.version().feature() >= 22 && Boolean.getBoolean("shuffled.memfd.built");
@@ -59,8 +45,8 @@ class DeviceBatchIT {
   /** The CPU daemon offers no cuda-ipc: a batch with device bytes is refused, nothing sent. */
   @Test
   void cpuDaemonRefusesDeviceBytes() throws Exception {
-    assertFalse(client.serverInfo().has(ServerInfo.FEATURE_CUDA_IPC));
-    try (MapOutput out = client.openColumnarOutput(1, 1, 2, ColumnarFormat.SHFC, SCHEMA, OpenOptions.DEFAULTS)) {
+    assertFalse(RUNNING.client().serverInfo().has(ServerInfo.FEATURE_CUDA_IPC));
+    try (MapOutput out = RUNNING.client().openColumnarOutput(1, 1, 2, ColumnarFormat.SHFC, SCHEMA, OpenOptions.DEFAULTS)) {
       DeviceBatch b =
           DeviceBatch.of(
               SCHEMA,
@@ -80,7 +66,7 @@ class DeviceBatchIT {
   /** A batch of 0 rows needs neither device memory nor driver: it travels inline. */
   @Test
   void emptyBatchInline() throws Exception {
-    try (MapOutput out = client.openColumnarOutput(2, 1, 3, ColumnarFormat.KUDO, SCHEMA, OpenOptions.DEFAULTS)) {
+    try (MapOutput out = RUNNING.client().openColumnarOutput(2, 1, 3, ColumnarFormat.KUDO, SCHEMA, OpenOptions.DEFAULTS)) {
       out.write(DeviceBatch.of(SCHEMA, 0,
           List.of(new DeviceBatch.Column(null, null, null), new DeviceBatch.Column(null, null, null)),
           new long[] {0, 0, 0, 0}));
@@ -102,7 +88,7 @@ class DeviceBatchIT {
             ColumnarSchema.Field.of("s", "struct<x:int,y:array<string>>"));
     int shuffle = 3;
     for (ColumnarFormat f : List.of(ColumnarFormat.SHFC, ColumnarFormat.KUDO)) {
-      try (MapOutput out = client.openColumnarOutput(shuffle++, 1, 2, f, nested, OpenOptions.DEFAULTS)) {
+      try (MapOutput out = RUNNING.client().openColumnarOutput(shuffle++, 1, 2, f, nested, OpenOptions.DEFAULTS)) {
         out.write(DeviceBatch.of(nested, 0,
             List.of(
                 DeviceBatch.Column.list(null, DeviceBatch.Column.fixed(null, null), null),

@@ -40,6 +40,22 @@ class DeviceBatchTest {
   }
 
   /**
+   * The Batch frame (request 3, map output 7, the last batch, device 1) of placement {@code p}
+   * with the 64-byte handle a0 a1 … df.
+   */
+  private static byte[] frame(DeviceBatch.Placement p, long rows, long[] partitionRows) {
+    byte[] handle = new byte[64];
+    for (int i = 0; i < 64; i++) {
+      handle[i] = (byte) (0xa0 + i);
+    }
+    return Wire.frame(
+        3,
+        new Wire.ColumnarBatchMsg(7, Wire.PLANE_CUDA_IPC, Wire.BATCH_LAST, rows, p.columns(),
+            partitionRows, p.regionOffset(), p.regionLength(), handle, 1),
+        0);
+  }
+
+  /**
    * The frame of a device batch, byte for byte as the Go encoder (protocol.AppendFrame) writes the
    * same Batch: layout offsets relative to the region, the region's offset in the allocation, the
    * 64-byte handle, the device ordinal and a reserved u32 (docs/protocol.md, "Data planes").
@@ -50,16 +66,7 @@ class DeviceBatchTest {
     assertEquals(BASE, p.base());
     assertEquals(4096, p.regionOffset());
     assertEquals(200, p.regionLength());
-    byte[] handle = new byte[64];
-    for (int i = 0; i < 64; i++) {
-      handle[i] = (byte) (0xa0 + i);
-    }
-    byte[] got =
-        Wire.frame(
-            3,
-            new Wire.ColumnarBatchMsg(7, Wire.PLANE_CUDA_IPC, Wire.BATCH_LAST, 5, p.columns(),
-                new long[] {0, 2, 5}, p.regionOffset(), p.regionLength(), handle, 1),
-            0);
+    byte[] got = frame(p, 5, new long[] {0, 2, 5});
     String want =
         "5348040000000000030000000a01000007000000000000000203010005000000000000000200000005000000"
             + "000000000000000001006b0000000000000000010000000000000000000000000000000000000000000000"
@@ -172,16 +179,7 @@ class DeviceBatchTest {
     assertEquals(20, b.sentLength(1, 2)); //   and data
     assertEquals(12, b.sentLength(7, 2)); // s.x: 3 rows of int32 of its 16 bytes
     assertEquals(1, b.sentLength(8, 0)); // s.y: validity of 3 rows
-    byte[] handle = new byte[64];
-    for (int i = 0; i < 64; i++) {
-      handle[i] = (byte) (0xa0 + i);
-    }
-    byte[] got =
-        Wire.frame(
-            3,
-            new Wire.ColumnarBatchMsg(7, Wire.PLANE_CUDA_IPC, Wire.BATCH_LAST, 3, p.columns(),
-                new long[] {0, 1, 3}, p.regionOffset(), p.regionLength(), handle, 1),
-            0);
+    byte[] got = frame(p, 3, new long[] {0, 1, 3});
     String want =
         "534804000000000003000000d50200000700000000000000020301000300000000000000090000000f000100"
             + "0000000000000000010061000000000000000001000000000000004000000000000000100000000000000000"

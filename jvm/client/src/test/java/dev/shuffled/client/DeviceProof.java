@@ -43,7 +43,8 @@ import java.util.concurrent.CountDownLatch;
 public final class DeviceProof {
   private static final String APP = System.getProperty("proof.app", "jvm-device");
   private static final String EXEC = "1";
-  private static final ColumnarSchema SCHEMA =
+  /** The lineitem-like columns of every flat batch (also {@link DeviceBatchCost}'s). */
+  static final ColumnarSchema SCHEMA =
       ColumnarSchema.of(
           ColumnarSchema.Field.of("l_orderkey", "bigint"),
           ColumnarSchema.Field.of("l_partkey", "bigint"),
@@ -406,6 +407,28 @@ public final class DeviceProof {
   private static final String[] WORDS = {"carefully", "final", "deposits", "sleep", "quickly", "ironic",
     "packages", "among", "the", "slyly", "express", "requests", "haggle", "furiously", "blithely"};
 
+  /** The partition row offsets of rows whose partitions are {@code part}, grouped by partition. */
+  private static long[] partitionRows(int[] part, int parts) {
+    long[] pr = new long[parts + 1];
+    for (int p : part) {
+      pr[p + 1]++;
+    }
+    for (int p = 0; p < parts; p++) {
+      pr[p + 1] += pr[p];
+    }
+    return pr;
+  }
+
+  /** The rows grouped by partition, stably: the index of the row that comes i-th. */
+  private static int[] byPartition(int[] part, long[] partitionRows) {
+    long[] next = partitionRows.clone();
+    int[] perm = new int[part.length];
+    for (int i = 0; i < part.length; i++) {
+      perm[(int) next[part[i]]++] = i;
+    }
+    return perm;
+  }
+
   /**
    * rows lineitem-like rows, grouped by partition (pmod of a hash of l_orderkey), their buffers
    * placed from {@code base} in the device pool at 256-byte boundaries; l_comment has nulls.
@@ -443,19 +466,8 @@ public final class DeviceProof {
       long h = fixed[0][i] * 0x9E3779B97F4A7C15L;
       part[i] = (int) Math.floorMod(h ^ (h >>> 29), (long) parts);
     }
-    // group the rows by partition, stably
-    long[] pr = new long[parts + 1];
-    for (int i = 0; i < rows; i++) {
-      pr[part[i] + 1]++;
-    }
-    for (int p = 0; p < parts; p++) {
-      pr[p + 1] += pr[p];
-    }
-    long[] next = pr.clone();
-    int[] perm = new int[rows];
-    for (int i = 0; i < rows; i++) {
-      perm[(int) next[part[i]]++] = i;
-    }
+    long[] pr = partitionRows(part, parts);
+    int[] perm = byPartition(part, pr);
     for (int c : new int[] {8, 9, 13, 14, 15}) {
       strs[c] = new String[rows];
     }
@@ -563,17 +575,11 @@ public final class DeviceProof {
       }
       byRow[i] = new Object[] {id, tags, pt, attrs};
     }
-    long[] pr = new long[parts + 1];
-    for (int i = 0; i < rows; i++) {
-      pr[part[i] + 1]++;
-    }
-    for (int q = 0; q < parts; q++) {
-      pr[q + 1] += pr[q];
-    }
-    long[] next = pr.clone();
+    long[] pr = partitionRows(part, parts);
+    int[] perm = byPartition(part, pr);
     Object[] sorted = new Object[rows];
     for (int i = 0; i < rows; i++) {
-      sorted[(int) next[part[i]]++] = byRow[i];
+      sorted[i] = byRow[perm[i]];
     }
     long[] pos = {0};
     List<Node> cols = new ArrayList<>();
