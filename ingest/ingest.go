@@ -19,6 +19,7 @@ import (
 	"log/slog"
 
 	"github.com/shuffled/shuffled/errdefs"
+	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
@@ -38,7 +39,13 @@ type Config struct {
 	NoCUDACompress bool
 	// CUDAStagingPrime: Prime opens every CUDA device and pins its staging.
 	CUDAStagingPrime bool
+	// CUDACompressSlots: device batches each device compresses at once
+	// (0: DefaultCompressSlots).
+	CUDACompressSlots int
 }
+
+// DefaultCompressSlots is Config.CUDACompressSlots's default.
+const DefaultCompressSlots = gpu.DefaultCompressSlots
 
 // Planes are the daemon's data planes: what the connections share (the
 // devices and their IPC mappings, the device-to-host totals).

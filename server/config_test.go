@@ -114,6 +114,9 @@ func TestValidate(t *testing.T) {
 		{func(c *server.Config) { c.MaxOpenOutputsPerUID = 65537 }, "--max-open-outputs-per-uid: must be >= 0 (0: half of --max-open-outputs) and at most --max-open-outputs (65536), got 65537"},
 		{func(c *server.Config) { c.PartitionStateLimitPerUID = -1 }, "--partition-state-limit-per-uid: must be >= 0"},
 		{func(c *server.Config) { c.HelloTimeout = -time.Second }, "--hello-timeout: must be > 0, got -1s"},
+		{func(c *server.Config) { c.CUDACompressSlots = -1 }, "--cuda-compress-slots: must be in [0,64] (0: 4), got -1"},
+		{func(c *server.Config) { c.CUDACompressSlots = 65 }, "--cuda-compress-slots: must be in [0,64] (0: 4), got 65"},
+		{func(c *server.Config) { c.CUDACompressSlots = 64 }, ""},
 		{func(c *server.Config) { c.FrameMemory = 1 << 20 }, "--frame-memory: must be at least --max-frame (67108864, 64MiB), got 1048576"},
 		{func(c *server.Config) { c.MaxFrame = 512 << 20; c.FrameMemory = 0; c.EnsureDefaults() }, ""},
 	}
@@ -164,6 +167,7 @@ func TestBindFlags(t *testing.T) {
 		"--partition-state-limit=1MiB", "--max-open-outputs=100", "--no-cuda-compress",
 		"--max-connections=10", "--max-connections-per-uid=3", "--frame-memory=32MiB",
 		"--partition-state-limit-per-uid=512KiB", "--max-open-outputs-per-uid=40", "--hello-timeout=3s",
+		"--cuda-compress-slots=12",
 	})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -198,6 +202,7 @@ func TestBindFlags(t *testing.T) {
 		LogLevel:                  slog.LevelDebug,
 		LogFormat:                 "json",
 		CUDAStagingPrime:          true,
+		CUDACompressSlots:         12,
 		NoCUDACompress:            true,
 	}
 	if !reflect.DeepEqual(c, want) {
