@@ -18,6 +18,11 @@ import (
 const daemonEnv = "SHUFFLED_LOADGEN_TEST_DAEMON"
 
 func TestMain(m *testing.M) {
+	// A process of a --processes run that a test started: the load
+	// generator itself.
+	if os.Getenv(processEnv) != "" {
+		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if os.Getenv(daemonEnv) != "" {
 		if err := command.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintf(os.Stderr, "shuffled: %v\n", err)

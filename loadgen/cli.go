@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 )
 
 // Exit codes of Main.
@@ -31,14 +32,30 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		WriteJSON(io.Writer) error
 		WriteTable(io.Writer) error
 	}
+	if cfg.member, err = memberFromEnv(os.Stdin, stdout); err != nil {
+		fmt.Fprintf(stderr, "shuffled-loadgen: %v\n", err)
+		return ExitUsage
+	}
 	var rep report
-	if cfg.Compare {
+	switch {
+	case cfg.Processes > 1:
+		self, serr := os.Executable()
+		if serr != nil {
+			fmt.Fprintf(stderr, "shuffled-loadgen: --processes %d: this program's path: %v\n", cfg.Processes, serr)
+			return ExitError
+		}
+		r, rerr := RunProcesses(ctx, cfg, self, stderr)
+		if r != nil {
+			rep = r
+		}
+		err = rerr
+	case cfg.Compare:
 		c, cerr := Compare(ctx, cfg, stderr)
 		if c != nil {
 			rep = c
 		}
 		err = cerr
-	} else {
+	default:
 		r, rerr := Run(ctx, cfg, stderr)
 		if r != nil {
 			rep = r

@@ -119,6 +119,12 @@ type Config struct {
 
 	// Socket is a running daemon's socket; empty starts an embedded daemon.
 	Socket string
+	// Processes, if above 1, runs the workload from that many load
+	// generator processes against the daemon at Socket at once (this
+	// program re-executed, see processes.go): Tasks is shared out among
+	// them, Concurrency and Duration are each one's, and the report is
+	// the aggregate with each process's own.
+	Processes int
 	// DaemonBin, if set, is a shuffled binary that the run starts as a
 	// child process (shuffled serve on a temporary socket, under Root or a
 	// temporary root), times from exec to its READY notification, and
@@ -157,6 +163,10 @@ type Config struct {
 	// Trace, if set, is a file where the run writes an execution trace
 	// (runtime/trace, go tool trace) of this process while its tasks run.
 	Trace string
+
+	// member, if set, makes this run one process of a --processes run:
+	// it waits at its barriers and writes its application under its own id.
+	member *member
 }
 
 // DefaultConfig returns the default workload.
@@ -175,6 +185,7 @@ func DefaultConfig() Config {
 		Seed:           1,
 		PoolBatches:    DefaultPoolBatches,
 		Reps:           DefaultReps,
+		Processes:      1,
 	}
 }
 
@@ -225,6 +236,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "generator seed: the same seed sends the same bytes")
 	fs.IntVar(&c.PoolBatches, "pool-batches", c.PoolBatches, "distinct batches generated up front and reused")
 	fs.StringVar(&c.Socket, "socket", "", "a running daemon's socket; empty: start an embedded daemon")
+	fs.IntVar(&c.Processes, "processes", c.Processes, "load generator processes driving the --socket daemon at once (--tasks shared out; --concurrency and --duration each one's); the report is their aggregate")
 	fs.StringVar(&c.DaemonBin, "daemon-bin", "", "start this shuffled binary as the daemon, a child process (it inherits SHUFFLED_* variables); empty: embedded")
 	fs.StringVar(&c.Root, "root", "", "the embedded or child daemon's root; empty: a temporary directory, removed at the end")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the committed map outputs (needs --root, or --socket)")
@@ -303,6 +315,8 @@ func (c *Config) Validate() error {
 		return usagef("--pool-batches must be >= 1, got %d", c.PoolBatches)
 	case c.Reps < 1:
 		return usagef("--reps must be >= 1, got %d", c.Reps)
+	case c.Processes < 1:
+		return usagef("--processes must be >= 1, got %d", c.Processes)
 	}
 	if !(c.Nulls >= 0 && c.Nulls < 1) {
 		return usagef("--nulls must be in [0, 1), got %v", c.Nulls)
@@ -362,6 +376,26 @@ func (c *Config) Validate() error {
 		return usagef("--trace traces a daemon run's tasks; drop it or --compare")
 	case c.DumpInput != "" && c.Tasks == 0:
 		return usagef("--dump-input needs --tasks N (a --duration run has no fixed task order)")
+	}
+	return c.validateProcesses()
+}
+
+// validateProcesses checks --processes against the other flags.
+func (c *Config) validateProcesses() error {
+	if c.Processes == 1 {
+		return nil
+	}
+	switch {
+	case c.Compare:
+		return usagef("--processes %d drives a daemon; drop it or --compare", c.Processes)
+	case c.DaemonBin != "":
+		return usagef("--processes %d drives one daemon that is already running: give --socket PATH (shuffled serve) instead of --daemon-bin %s", c.Processes, c.DaemonBin)
+	case c.Socket == "":
+		return usagef("--processes %d drives one daemon that is already running: give --socket PATH (shuffled serve); the embedded daemon lives in one process", c.Processes)
+	case c.Tasks > 0 && c.Tasks < c.Processes:
+		return usagef("--processes %d shares out --tasks %d: give at least one task per process", c.Processes, c.Tasks)
+	case c.DumpInput != "":
+		return usagef("--dump-input writes one process's input; drop it or --processes %d", c.Processes)
 	}
 	return nil
 }

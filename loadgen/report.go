@@ -61,6 +61,11 @@ type Report struct {
 	OutputBytes      int64   `json:"output_bytes"`
 	CompressionRatio float64 `json:"compression_ratio"`
 	ElapsedS         float64 `json:"elapsed_s"`
+	// StartUnixNs and EndUnixNs are when the tasks started and ended, in
+	// nanoseconds since the Unix epoch: several processes' windows
+	// (--processes) line up exactly.
+	StartUnixNs int64 `json:"start_unix_ns"`
+	EndUnixNs   int64 `json:"end_unix_ns"`
 	// ThroughputMBs is serialized (input) MB per second of wall time.
 	ThroughputMBs float64 `json:"throughput_mb_s"`
 	OutputMBs     float64 `json:"output_mb_s"`
@@ -178,6 +183,9 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 		Tasks:      len(r.tasks),
 		Partitions: cfg.Partitions,
 		ElapsedS:   r.elapsed.Seconds(),
+	}
+	if !r.start.IsZero() {
+		rep.StartUnixNs, rep.EndUnixNs = r.start.UnixNano(), r.start.Add(r.elapsed).UnixNano()
 	}
 	commits := make([]time.Duration, len(r.tasks))
 	elapsed := make([]time.Duration, len(r.tasks))

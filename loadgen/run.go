@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -35,6 +36,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		return nil, err
 	}
 	appID := "loadgen-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if cfg.member != nil {
+		// Processes of one run start within the same nanoseconds at times.
+		appID += "-p" + strconv.Itoa(cfg.member.index)
+	}
 	socket, root := cfg.Socket, ""
 	var (
 		d  *embedded
@@ -99,7 +104,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	}
 	debug.FreeOSMemory() // generation garbage is not the daemon's
 
-	before, err := daemonFigures(ctx, t)
+	before, err := daemonFigures(ctx, t.slots[0].c)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +119,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 			dcpu = newDaemonCPU(pid)
 		}
 	}
+	if cfg.member != nil {
+		// Every process of the run is ready: all start at once.
+		if err := cfg.member.await(lineReady); err != nil {
+			return nil, err
+		}
+	}
 	prog := startProgress(progress, "run", cfg.Tasks, cfg.Duration)
 	res, err := runTasks(ctx, &cfg, p, t, prog)
 	prog.finish()
@@ -125,8 +136,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	if dcpu != nil {
 		res.daemonCPU = dcpu.since()
 	}
+	if cfg.member != nil {
+		// What follows the tasks (the daemon's figures, verification,
+		// removal) waits until every process's tasks are done.
+		if err := cfg.member.await(lineDone); err != nil {
+			return nil, err
+		}
+	}
 
-	after, err := daemonFigures(ctx, t)
+	after, err := daemonFigures(ctx, t.slots[0].c)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +253,8 @@ func peerPID(socket string) (int, error) {
 }
 
 // daemonFigures reads the daemon's Stats figures, by name.
-func daemonFigures(ctx context.Context, t *daemonTarget) (map[string]int64, error) {
-	stats, err := t.slots[0].c.Stats(ctx)
+func daemonFigures(ctx context.Context, c *client.Client) (map[string]int64, error) {
+	stats, err := c.Stats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: daemon stats: %w", err)
 	}

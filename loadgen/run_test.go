@@ -179,6 +179,7 @@ func TestMainEmbedded(t *testing.T) {
 			"tasks", "partitions", "rows", "serialized_bytes", "output_bytes", "throughput_mb_s",
 			"commit_p50_ms", "commit_p95_ms", "commit_p99_ms", "commit_max_ms", "peak_bytes_in_flight",
 			"compression_ratio", "tasks_per_s", "limiter_wait_ms", "runs_per_map_output", "peak_rss_bytes",
+			"start_unix_ns", "end_unix_ns",
 		} {
 			v, ok := rep[field].(float64)
 			if !ok || v < 0 || v == 0 && field != "limiter_wait_ms" {
@@ -255,6 +256,12 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--codec", "lz5"}, "shuffled-loadgen: --codec must be one of none, lz4, zstd, snappy, got \"lz5\"\n"},
 		{[]string{"--rows", "-5"}, "shuffled-loadgen: --rows must be >= 1, got -5\n"},
 		{[]string{"--compare", "--encrypt"}, "shuffled-loadgen: --encrypt applies to a daemon run; drop it or --compare\n"},
+		{[]string{"--processes", "0"}, "shuffled-loadgen: --processes must be >= 1, got 0\n"},
+		{[]string{"--processes", "2"}, "shuffled-loadgen: --processes 2 drives one daemon that is already running: give --socket PATH (shuffled serve); the embedded daemon lives in one process\n"},
+		{[]string{"--processes", "2", "--daemon-bin", "/bin/shuffled"}, "shuffled-loadgen: --processes 2 drives one daemon that is already running: give --socket PATH (shuffled serve) instead of --daemon-bin /bin/shuffled\n"},
+		{[]string{"--processes", "3", "--socket", nobody, "--tasks", "2"}, "shuffled-loadgen: --processes 3 shares out --tasks 2: give at least one task per process\n"},
+		{[]string{"--processes", "2", "--compare"}, "shuffled-loadgen: --processes 2 drives a daemon; drop it or --compare\n"},
+		{[]string{"--processes", "2", "--socket", nobody}, "shuffled-loadgen: --socket " + nobody + ": no daemon listens there (dial unix " + nobody + ": connect: no such file or directory); start one (shuffled serve --socket " + nobody + ")\n"},
 		{[]string{"--socket", nobody}, "shuffled-loadgen: --socket " + nobody + ": no daemon listens there (dial unix " + nobody + ": connect: no such file or directory); start one (shuffled serve --socket " + nobody + ") or drop --socket to run an embedded daemon\n"},
 	}
 	for _, tt := range tests {

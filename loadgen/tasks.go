@@ -28,7 +28,10 @@ type taskResult struct {
 
 // runResult is a whole run's tasks, in task order.
 type runResult struct {
-	tasks   []taskResult
+	tasks []taskResult
+	// start is when the first task started, elapsed the time to the end
+	// of the last.
+	start   time.Time
 	elapsed time.Duration
 	// cpu is the CPU time this process used during the run: the writer's,
 	// in process or embedded, and the load generator's.
@@ -174,7 +177,7 @@ func runTasks(ctx context.Context, cfg *Config, p *pool, t target, prog *progres
 	err = g.Wait()
 	elapsed, cpu := time.Since(start), selfCPU()-cpu0
 	sortByTask(results)
-	return runResult{tasks: results, elapsed: elapsed, cpu: cpu, firstBatch: first.d, workers: workers, split: !inProcess}, err
+	return runResult{tasks: results, start: start, elapsed: elapsed, cpu: cpu, firstBatch: first.d, workers: workers, split: !inProcess}, err
 }
 
 // runTask writes task i's batches and commits its map output; the first
