@@ -368,7 +368,12 @@ const copySpin = 5 * time.Millisecond
 // the landing is seen at once) for up to copySpin, then waits in the
 // driver. It is not cancellable: the destination must not be reused
 // before the device is done writing it. Wait must be called once.
-func (c *Copy) Wait() error {
+func (c *Copy) Wait() error { return c.wait(copySpin) }
+
+// wait is Wait polling for up to spin; with spin 0 it blocks in the
+// driver at once if the copy has not landed (for work that takes
+// milliseconds, such as kernels queued before the copy).
+func (c *Copy) wait(spin time.Duration) error {
 	start := time.Now()
 	for {
 		done, err := eventDone(c.d.raw, c.ev)
@@ -382,7 +387,7 @@ func (c *Copy) Wait() error {
 			}
 			return nil
 		}
-		if time.Since(start) > copySpin {
+		if time.Since(start) >= spin {
 			if err := eventFinish(c.d.raw, c.ev, true); err != nil {
 				return fmt.Errorf("gpu: device %d: copy to the host: %w", c.d.ordinal, err)
 			}

@@ -61,6 +61,27 @@ type Compressor struct {
 type lz4Slot struct {
 	stream  cu.Stream
 	scratch scratch
+	// offs is pinned memory the streams' offsets land in, grown like the
+	// scratch.
+	offs *Pinned
+}
+
+// hostOffsets returns the slot's pinned offsets buffer, of room for at
+// least n offsets.
+func (s *lz4Slot) hostOffsets(d *Device, n int64) ([]int64, error) {
+	need := int(8 * max(n, 32))
+	if s.offs == nil || len(s.offs.b) < need {
+		if s.offs != nil {
+			s.offs.Free()
+			s.offs = nil
+		}
+		p, err := d.AllocPinned(need + need/4)
+		if err != nil {
+			return nil, err
+		}
+		s.offs = p
+	}
+	return unsafe.Slice((*int64)(unsafe.Pointer(&s.offs.b[0])), n), nil
 }
 
 // Slots is the number of batches the compressor has in flight at most.
@@ -129,6 +150,9 @@ func (c *Compressor) Close() error {
 	for range c.all {
 		s := <-c.slots
 		s.scratch.free()
+		if s.offs != nil {
+			s.offs.Free()
+		}
 	}
 	return c.d.do(func() error {
 		for _, s := range c.all {
@@ -233,8 +257,12 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 			binary.LittleEndian.PutUint64(e[24:], uint64(b["gather"].ptr)+uint64(o.Dst))
 		}
 	}
-	done := make(chan struct{})
-	err := c.d.do(func() error {
+	offs, err := s.hostOffsets(c.d, njobs+1)
+	if err != nil {
+		return nil, err
+	}
+	var landed *Copy
+	err = c.d.do(func() error {
 		k := lz4Launcher{c: c, stream: s.stream}
 		if pl.Gathered > 0 {
 			k.upload(b["ops"], ob)
@@ -253,19 +281,23 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 		k.launch("lz4_scan", 1, lz4ScanThreads, b["sizes"].ptr, b["offs"].ptr, njobs)
 		k.launch("lz4_compact", int(njobs), lz4CopyThreads, b["jobs"].ptr, b["sizes"].ptr, b["offs"].ptr, b["slots"].ptr, b["out"].ptr, njobs)
 		if k.err == nil {
-			k.err = notifyDone(C.CUstream(unsafe.Pointer(s.stream.C())), done)
+			// The streams' offsets follow the kernels on their stream,
+			// so that one wait sees both done.
+			ev, err := copyEvent(c.d.raw, unsafe.Pointer(&offs[0]), uintptr(b["offs"].ptr), 8*(njobs+1), C.CUstream(unsafe.Pointer(s.stream.C())))
+			if err != nil {
+				k.err = fmt.Errorf("copying the streams' offsets: %w", err)
+			} else {
+				landed = &Copy{d: c.d, ev: ev}
+			}
 		}
 		return k.err
 	})
 	if err != nil {
 		return nil, err
 	}
-	<-done
-	offs := make([]int64, njobs+1)
-	// The kernels are done; a fault of theirs surfaces in this copy.
-	if err := c.d.do(func() error {
-		return cu.MemcpyDtoH(unsafe.Pointer(&offs[0]), b["offs"].ptr, 8*(njobs+1))
-	}); err != nil {
+	// The kernels take milliseconds: block, don't poll. A fault of
+	// theirs surfaces here.
+	if err := landed.wait(0); err != nil {
 		return nil, err
 	}
 	for i := range pl.Records {
