@@ -42,13 +42,32 @@ func TestWriteEncoded(t *testing.T) {
 				t.Fatal(err)
 			}
 			var done atomic.Int32
-			// Two calls, the second starting below where the first ends: a new run.
+			// Two calls, the second starting below where the first ends: a
+			// new run. Each call's streams share one buffer, which onDone
+			// scribbles over, as a caller reusing it would: the writer
+			// reads the streams (it need not copy them) until onDone only.
 			half := len(recs) / 2
-			if err := w.WriteEncoded(ctx, recs[:half], func() { done.Add(1) }); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.WriteEncoded(ctx, recs[half:], func() { done.Add(1) }); err != nil {
-				t.Fatal(err)
+			for _, part := range [][]EncodedRecord{recs[:half], recs[half:]} {
+				var buf []byte
+				for _, r := range part {
+					buf = append(buf, r.Stream...)
+				}
+				call := make([]EncodedRecord, len(part))
+				off := 0
+				for i, r := range part {
+					call[i] = r
+					call[i].Stream = buf[off : off+len(r.Stream) : off+len(r.Stream)]
+					off += len(r.Stream)
+				}
+				scribble := func() {
+					done.Add(1)
+					for i := range buf {
+						buf[i] = 0xee
+					}
+				}
+				if err := w.WriteEncoded(ctx, call, scribble); err != nil {
+					t.Fatal(err)
+				}
 			}
 			res, err := w.Commit(ctx)
 			if err != nil {

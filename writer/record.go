@@ -26,10 +26,13 @@ type record struct {
 	rowStart, rowEnd int
 	batch            *batchRef // released once the payload is no longer referenced
 	// encoded: data is already the map output's codec stream of raw
-	// uncompressed bytes (WriteEncoded); it is only copied out and
-	// checksummed.
-	encoded bool
-	raw     int64
+	// uncompressed bytes (WriteEncoded); it is only checksummed and
+	// written. Unless the map output is encrypted (which encrypts out in
+	// place), out borrows data rather than copying it: borrowed, and the
+	// record keeps its batch until the stream has written it.
+	encoded  bool
+	borrowed bool
+	raw      int64
 
 	// stream is the stream the record is queued on (nil until it is); the
 	// results are published to it by finish, and ready (guarded by its
@@ -52,10 +55,13 @@ func (r *record) encode(wk *worker) {
 	if w.aborted.Load() {
 		r.err = ErrAborted
 	} else {
-		buf := getBuffer(int(r.quota))
-		if r.encoded {
-			r.out = append(buf, r.data...)
-		} else {
+		switch {
+		case r.encoded && w.spec.Encryption == nil:
+			r.out, r.borrowed = r.data, true
+		case r.encoded:
+			r.out = append(getBuffer(int(r.quota)), r.data...)
+		default:
+			buf := getBuffer(int(r.quota))
 			enc := encs.Get(w.enc)
 			if r.cols != nil {
 				enc.Reset(buf)
@@ -78,10 +84,11 @@ func (r *record) encode(wk *worker) {
 
 // finish drops the payload and publishes the result to the record's
 // stream, if it is queued on one. wk is the worker that finishes it, nil
-// for a record that failed before it was queued.
+// for a record that failed before it was queued. A record whose out
+// borrows its payload keeps its batch until done.
 func (r *record) finish(wk *worker) {
 	r.data, r.cols = nil, nil
-	if r.batch != nil {
+	if r.batch != nil && !r.borrowed {
 		if r.batch.release() && wk != nil {
 			wk.woke = true
 		}
@@ -106,6 +113,24 @@ func newBatchRef(done func()) *batchRef {
 }
 
 func (b *batchRef) add() { b.pending.Add(1) }
+
+// done lets go of what the record holds once its stream is through with
+// it: its encoded bytes, or the batch they borrow. It reports whether
+// that called the batch's done.
+func (r *record) done() bool {
+	if r.out == nil {
+		return false
+	}
+	woke := false
+	if r.borrowed {
+		woke = r.batch.release()
+		r.batch, r.borrowed = nil, false
+	} else {
+		putBuffer(r.out)
+	}
+	r.out = nil
+	return woke
+}
 
 // release lets go of the batch for one record; it reports whether that
 // was the last reference and done was called.

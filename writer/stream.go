@@ -147,8 +147,7 @@ func (s *stream) write(r *record) {
 	if w.e.lim.ReleaseWoke(r.quota - kept) { // a producer waited for quota
 		r.woke = true
 	}
-	if r.out != nil {
-		putBuffer(r.out)
-		r.out = nil
+	if r.done() {
+		r.woke = true
 	}
 }
