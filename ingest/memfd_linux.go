@@ -376,10 +376,13 @@ func (c *memfdCache) idle() {
 	if c.closed || c.idling {
 		return
 	}
-	if c.grace <= 0 || len(c.entries) == 0 {
+	if c.grace <= 0 {
 		c.dropAllLocked()
 		return
 	}
+	// Scheduled even with nothing cached: a batch being mapped as the
+	// connection's last map output ends (aborted by a removal) may still
+	// add a mapping.
 	c.idling = true
 	c.idleGen++
 	gen := c.idleGen
