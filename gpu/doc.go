@@ -43,3 +43,7 @@ const IPCHandleSize = 64
 // IPCHandle names a device allocation to another process on the same
 // machine (cuIpcGetMemHandle).
 type IPCHandle [IPCHandleSize]byte
+
+// DefaultCompressSlots is how many batches a Compressor has in flight at
+// once unless told otherwise (NewCompressor's slots).
+const DefaultCompressSlots = 4

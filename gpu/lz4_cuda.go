@@ -37,10 +37,6 @@ const (
 
 var lz4KernelNames = [...]string{"lz4_gather", "lz4_compress", "lz4_compress_smem", "lz4_scan", "lz4_compact"}
 
-// DefaultCompressSlots is how many batches a Compressor has in flight at
-// once unless told otherwise (CompressSlots).
-const DefaultCompressSlots = 4
-
 // Compressor turns the records of device batches into lz4-java streams
 // on one device with the kernels of kernels/lz4.cu: the same bytes as
 // package lz4ref makes of the same records. It has a number of slots,
@@ -79,7 +75,6 @@ func (c *Compressor) Slots() int { return len(c.all) }
 // Compress is running.
 func (c *Compressor) UseSharedMemory(on bool) { c.smem = on }
 
-// NewCompressor loads the lz4 kernels built into the program.
 // NewCompressor loads the lz4 kernels built into the program, with slots
 // batches in flight (DefaultCompressSlots when slots <= 0).
 func (d *Device) NewCompressor(slots int) (*Compressor, error) {

@@ -23,6 +23,13 @@ import (
 // freshly generated PTX), else those built in.
 func compressor(tb testing.TB, d *Device) *Compressor {
 	tb.Helper()
+	return compressorSlots(tb, d, 0)
+}
+
+// compressorSlots is compressor with slots batches in flight (0: the
+// default).
+func compressorSlots(tb testing.TB, d *Device, slots int) *Compressor {
+	tb.Helper()
 	var c *Compressor
 	var err error
 	if path := os.Getenv("SHUFFLED_LZ4_PTX"); path != "" {
@@ -30,9 +37,9 @@ func compressor(tb testing.TB, d *Device) *Compressor {
 		if rerr != nil {
 			tb.Fatal(rerr)
 		}
-		c, err = d.LoadCompressor(ptx, 0)
+		c, err = d.LoadCompressor(ptx, slots)
 	} else {
-		c, err = d.NewCompressor(0)
+		c, err = d.NewCompressor(slots)
 	}
 	if err != nil {
 		tb.Fatalf("loading the lz4 kernels: %v", err)
@@ -278,18 +285,24 @@ func TestLZ4CompressChecks(t *testing.T) {
 
 // BenchmarkLZ4Compress is the kernels' throughput in raw bytes: the
 // gather (SHFC), every block compressed, the results compacted, on a
-// batch already in device memory; per compress kernel, with one batch at
-// a time and with a batch in every slot of the compressor at once.
+// batch already in device memory; per compress kernel, with 1, 4, 8 and
+// 16 batches in flight (a compressor of 16 slots). lineitem-100k is the
+// load generator's batch (100,000 rows, 200 partitions), lineitem four
+// times that.
 func BenchmarkLZ4Compress(b *testing.B) {
-	c := compressor(b, device(b))
+	c := compressorSlots(b, device(b), 16)
 	defer c.Close()
-	for _, input := range []string{"lineitem", "text", "random"} {
+	for _, input := range []string{"lineitem", "lineitem-100k", "text", "random"} {
 		var region []byte
 		var pl *CompressPlan
 		var err error
 		switch input {
 		case "lineitem":
 			tb := newTestBatch(b, "lineitem", 400000, 200, 0)
+			region = tb.region
+			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(region)), 1<<20)
+		case "lineitem-100k":
+			tb := newTestBatch(b, "lineitem", 100000, 200, 0)
 			region = tb.region
 			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(region)), 1<<20)
 		case "text":
@@ -311,7 +324,7 @@ func BenchmarkLZ4Compress(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, k := range kernels {
-			for _, inflight := range []int{1, c.Slots()} {
+			for _, inflight := range []int{1, 4, 8, 16} {
 				b.Run(fmt.Sprintf("%s/kernel=%s/inflight=%d", input, k.name, inflight), func(b *testing.B) {
 					c.UseSharedMemory(k.smem)
 					var out atomic.Int64

@@ -13,10 +13,6 @@ type Compressed struct {
 	Streams []Range
 }
 
-// DefaultCompressSlots is how many batches a Compressor has in flight at
-// once unless told otherwise.
-const DefaultCompressSlots = 4
-
 func (d *Device) NewCompressor(slots int) (*Compressor, error) { return nil, ErrNotSupported }
 func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
 	return nil, ErrNotSupported

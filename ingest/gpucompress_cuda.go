@@ -37,10 +37,10 @@ type compressorOnce struct {
 
 // compressor returns ds's compressor, loading it at the first call; log
 // hears once why it could not be loaded.
-func (ds *deviceState) compressor(log *slog.Logger) (*gpu.Compressor, error) {
+func (ds *deviceState) compressor(log *slog.Logger, slots int) (*gpu.Compressor, error) {
 	co := &ds.comp
 	co.once.Do(func() {
-		co.c, co.err = ds.dev.NewCompressor(0)
+		co.c, co.err = ds.dev.NewCompressor(slots)
 		if co.err != nil {
 			log.Warn("device batches of lz4 map outputs are compressed by the CPU pool: the GPU's lz4 kernels did not load", "device", ds.dev.Ordinal(), "err", co.err)
 		}
@@ -91,7 +91,7 @@ func (c *Conn) gpuCompresses(out *Output, m *protocol.Batch, ds *deviceState) bo
 	if gpuPlans(w.Format(), m) != nil {
 		return false
 	}
-	_, err := ds.compressor(c.p.cfg.Log)
+	_, err := ds.compressor(c.p.cfg.Log, c.p.cfg.CUDACompressSlots)
 	return err == nil
 }
 
@@ -100,7 +100,7 @@ func (c *Conn) gpuCompresses(out *Output, m *protocol.Batch, ds *deviceState) bo
 // batch has no records.
 func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState, src uintptr, lim gpu.Admitter) (int64, error) {
 	start := time.Now()
-	comp, err := ds.compressor(c.p.cfg.Log)
+	comp, err := ds.compressor(c.p.cfg.Log, c.p.cfg.CUDACompressSlots)
 	if err != nil {
 		return 0, err
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
+	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/protocol"
@@ -42,7 +43,13 @@ type Config struct {
 	// MemfdIdleGrace is how long a connection with no map output open
 	// keeps its cached memfd mappings; 0: DefaultMemfdIdleGrace.
 	MemfdIdleGrace time.Duration
+	// CUDACompressSlots: device batches each device compresses at once
+	// (0: DefaultCompressSlots).
+	CUDACompressSlots int
 }
+
+// DefaultCompressSlots is Config.CUDACompressSlots's default.
+const DefaultCompressSlots = gpu.DefaultCompressSlots
 
 // DefaultMemfdIdleGrace is how long, unless configured otherwise, a
 // connection with no map output open keeps its cached memfd mappings for

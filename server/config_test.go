@@ -118,6 +118,9 @@ func TestValidate(t *testing.T) {
 		{func(c *server.Config) { c.MemfdIdleGrace = -time.Second }, "--memfd-idle-grace: must be > 0 and at most 1m0s, got -1s"},
 		{func(c *server.Config) { c.MemfdIdleGrace = 2 * time.Minute }, "--memfd-idle-grace: must be > 0 and at most 1m0s, got 2m0s"},
 		{func(c *server.Config) { c.MemfdIdleGrace = time.Minute }, ""},
+		{func(c *server.Config) { c.CUDACompressSlots = -1 }, "--cuda-compress-slots: must be in [0,64] (0: 4), got -1"},
+		{func(c *server.Config) { c.CUDACompressSlots = 65 }, "--cuda-compress-slots: must be in [0,64] (0: 4), got 65"},
+		{func(c *server.Config) { c.CUDACompressSlots = 64 }, ""},
 		{func(c *server.Config) { c.FrameMemory = 1 << 20 }, "--frame-memory: must be at least --max-frame (67108864, 64MiB), got 1048576"},
 		{func(c *server.Config) { c.MaxFrame = 512 << 20; c.FrameMemory = 0; c.EnsureDefaults() }, ""},
 	}
@@ -169,6 +172,7 @@ func TestBindFlags(t *testing.T) {
 		"--max-connections=10", "--max-connections-per-uid=3", "--frame-memory=32MiB",
 		"--partition-state-limit-per-uid=512KiB", "--max-open-outputs-per-uid=40", "--hello-timeout=3s",
 		"--memfd-idle-grace=500ms",
+		"--cuda-compress-slots=12",
 	})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -204,6 +208,7 @@ func TestBindFlags(t *testing.T) {
 		LogLevel:                  slog.LevelDebug,
 		LogFormat:                 "json",
 		CUDAStagingPrime:          true,
+		CUDACompressSlots:         12,
 		NoCUDACompress:            true,
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	fs := flag.NewFlagSet("shuffled serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the daemon's run, start to drain, to `file` (read with go tool pprof)")
 	var cfg server.Config
 	if err := cfg.Load(fs, args, os.LookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -45,6 +47,13 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	log := newLogger(stderr, cfg)
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop(log)
+	}
 	// Records in flight are bounded by --limit; give the garbage collector
 	// a soft bound a little above it, unless the operator set GOMEMLIMIT.
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
@@ -173,4 +182,24 @@ func metricsAddr(ln net.Listener) string {
 		return "off"
 	}
 	return ln.Addr().String()
+}
+
+// startCPUProfile starts a CPU profile into a new file at path and returns
+// what stops it and closes the file.
+func startCPUProfile(path string) (func(*slog.Logger), error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("--cpu-profile %s: %w", path, err)
+	}
+	return func(log *slog.Logger) {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Warn("--cpu-profile", "path", path, "err", err)
+		}
+	}, nil
 }
