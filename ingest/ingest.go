@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
@@ -39,6 +40,9 @@ type Config struct {
 	NoCUDACompress bool
 	// CUDAStagingPrime: Prime opens every CUDA device and pins its staging.
 	CUDAStagingPrime bool
+	// MemfdIdleGrace is how long a connection with no map output open
+	// keeps its cached memfd mappings; 0: DefaultMemfdIdleGrace.
+	MemfdIdleGrace time.Duration
 	// CUDACompressSlots: device batches each device compresses at once
 	// (0: DefaultCompressSlots).
 	CUDACompressSlots int
@@ -46,6 +50,12 @@ type Config struct {
 
 // DefaultCompressSlots is Config.CUDACompressSlots's default.
 const DefaultCompressSlots = gpu.DefaultCompressSlots
+
+// DefaultMemfdIdleGrace is how long, unless configured otherwise, a
+// connection with no map output open keeps its cached memfd mappings for
+// its next map output: long enough for an executor's next task, short
+// enough that a client done with its memfds soon gets their pages back.
+const DefaultMemfdIdleGrace = 2 * time.Second
 
 // Planes are the daemon's data planes: what the connections share (the
 // devices and their IPC mappings, the device-to-host totals).
@@ -59,6 +69,9 @@ type Planes struct {
 func New(cfg Config) *Planes {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.MemfdIdleGrace <= 0 {
+		cfg.MemfdIdleGrace = DefaultMemfdIdleGrace
 	}
 	return &Planes{cfg: cfg}
 }
@@ -83,11 +96,14 @@ type Conn struct {
 func (p *Planes) NewConn(ctx context.Context, budget *MemfdBudget) *Conn {
 	c := &Conn{p: p, ctx: ctx}
 	c.memfds.budget = budget
+	c.memfds.grace = p.cfg.MemfdIdleGrace
 	return c
 }
 
-// Idle drops the memfd mappings the connection caches: it has no map
-// output open, so nothing of it references them. A batch still reading
+// Idle says the connection has no map output open, so nothing of it
+// references the memfd mappings it caches: they are dropped once
+// MemfdIdleGrace passes with no batch, or sooner when another connection
+// of the peer uid needs their share of its budget. A batch still reading
 // one unmaps it when done.
 func (c *Conn) Idle() { c.memfds.idle() }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
 	"golang.org/x/sys/unix"
@@ -105,10 +106,15 @@ type memfdMapping struct {
 //
 // The mappings of every connection of one peer uid share that uid's
 // budget (MemfdBudget, MemfdUIDBytes): a mapping the budget cannot hold,
-// even once the connection's own least recently used ones are out, is not
-// cached. A connection with no map output open drops its cache (idle):
-// nothing of it references the mappings then, and a client that closed its
-// memfds gets their pages back.
+// even once the uid's idle connections have let go of theirs and the
+// connection's own least recently used ones are out, is not cached. A
+// connection with no map output open is idle: nothing of it references the
+// mappings then, and a client that closed its memfds must get their pages
+// back. An idle cache keeps its mappings for a grace period only (the next
+// map task of an executor sends the same memfds again a moment later), and
+// drops them when it ends, when the connection's next batch comes (it is
+// busy again), or before that when another connection of the uid needs the
+// budget's room.
 type memfdCache struct {
 	mu      sync.Mutex
 	entries []*memfdMapping // most recently used last
@@ -116,6 +122,18 @@ type memfdCache struct {
 	seen    map[memfdKey]struct{}
 	closed  bool
 	budget  *MemfdBudget // the peer uid's; nil: none (tests)
+
+	// grace is how long an idle cache keeps its mappings; 0 drops them at
+	// once.
+	grace time.Duration
+	// idleGen counts the cache's idle periods: the expiry of one that has
+	// ended (a batch came, or the cache was emptied) does nothing.
+	idleGen uint64
+	idling  bool        // idle with mappings kept, in budget.idle
+	timer   *time.Timer // the expiry of the idle period; nil: none
+	// afterFunc schedules the expiry (time.AfterFunc; tests run it
+	// themselves).
+	afterFunc func(time.Duration, func()) *time.Timer
 }
 
 // MemfdUIDBytes bounds the bytes of the cached mappings of all the
@@ -130,6 +148,9 @@ type MemfdBudget struct {
 	mu    sync.Mutex
 	used  int64
 	limit int64 // MemfdUIDBytes; 0 means it too (tests set less)
+	// idle are the uid's connections that keep mappings while idle: what
+	// a busy connection may take back when the budget is short.
+	idle map[*memfdCache]struct{}
 }
 
 // take reserves n bytes, false when they do not fit.
@@ -167,6 +188,52 @@ func (b *MemfdBudget) held() int64 {
 	return b.used
 }
 
+// setIdle adds c to the idle caches, or takes it out.
+func (b *MemfdBudget) setIdle(c *memfdCache, idle bool) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !idle {
+		delete(b.idle, c)
+		return
+	}
+	if b.idle == nil {
+		b.idle = make(map[*memfdCache]struct{})
+	}
+	b.idle[c] = struct{}{}
+}
+
+// reclaimIdle empties the idle caches of the uid's connections other than
+// c, until n bytes fit or none is left. The caller holds no cache's lock.
+func (b *MemfdBudget) reclaimIdle(c *memfdCache, n int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	caches := make([]*memfdCache, 0, len(b.idle))
+	for o := range b.idle {
+		if o != c {
+			caches = append(caches, o)
+		}
+	}
+	b.mu.Unlock()
+	for _, o := range caches {
+		o.expire(0)
+		b.mu.Lock()
+		limit := b.limit
+		if limit == 0 {
+			limit = MemfdUIDBytes
+		}
+		fits := b.used+n <= limit
+		b.mu.Unlock()
+		if fits {
+			return
+		}
+	}
+}
+
 // mapFD is mapMemfd through the cache.
 func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 	defer unix.Close(fd)
@@ -175,8 +242,9 @@ func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 		return nil, nil, fmt.Errorf("memfd: fstat: %w", err)
 	}
 	key := memfdKey{dev: uint64(st.Dev), ino: st.Ino}
+	c.mu.Lock()
+	c.busyLocked()
 	if length > 0 && off >= 0 {
-		c.mu.Lock()
 		for i, e := range c.entries {
 			if e.key == key && off >= e.start && length <= e.end-off {
 				e.refs++
@@ -185,27 +253,28 @@ func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 				return e.mem[off-e.start : off-e.start+length], c.releaser(e), nil
 			}
 		}
-		c.mu.Unlock()
 	}
+	c.mu.Unlock()
 	mem, err := mapRegion(fd, &st, off, length)
 	if err != nil || mem == nil {
 		return nil, func() {}, err
 	}
 	start := off &^ (int64(os.Getpagesize()) - 1)
 	data := mem[off-start:]
+	uncached := func() ([]byte, func(), error) { return data, func() { _ = unix.Munmap(mem) }, nil }
+	n := int64(len(mem))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, again := c.seen[key]
-	if c.closed || !again || int64(len(mem)) > memfdCacheBytes {
+	if c.closed || !again || n > memfdCacheBytes {
 		if !again && !c.closed {
 			if c.seen == nil || len(c.seen) >= memfdCacheSeen {
 				c.seen = make(map[memfdKey]struct{})
 			}
 			c.seen[key] = struct{}{}
 		}
-		return data, func() { _ = unix.Munmap(mem) }, nil
+		return uncached()
 	}
-	e := &memfdMapping{key: key, mem: mem, start: start, end: start + int64(len(mem)), refs: 1}
 	for i := 0; i < len(c.entries); {
 		if old := c.entries[i]; old.key == key { // another region of the same memfd
 			c.dropLocked(i)
@@ -213,18 +282,36 @@ func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 		}
 		i++
 	}
-	for len(c.entries) > 0 && (len(c.entries) >= memfdCacheEntries || c.bytes+int64(len(mem)) > memfdCacheBytes) {
-		c.dropLocked(0)
-	}
-	for !c.budget.take(int64(len(mem))) {
-		if len(c.entries) == 0 { // the uid's other connections hold its budget
-			return data, func() { _ = unix.Munmap(mem) }, nil
+	c.boundLocked(n)
+	if !c.budget.take(n) {
+		// The uid's idle connections let go first, with c.mu released:
+		// each takes its own lock.
+		c.mu.Unlock()
+		c.budget.reclaimIdle(c, n)
+		c.mu.Lock()
+		if c.closed {
+			return uncached()
 		}
+		c.boundLocked(n)
+		for !c.budget.take(n) {
+			if len(c.entries) == 0 { // the uid's busy connections hold its budget
+				return uncached()
+			}
+			c.dropLocked(0)
+		}
+	}
+	e := &memfdMapping{key: key, mem: mem, start: start, end: start + n, refs: 1}
+	c.entries = append(c.entries, e)
+	c.bytes += n
+	return data, c.releaser(e), nil
+}
+
+// boundLocked drops the least recently used mappings until one of n more
+// bytes fits the connection's bounds. c.mu is held.
+func (c *memfdCache) boundLocked(n int64) {
+	for len(c.entries) > 0 && (len(c.entries) >= memfdCacheEntries || c.bytes+n > memfdCacheBytes) {
 		c.dropLocked(0)
 	}
-	c.entries = append(c.entries, e)
-	c.bytes += int64(len(mem))
-	return data, c.releaser(e), nil
 }
 
 // releaser returns the function a batch calls once it no longer reads e.
@@ -256,15 +343,65 @@ func (c *memfdCache) dropLocked(i int) {
 	}
 }
 
-// idle empties the cache (the memfds seen once stay known): the
-// connection has no map output open, so nothing of it references the
-// mappings. A batch still reading one unmaps it when done.
-func (c *memfdCache) idle() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// dropAllLocked empties the cache and ends its idle period. c.mu is held.
+func (c *memfdCache) dropAllLocked() {
+	c.busyLocked()
 	for len(c.entries) > 0 {
 		c.dropLocked(len(c.entries) - 1)
 	}
+}
+
+// busyLocked ends the idle period, if any: its expiry does nothing. c.mu
+// is held.
+func (c *memfdCache) busyLocked() {
+	if !c.idling {
+		return
+	}
+	c.idling = false
+	c.idleGen++
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.budget.setIdle(c, false)
+}
+
+// idle starts an idle period (the memfds seen once stay known): the
+// connection has no map output open, so nothing of it references the
+// mappings. They are dropped after the grace period unless a batch comes
+// first; a batch still reading one unmaps it when done.
+func (c *memfdCache) idle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.idling {
+		return
+	}
+	if c.grace <= 0 {
+		c.dropAllLocked()
+		return
+	}
+	// Scheduled even with nothing cached: a batch being mapped as the
+	// connection's last map output ends (aborted by a removal) may still
+	// add a mapping.
+	c.idling = true
+	c.idleGen++
+	gen := c.idleGen
+	c.budget.setIdle(c, true)
+	after := c.afterFunc
+	if after == nil {
+		after = time.AfterFunc
+	}
+	c.timer = after(c.grace, func() { c.expire(gen) })
+}
+
+// expire empties the cache if it is still in idle period gen (0: any).
+func (c *memfdCache) expire(gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.idling || (gen != 0 && gen != c.idleGen) {
+		return
+	}
+	c.dropAllLocked()
 }
 
 // close empties the cache for good: the connection has ended.
@@ -272,9 +409,7 @@ func (c *memfdCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	for len(c.entries) > 0 {
-		c.dropLocked(len(c.entries) - 1)
-	}
+	c.dropAllLocked()
 	c.seen = nil
 }
 

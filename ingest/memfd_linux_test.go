@@ -3,8 +3,11 @@ package ingest
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
 	"golang.org/x/sys/unix"
@@ -14,7 +17,14 @@ import (
 // bytes before it a hole).
 func sealedTestMemfd(t *testing.T, data []byte, at int64) int {
 	t.Helper()
-	fd, err := unix.MemfdCreate("cache", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	return namedTestMemfd(t, "cache", data, at)
+}
+
+// namedTestMemfd is sealedTestMemfd of a memfd named name (in
+// /proc/self/maps, "/memfd:name").
+func namedTestMemfd(t *testing.T, name string, data []byte, at int64) int {
+	t.Helper()
+	fd, err := unix.MemfdCreate(name, unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,4 +257,203 @@ func TestMemfdRegionWithHoles(t *testing.T) {
 		t.Fatalf("mapMemfd of the written second half = %d bytes, %v", len(data), err)
 	}
 	unmap()
+}
+
+// mapsNamedMemfd reports how many mappings of this process are of the
+// memfd named name.
+func mapsNamedMemfd(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "/memfd:"+name+" ")
+}
+
+// idleClock stands in for the cache's timer: it keeps the expiries the
+// cache schedules, for the test to run.
+type idleClock struct {
+	graces   []time.Duration
+	expiries []func()
+}
+
+func (k *idleClock) afterFunc(d time.Duration, f func()) *time.Timer {
+	k.graces = append(k.graces, d)
+	k.expiries = append(k.expiries, f)
+	return time.AfterFunc(time.Hour, func() {}) // stopped by the cache, never run
+}
+
+// cacheTwice maps bytes [0, len(data)) of fd through c twice (the second
+// time cached), checks what it reads and releases both; it returns the
+// address of the bytes the second batch read.
+func cacheTwice(t *testing.T, c *memfdCache, fd int, data []byte) *byte {
+	t.Helper()
+	var p *byte
+	for range 2 {
+		mem, release, err := c.mapFD(dupFD(t, fd), 0, int64(len(data)))
+		if err != nil {
+			t.Fatalf("mapFD: %v", err)
+		}
+		if !bytes.Equal(mem, data) {
+			t.Fatal("mapFD read other bytes than the memfd holds")
+		}
+		p = &mem[0]
+		release()
+	}
+	return p
+}
+
+// TestMemfdCacheIdleGrace checks that a connection with no map output open
+// keeps its mappings for the grace period: the next map output's batches
+// are served from them (and end the idle period, whose expiry then does
+// nothing), and the expiry of an idle period that ran its course unmaps
+// them and gives the uid's budget back.
+func TestMemfdCacheIdleGrace(t *testing.T) {
+	const size = 3 << 16
+	const name = "idle-grace"
+	data := bytes.Repeat([]byte("idle grace "), size/11+1)[:size]
+	fd := namedTestMemfd(t, name, data, 0)
+	budget := &MemfdBudget{}
+	var clock idleClock
+	c := memfdCache{budget: budget, grace: 5 * time.Second, afterFunc: clock.afterFunc}
+	defer c.close()
+	first := cacheTwice(t, &c, fd, data)
+
+	c.idle() // the map output committed
+	if len(clock.expiries) != 1 || clock.graces[0] != 5*time.Second {
+		t.Fatalf("idle scheduled expiries after %v, want one after 5s", clock.graces)
+	}
+	if n, b := c.len(); n != 1 || b != size || budget.held() != size {
+		t.Fatalf("an idle cache in its grace period holds %d mappings of %d bytes, the budget %d; want 1 of %d, all of them", n, b, budget.held(), size)
+	}
+	mem, release, err := c.mapFD(dupFD(t, fd), 0, size) // the next map output's batch
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &mem[0] != first {
+		t.Error("the next map output's batch mapped the memfd again instead of using the kept mapping")
+	}
+	release()
+	clock.expiries[0]() // too late: the connection is busy again
+	if n, _ := c.len(); n != 1 || mapsNamedMemfd(t, name) != 1 {
+		t.Errorf("the expiry of an idle period a batch ended dropped the cache: %d mappings, %d in /proc/self/maps; want 1 and 1", n, mapsNamedMemfd(t, name))
+	}
+
+	c.idle()
+	c.idle() // again: the first deadline stands
+	if len(clock.expiries) != 2 {
+		t.Fatalf("two idle calls in one idle period scheduled %d expiries in all, want 2", len(clock.expiries))
+	}
+	clock.expiries[1]()
+	if n, b := c.len(); n != 0 || b != 0 || budget.held() != 0 {
+		t.Errorf("after its grace period an idle cache holds %d mappings of %d bytes, the budget %d; want none", n, b, budget.held())
+	}
+	if n := mapsNamedMemfd(t, name); n != 0 {
+		t.Errorf("after the grace period the memfd is still mapped %d times, want 0", n)
+	}
+	if second := cacheTwice(t, &c, fd, data); c.len1() != 1 || second == nil {
+		t.Errorf("after an expired idle period the memfd is not cached again at its next batch")
+	}
+}
+
+// len1 reports how many mappings c caches.
+func (c *memfdCache) len1() int {
+	n, _ := c.len()
+	return n
+}
+
+// TestMemfdCacheIdleClose checks that an idle cache's mappings go at once
+// when its connection ends, grace period or not, and that the expiry
+// scheduled before does nothing then.
+func TestMemfdCacheIdleClose(t *testing.T) {
+	const name = "idle-close"
+	data := bytes.Repeat([]byte{7}, 8192)
+	fd := namedTestMemfd(t, name, data, 0)
+	budget := &MemfdBudget{}
+	var clock idleClock
+	c := memfdCache{budget: budget, grace: time.Minute, afterFunc: clock.afterFunc}
+	cacheTwice(t, &c, fd, data)
+	c.idle()
+	c.close()
+	if n, b := c.len(); n != 0 || b != 0 || budget.held() != 0 || mapsNamedMemfd(t, name) != 0 {
+		t.Errorf("a closed idle cache holds %d mappings of %d bytes, the budget %d, the process maps the memfd %d times; want none", n, b, budget.held(), mapsNamedMemfd(t, name))
+	}
+	budget.mu.Lock()
+	idle := len(budget.idle)
+	budget.mu.Unlock()
+	if idle != 0 {
+		t.Errorf("the budget lists %d idle caches after the only one closed, want 0", idle)
+	}
+	clock.expiries[0]()
+	if n, _ := c.len(); n != 0 {
+		t.Errorf("the expiry after close left %d mappings", n)
+	}
+}
+
+// TestMemfdCacheIdleGivesWay has one connection of a uid keep a mapping
+// while idle and another need the uid's budget: the idle one's mapping goes
+// and the busy one's is cached, the budget never holding more than its
+// limit; a busy connection's mappings are never taken that way.
+func TestMemfdCacheIdleGivesWay(t *testing.T) {
+	const size = 3 << 16
+	budget := &MemfdBudget{limit: size + size/2}
+	var clock idleClock
+	a := memfdCache{budget: budget, grace: time.Minute, afterFunc: clock.afterFunc}
+	b := memfdCache{budget: budget, grace: time.Minute, afterFunc: clock.afterFunc}
+	defer a.close()
+	defer b.close()
+	da := bytes.Repeat([]byte("a"), size)
+	db := bytes.Repeat([]byte("b"), size)
+	fa, fb := namedTestMemfd(t, "gives-way-a", da, 0), namedTestMemfd(t, "gives-way-b", db, 0)
+
+	cacheTwice(t, &a, fa, da)
+	cacheTwice(t, &b, fb, db) // a is busy: b's mapping is not cached
+	if a.len1() != 1 || b.len1() != 0 || budget.held() != size {
+		t.Fatalf("with a busy: a caches %d, b %d, the budget holds %d; want 1, 0, %d", a.len1(), b.len1(), budget.held(), size)
+	}
+	a.idle()
+	cacheTwice(t, &b, fb, db)
+	if a.len1() != 0 || b.len1() != 1 || budget.held() != size {
+		t.Errorf("with a idle: a caches %d, b %d, the budget holds %d; want 0, 1, %d", a.len1(), b.len1(), budget.held(), size)
+	}
+	if n := mapsNamedMemfd(t, "gives-way-a"); n != 0 {
+		t.Errorf("the idle connection's mapping that gave way is still mapped %d times", n)
+	}
+	if len(clock.expiries) != 1 {
+		t.Fatalf("%d expiries scheduled, want 1", len(clock.expiries))
+	}
+	clock.expiries[0]() // a's idle period already ended
+	if b.len1() != 1 || budget.held() != size {
+		t.Errorf("a's stale expiry changed b's cache (%d) or the budget (%d)", b.len1(), budget.held())
+	}
+}
+
+// TestMemfdCacheIdleReplacedMemfd has a client close a memfd whose mapping
+// an idle connection keeps and send a new one with other bytes: the new
+// memfd is another file (the kept mapping holds the old one's inode), so
+// its batches read its own bytes, never the kept mapping's.
+func TestMemfdCacheIdleReplacedMemfd(t *testing.T) {
+	const size = 1 << 16
+	var clock idleClock
+	c := memfdCache{budget: &MemfdBudget{}, grace: time.Minute, afterFunc: clock.afterFunc}
+	defer c.close()
+	for i := range 4 {
+		data := bytes.Repeat([]byte{byte('0' + i)}, size)
+		fd, err := unix.MemfdCreate(fmt.Sprint("replaced-", i), unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Pwrite(fd, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
+			t.Fatal(err)
+		}
+		cacheTwice(t, &c, fd, data) // checks the bytes read
+		unix.Close(fd)              // the client is done with it
+		c.idle()
+		if n, _ := c.len(); n != i+1 {
+			t.Errorf("after memfd %d the cache holds %d mappings, want %d", i, n, i+1)
+		}
+	}
 }

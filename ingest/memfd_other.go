@@ -4,6 +4,7 @@ package ingest
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
 )
@@ -13,7 +14,10 @@ func mapMemfd(fd int, off, length int64) ([]byte, func(), error) {
 }
 
 // memfdCache has nothing to cache where memfds do not exist.
-type memfdCache struct{ budget *MemfdBudget }
+type memfdCache struct {
+	budget *MemfdBudget
+	grace  time.Duration
+}
 
 func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 	return mapMemfd(fd, off, length)

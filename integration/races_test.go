@@ -470,17 +470,55 @@ func mapsMemfd(pid int, name string) (bool, error) {
 
 // TestMemfdReleasedWhenIdle sends one sealed memfd with two batches of a
 // map output (so the connection caches its mapping), commits, and closes
-// its own descriptor: with no map output open on the connection, the
-// daemon no longer maps it, though the connection stays open.
+// its own descriptor: once the connection has had no map output open for
+// --memfd-idle-grace, the daemon no longer maps it, though the connection
+// stays open.
 func TestMemfdReleasedWhenIdle(t *testing.T) {
-	d := startDaemon(t, config{})
+	d := startDaemon(t, config{args: []string{"--memfd-idle-grace", "100ms"}})
+	h := memfdCommitted(t, d, "idle-cache")
+	defer h.close()
+	if err := h.alive(); err != nil {
+		t.Fatal(err)
+	}
+	if err := memfdUnmapped(d, "idle-cache"); err != nil {
+		t.Errorf("the daemon still maps the memfd after its connection's last map output committed, the grace period passed and the client closed it: %v", err)
+	}
+	if err := h.alive(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMemfdKeptUntilClose is TestMemfdReleasedWhenIdle with a grace period
+// of a minute: the committed map output's memfd stays mapped for the
+// connection's next map output, and goes when the connection ends.
+func TestMemfdKeptUntilClose(t *testing.T) {
+	d := startDaemon(t, config{args: []string{"--memfd-idle-grace", "1m"}})
+	h := memfdCommitted(t, d, "kept-cache")
+	if err := h.alive(); err != nil {
+		t.Fatal(err)
+	}
+	if mapped, err := mapsMemfd(d.pid(), "kept-cache"); err != nil || !mapped {
+		t.Errorf("the daemon maps the memfd sent twice: %v, %v; want it kept in the grace period", mapped, err)
+	}
+	h.close()
+	if err := memfdUnmapped(d, "kept-cache"); err != nil {
+		t.Errorf("the daemon still maps the memfd after its connection ended: %v", err)
+	}
+}
+
+// memfdCommitted connects, sends a sealed memfd named name with two
+// batches of one map output (so the connection caches its mapping),
+// checks that the daemon maps it, commits the output and closes its own
+// descriptor of the memfd.
+func memfdCommitted(t *testing.T, d *daemon, name string) *hostile {
+	t.Helper()
 	e := &hostileEnv{socket: d.socket}
 	h, err := e.ready(false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.close()
-	fd, err := unix.MemfdCreate("idle-cache", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	t.Cleanup(h.close)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,17 +543,31 @@ func TestMemfdReleasedWhenIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if mapped, err := mapsMemfd(d.pid(), "idle-cache"); err != nil || !mapped {
+	if mapped, err := mapsMemfd(d.pid(), name); err != nil || !mapped {
 		t.Fatalf("the daemon maps the memfd sent twice: %v, %v; want it cached while the map output is open", mapped, err)
 	}
 	if _, err := h.call(&protocol.Commit{Handle: handle}, protocol.TypeCommitResult); err != nil {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-	if err := h.alive(); err != nil {
-		t.Fatal(err)
-	}
-	if mapped, err := mapsMemfd(d.pid(), "idle-cache"); err != nil || mapped {
-		t.Errorf("the daemon still maps the memfd after its connection's last map output committed and the client closed it (%v)", err)
+	return h
+}
+
+// memfdUnmapped waits until the daemon no longer maps the memfd named
+// name, and says so if it still does after waitTimeout.
+func memfdUnmapped(d *daemon, name string) error {
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		mapped, err := mapsMemfd(d.pid(), name)
+		if err != nil {
+			return err
+		}
+		if !mapped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still mapped %v later", waitTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -75,6 +75,12 @@ type Config struct {
 	// closed, so a connection that never speaks holds no slot of
 	// --max-connections for long. Default 10s.
 	HelloTimeout time.Duration
+	// MemfdIdleGrace is how long a connection with no map output open
+	// keeps the memfd mappings it caches for its next map output
+	// (--memfd-idle-grace); they still count against the peer uid's
+	// budget, and go sooner when another connection of the uid needs it or
+	// the connection ends. Default 2s; at most a minute.
+	MemfdIdleGrace time.Duration
 	// MaxConnections bounds the connections open at once, daemon-wide
 	// (--max-connections), and MaxConnectionsPerUID those of one peer uid
 	// (--max-connections-per-uid). Defaults 4096 and 1024. A connection

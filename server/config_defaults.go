@@ -8,6 +8,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
+	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/writer"
@@ -25,6 +26,7 @@ var defaultConfig = Config{
 	MaxConnections:       4096,
 	MaxConnectionsPerUID: 1024,
 	HelloTimeout:         10 * time.Second,
+	MemfdIdleGrace:       ingest.DefaultMemfdIdleGrace,
 	FrameMemory:          256 << 20,
 	DefaultCodec:         "lz4",
 	DefaultChecksum:      "ADLER32",
@@ -53,6 +55,7 @@ func (c *Config) EnsureDefaults() *Config {
 	setDefault(&c.MaxConnections, d.MaxConnections)
 	setDefault(&c.MaxConnectionsPerUID, d.MaxConnectionsPerUID)
 	setDefault(&c.HelloTimeout, d.HelloTimeout)
+	setDefault(&c.MemfdIdleGrace, d.MemfdIdleGrace)
 	setDefault(&c.DefaultCodec, d.DefaultCodec)
 	setDefault(&c.DefaultChecksum, d.DefaultChecksum)
 	setDefault(&c.BlockSize, d.BlockSize)

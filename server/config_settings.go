@@ -34,6 +34,7 @@ func (c *Config) settings() []setting {
 		{"partition-state-limit-per-uid", "memory `size` the open map outputs of one peer uid may hold per partition (0: half of --partition-state-limit)", sizeValue(&c.PartitionStateLimitPerUID)},
 		{"max-open-outputs-per-uid", "map outputs one peer uid may have open at once (`count`; 0: half of --max-open-outputs)", intValue(&c.MaxOpenOutputsPerUID)},
 		{"hello-timeout", "`duration` a new connection has to send its Hello before it is closed", durationValue(&c.HelloTimeout)},
+		{"memfd-idle-grace", "`duration` a connection with no map output open keeps its cached memfd mappings for its next one (at most 1m)", durationValue(&c.MemfdIdleGrace)},
 		{"max-connections", "client connections open at once, daemon-wide (`count`)", intValue(&c.MaxConnections)},
 		{"max-connections-per-uid", "client connections open at once from one peer uid (`count`)", intValue(&c.MaxConnectionsPerUID)},
 		{"frame-memory", "memory `size` for the payloads of the frames connections are reading, daemon-wide (raised to --max-frame if below it)", sizeValue(&c.FrameMemory)},

@@ -34,6 +34,7 @@ func TestEnsureDefaults(t *testing.T) {
 		MaxConnections:       4096,
 		MaxConnectionsPerUID: 1024,
 		HelloTimeout:         10 * time.Second,
+		MemfdIdleGrace:       2 * time.Second,
 		FrameMemory:          256 << 20,
 		MaxOpenOutputs:       65536,
 		DefaultCodec:         "lz4",
@@ -114,6 +115,9 @@ func TestValidate(t *testing.T) {
 		{func(c *server.Config) { c.MaxOpenOutputsPerUID = 65537 }, "--max-open-outputs-per-uid: must be >= 0 (0: half of --max-open-outputs) and at most --max-open-outputs (65536), got 65537"},
 		{func(c *server.Config) { c.PartitionStateLimitPerUID = -1 }, "--partition-state-limit-per-uid: must be >= 0"},
 		{func(c *server.Config) { c.HelloTimeout = -time.Second }, "--hello-timeout: must be > 0, got -1s"},
+		{func(c *server.Config) { c.MemfdIdleGrace = -time.Second }, "--memfd-idle-grace: must be > 0 and at most 1m0s, got -1s"},
+		{func(c *server.Config) { c.MemfdIdleGrace = 2 * time.Minute }, "--memfd-idle-grace: must be > 0 and at most 1m0s, got 2m0s"},
+		{func(c *server.Config) { c.MemfdIdleGrace = time.Minute }, ""},
 		{func(c *server.Config) { c.CUDACompressSlots = -1 }, "--cuda-compress-slots: must be in [0,64] (0: 4), got -1"},
 		{func(c *server.Config) { c.CUDACompressSlots = 65 }, "--cuda-compress-slots: must be in [0,64] (0: 4), got 65"},
 		{func(c *server.Config) { c.CUDACompressSlots = 64 }, ""},
@@ -167,6 +171,7 @@ func TestBindFlags(t *testing.T) {
 		"--partition-state-limit=1MiB", "--max-open-outputs=100", "--no-cuda-compress",
 		"--max-connections=10", "--max-connections-per-uid=3", "--frame-memory=32MiB",
 		"--partition-state-limit-per-uid=512KiB", "--max-open-outputs-per-uid=40", "--hello-timeout=3s",
+		"--memfd-idle-grace=500ms",
 		"--cuda-compress-slots=12",
 	})
 	if err != nil {
@@ -185,6 +190,7 @@ func TestBindFlags(t *testing.T) {
 		MaxConnectionsPerUID:      3,
 		FrameMemory:               32 << 20,
 		HelloTimeout:              3 * time.Second,
+		MemfdIdleGrace:            500 * time.Millisecond,
 		MaxOpenOutputsPerUID:      40,
 		PartitionStateLimitPerUID: 512 << 10,
 		DefaultCodec:              "zstd",

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/disks"
@@ -20,6 +21,9 @@ const (
 	maxBlockSize  = 32 << 20
 	minMaxFrame   = protocol.MinMaxFrame
 	maxMaxFrame   = 1 << 30
+	// maxMemfdIdleGrace bounds how long a connection with no map output
+	// open keeps its client's memfd pages mapped.
+	maxMemfdIdleGrace = time.Minute
 )
 
 // Validate reports every invalid field, each named by its flag with the
@@ -74,6 +78,9 @@ func (c *Config) Validate() error {
 		bad("max-open-outputs-per-uid", "must be >= 0 (0: half of --max-open-outputs) and at most --max-open-outputs (%d), got %d", c.MaxOpenOutputs, c.MaxOpenOutputsPerUID)
 	}
 	positive(bad, "hello-timeout", c.HelloTimeout)
+	if c.MemfdIdleGrace <= 0 || c.MemfdIdleGrace > maxMemfdIdleGrace {
+		bad("memfd-idle-grace", "must be > 0 and at most %v, got %v", maxMemfdIdleGrace, c.MemfdIdleGrace)
+	}
 	positive(bad, "max-connections", c.MaxConnections)
 	positive(bad, "max-connections-per-uid", c.MaxConnectionsPerUID)
 	if c.FrameMemory < int64(c.MaxFrame) {

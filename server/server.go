@@ -190,7 +190,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	lim := s.eng.Limiter()
-	s.planes = ingest.New(ingest.Config{Log: s.log, Limiter: lim, NoCUDACompress: cfg.NoCUDACompress, CUDAStagingPrime: cfg.CUDAStagingPrime, CUDACompressSlots: cfg.CUDACompressSlots})
+	s.planes = ingest.New(ingest.Config{Log: s.log, Limiter: lim, NoCUDACompress: cfg.NoCUDACompress, CUDAStagingPrime: cfg.CUDAStagingPrime, CUDACompressSlots: cfg.CUDACompressSlots, MemfdIdleGrace: cfg.MemfdIdleGrace})
 	if err := s.planes.Prime(); err != nil {
 		s.planes.Close()
 		s.eng.Close()
