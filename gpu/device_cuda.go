@@ -30,9 +30,11 @@ type Device struct {
 	name    string
 	ctx     *cu.Ctx
 	// d2h are the streams of device-to-host copies, taken in turn: a
-	// copy's completion notice (a host function) holds back its own
-	// stream only, while the next copy runs on another.
-	d2h  [streamDepth]cu.Stream
+	// stream runs its copies one after another, so that with many
+	// connections copying at once a small copy (a batch's offsets) would
+	// otherwise wait behind others' whole batches; d2hStreams of them let
+	// that many copies be in flight side by side.
+	d2h  [d2hStreams]cu.Stream
 	next atomic.Uint32
 	// raw is the context's driver handle, for the copy path, which makes
 	// it current on whatever thread calls (see CopyAsync).
@@ -360,6 +362,10 @@ func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, err
 	return &Copy{d: d, ev: ev}, nil
 }
 
+// d2hStreams is the number of streams a device's copies to the host take
+// in turn.
+const d2hStreams = 8
+
 // copySpin bounds how long Wait polls a copy before it blocks in the
 // driver: longer than a staging chunk's copy at PCIe or NVLink rates.
 const copySpin = 5 * time.Millisecond
@@ -369,6 +375,11 @@ const copySpin = 5 * time.Millisecond
 // driver. It is not cancellable: the destination must not be reused
 // before the device is done writing it. Wait must be called once.
 func (c *Copy) Wait() error { return c.wait(copySpin) }
+
+// WaitBlocking is Wait without the polling: it blocks in the driver at
+// once unless the copy has landed, for a copy that may queue behind
+// others, where polling would burn a core for the time they take.
+func (c *Copy) WaitBlocking() error { return c.wait(0) }
 
 // wait is Wait polling for up to spin; with spin 0 it blocks in the
 // driver at once if the copy has not landed (for work that takes

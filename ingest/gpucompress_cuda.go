@@ -264,7 +264,7 @@ func prefetch(ctx context.Context, ds *deviceState, src uintptr, ranges []gpu.Ra
 		copies = append(copies, c)
 	}
 	for _, c := range copies {
-		if werr := c.Wait(); werr != nil && err == nil {
+		if werr := c.WaitBlocking(); werr != nil && err == nil {
 			err = werr
 		}
 	}

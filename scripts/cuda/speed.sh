@@ -23,7 +23,9 @@
 # the profiles with `go tool pprof -top FILE` on a machine with Go.
 #
 # Usage: scripts/cuda/speed.sh [BINDIR]   (default bin/cuda; TASKS=600,
-# REPS=3, T_RUN=60 per load generator run)
+# REPS=3, T_RUN=60 per load generator run; DAEMON_FLAGS are added to
+# every daemon's; CEILING=0 skips step 3). The profiles, logs and runs'
+# JSON end up in $OUT/speed.tar.gz beside summary.txt.
 set -u
 cd "$(dirname "$0")/../.."
 bin=$(cd "${1:-bin/cuda}" && pwd)
@@ -59,7 +61,8 @@ field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$work/r.json" | head -n 1; }
 daemon() {
 	name=$1
 	shift
-	"$bin/shuffled" serve --socket "$work/$name.sock" --root "$work/$name-root" --cpu-profile "$out/$name.prof" "$@" 2>"$out/$name.log" &
+	# shellcheck disable=SC2086
+	"$bin/shuffled" serve --socket "$work/$name.sock" --root "$work/$name-root" --cpu-profile "$out/$name.prof" ${DAEMON_FLAGS:-} "$@" 2>"$out/$name.log" &
 	eval "pid_$name=$!"
 	pids="$pids $!"
 	i=0
@@ -113,7 +116,7 @@ for s in ${SLOTS:-4 8 16}; do
 	fi
 	stop "slots$s"
 done
-if daemon ceiling; then
+if [ "${CEILING:-1}" != 0 ] && daemon ceiling; then
 	run "warm" ceiling --gpu --concurrency "$conc" --codec none --tasks 64
 	for r in $(seq "$reps"); do
 		run "ceiling-$r" ceiling --gpu --concurrency "$conc" --codec none
@@ -135,4 +138,5 @@ if [ "${CPUSCALE:-0}" = 1 ]; then
 		cpurun "cpu-allcores-x8-$r" "$bin/shuffled-loadgen" --concurrency 32 # the default is 4
 	done
 fi
+(cd "$out" && tar -czf speed.tar.gz --remove-files -- *.prof *.log runs.json 2>/dev/null)
 cat "$sum"
