@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/shuffled/shuffled/codec"
@@ -239,49 +238,5 @@ func TestReadHost(t *testing.T) {
 	boom := errors.New("copy failed")
 	if _, _, err := tb.l.ReadHost(func([]byte, int64) error { return boom }); !errors.Is(err, boom) || errors.Is(err, ErrInvalid) {
 		t.Errorf("ReadHost with a failing copy: %v, want the copy's error", err)
-	}
-}
-
-// KnownReads are ReadHost's reads that need no device copy first: all of
-// them for a flat batch, in order; for a nested one, those of the columns
-// above every list, each read by ReadHost in that order.
-func TestKnownReads(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		tb   *testBatch
-		flat bool
-	}{
-		{"lineitem", newTestBatch(t, "lineitem", 500, 7, 0.2), true},
-		{"types", newTestBatch(t, "types", 300, 5, 0.3), true},
-		{"nested", newNestedTestBatch(t, 300, 3, 0.3, 9), false},
-		{"nested, no rows", newNestedTestBatch(t, 0, 3, 0.3, 4), false},
-	} {
-		var reads []Range
-		if _, _, err := tc.tb.l.ReadHost(func(dst []byte, off int64) error {
-			reads = append(reads, Range{Offset: off, Length: int64(len(dst))})
-			copy(dst, tc.tb.region[off:])
-			return nil
-		}); err != nil {
-			t.Fatalf("%s: ReadHost: %v", tc.name, err)
-		}
-		known := tc.tb.l.KnownReads()
-		if tc.flat && !slices.Equal(known, reads) {
-			t.Errorf("%s: KnownReads = %v, want ReadHost's reads %v", tc.name, known, reads)
-		}
-		if len(known) == 0 && len(reads) > 0 {
-			t.Errorf("%s: no known reads of ReadHost's %d", tc.name, len(reads))
-		}
-		next := 0
-		for _, r := range reads {
-			if next < len(known) && r == known[next] {
-				next++
-			}
-		}
-		if next != len(known) {
-			t.Errorf("%s: KnownReads %v are not all among ReadHost's reads %v in order (matched %d)", tc.name, known, reads, next)
-		}
-		if !tc.flat && len(known) >= len(reads) {
-			t.Errorf("%s: %d known reads of ReadHost's %d: the reads below a list cannot be known", tc.name, len(known), len(reads))
-		}
 	}
 }

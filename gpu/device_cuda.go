@@ -30,11 +30,9 @@ type Device struct {
 	name    string
 	ctx     *cu.Ctx
 	// d2h are the streams of device-to-host copies, taken in turn: a
-	// stream runs its copies one after another, so that with many
-	// connections copying at once a small copy (a batch's offsets) would
-	// otherwise wait behind others' whole batches; d2hStreams of them let
-	// that many copies be in flight side by side.
-	d2h  [d2hStreams]cu.Stream
+	// copy's completion notice (a host function) holds back its own
+	// stream only, while the next copy runs on another.
+	d2h  [streamDepth]cu.Stream
 	next atomic.Uint32
 	// raw is the context's driver handle, for the copy path, which makes
 	// it current on whatever thread calls (see CopyAsync).
@@ -361,10 +359,6 @@ func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, err
 	}
 	return &Copy{d: d, ev: ev}, nil
 }
-
-// d2hStreams is the number of streams a device's copies to the host take
-// in turn.
-const d2hStreams = 8
 
 // copySpin bounds how long Wait polls a copy before it blocks in the
 // driver: longer than a staging chunk's copy at PCIe or NVLink rates.

@@ -177,34 +177,6 @@ type HostBuffers struct {
 	Validity [][]byte
 }
 
-// KnownReads lists the reads of ReadHost that the layout alone locates,
-// in the order ReadHost makes them: those of the columns whose row count
-// the layout gives (the top-level columns and the struct fields above any
-// list), which are all of them for a batch without List or Map columns.
-// A caller may issue them at once, ahead of ReadHost, and serve ReadHost's
-// reads of the same ranges from its copies; the reads below a list depend
-// on what those return. l must have passed Validate.
-func (l *Layout) KnownReads() []Range {
-	var rs []Range
-	_ = l.walk(func(i, rows int) (int, error) {
-		if rows < 0 {
-			return -1, nil
-		}
-		c := &l.Columns[i]
-		if c.Type == partition.Void && rows > 0 {
-			rs = append(rs, Range{Offset: c.Validity.Offset, Length: int64(rows+7) / 8})
-		}
-		if !c.Type.HasOffsets() {
-			return rows, nil
-		}
-		if c.Offsets.Length >= 4 {
-			rs = append(rs, Range{Offset: c.Offsets.Offset, Length: 4 * min(c.Offsets.Length/4, int64(rows)+1)})
-		}
-		return -1, nil
-	})
-	return rs
-}
-
 // ReadHost makes the host copies PlanColumnar needs of the batch l
 // locates in an allocation that l.Validate has passed, calling read to
 // copy len(dst) bytes from offset off of the allocation into dst. It

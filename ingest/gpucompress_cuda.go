@@ -3,7 +3,6 @@
 package ingest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,7 +115,7 @@ func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState,
 			err = fmt.Errorf("%w: Batch.opaque: %v", errdefs.ErrInvalidArgument, err)
 		}
 	case protocol.KindColumnar:
-		pl, copied, err = planColumnar(c.ctx, ds, out, &m.Columnar, src, size)
+		pl, copied, err = planColumnar(ds, out, &m.Columnar, src, size)
 	default:
 		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
@@ -167,12 +166,9 @@ func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState,
 // String, Binary, List and Map columns and the bitmaps of its Void
 // columns copied to the host (gpu.Layout.ReadHost: the plan needs them
 // for the records' sizes, split points and children's rows) and checked.
-// The copies the layout alone locates (all of them for a batch without
-// lists) are queued together into pinned staging and waited for once;
-// the rest, below a list, follow one by one. It returns the bytes it
-// copied; a layout that does not check out is of class
-// errdefs.ErrInvalidArgument.
-func planColumnar(ctx context.Context, ds *deviceState, out *Output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
+// It returns the bytes it copied; a layout that does not check out is of
+// class errdefs.ErrInvalidArgument.
+func planColumnar(ds *deviceState, out *Output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
 		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errdefs.ErrInvalidArgument, err)
 	}
@@ -199,15 +195,7 @@ func planColumnar(ctx context.Context, ds *deviceState, out *Output, cl *protoco
 	if err := out.checkColumns(columnar.Skeleton(cl)); err != nil {
 		return nil, 0, err
 	}
-	known, err := prefetch(ctx, ds, src, l.KnownReads())
-	if err != nil {
-		return nil, 0, err
-	}
-	defer known.release()
 	host, copied, err := l.ReadHost(func(dst []byte, off int64) error {
-		if known.serve(dst, off) {
-			return nil
-		}
 		return ds.dev.CopyToHost(unsafe.Pointer(&dst[0]), src+uintptr(off), int64(len(dst)))
 	})
 	if errors.Is(err, gpu.ErrInvalid) {
@@ -221,83 +209,6 @@ func planColumnar(ctx context.Context, ds *deviceState, out *Output, cl *protoco
 		return invalid(err)
 	}
 	return pl, copied, nil
-}
-
-// prefetched holds copies of ranges of a device batch, made together.
-type prefetched struct {
-	staged *gpu.Staged
-	ranges []gpu.Range // of the batch, in the order they lie in staged
-	at     []int64     // where each lies in staged
-	next   int         // the range the next serve most likely asks for
-}
-
-// prefetch copies the ranges of the batch at device address src into one
-// pinned staging buffer of ds's pool, queueing every copy before waiting
-// for any. The caller releases the result.
-func prefetch(ctx context.Context, ds *deviceState, src uintptr, ranges []gpu.Range) (*prefetched, error) {
-	var total int64
-	at := make([]int64, len(ranges))
-	for i, r := range ranges {
-		at[i] = total
-		total += r.Length
-	}
-	pf := &prefetched{ranges: ranges, at: at}
-	if total == 0 {
-		return pf, nil
-	}
-	s, err := ds.pool.Get(ctx, int(total))
-	if err != nil {
-		return nil, err
-	}
-	pf.staged = s
-	buf := s.Bytes()
-	copies := make([]*gpu.Copy, 0, len(ranges))
-	for i, r := range ranges {
-		if r.Length == 0 {
-			continue
-		}
-		c, cerr := ds.dev.CopyAsync(unsafe.Pointer(&buf[at[i]]), src+uintptr(r.Offset), r.Length)
-		if cerr != nil {
-			err = cerr
-			break
-		}
-		copies = append(copies, c)
-	}
-	for _, c := range copies {
-		if werr := c.WaitBlocking(); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err != nil {
-		pf.release()
-		return nil, err
-	}
-	return pf, nil
-}
-
-// serve fills dst with the copy of the len(dst) bytes at off of the batch,
-// if it holds them, and reports whether it did.
-func (pf *prefetched) serve(dst []byte, off int64) bool {
-	if pf.staged == nil {
-		return false
-	}
-	want := gpu.Range{Offset: off, Length: int64(len(dst))}
-	for k := range pf.ranges {
-		i := (pf.next + k) % len(pf.ranges)
-		if pf.ranges[i] == want {
-			copy(dst, pf.staged.Bytes()[pf.at[i]:pf.at[i]+want.Length])
-			pf.next = i + 1
-			return true
-		}
-	}
-	return false
-}
-
-func (pf *prefetched) release() {
-	if pf.staged != nil {
-		pf.staged.Release()
-		pf.staged = nil
-	}
 }
 
 // logDeviceTotals logs to a connection's log, when a connection that sent
