@@ -164,8 +164,7 @@ func TestConnectionBounds(t *testing.T) {
 		open[0].uc.Close()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			r := dialRaw(t, d)
-			if _, m := r.call(1, &protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "raw"}); m.Type() == protocol.TypeServerHello {
+			if helloAnswered(dialRaw(t, d)) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -174,6 +173,22 @@ func TestConnectionBounds(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// helloAnswered sends a Hello on r and reports whether the daemon answered
+// it with its ServerHello: false when it refused the connection, whose
+// id-0 Error and close may come before the Hello is even written.
+func helloAnswered(r *rawConn) bool {
+	if err := protocol.WriteFrame(r.uc, 1, &protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "raw"}); err != nil {
+		return false
+	}
+	r.uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	f, err := r.rd.ReadFrame(nil)
+	if err != nil {
+		return false
+	}
+	m, err := protocol.DecodeFrame(&f)
+	return err == nil && m.Type() == protocol.TypeServerHello
 }
 
 // TestFrameMemory: a connection whose frame payload would exceed the
