@@ -1,12 +1,13 @@
 package disks
 
 import (
-	"bytes"
 	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shuffled/shuffled/testkit"
 )
 
 // fakeDisk is one disk of a fakeFS.
@@ -118,12 +119,12 @@ type fakeSet struct {
 	fs    *fakeFS
 	clock *fakeClock
 	dirs  []string
-	log   *syncBuffer
+	log   *testkit.SyncBuffer
 }
 
 func newFakeSet(t testing.TB, n int, total, used uint64, opts ...Option) *fakeSet {
 	t.Helper()
-	f := &fakeSet{fs: newFakeFS(), clock: newFakeClock(), log: &syncBuffer{}}
+	f := &fakeSet{fs: newFakeFS(), clock: newFakeClock(), log: &testkit.SyncBuffer{}}
 	for range n {
 		f.dirs = append(f.dirs, f.fs.add(t, t.TempDir(), total, used))
 	}
@@ -140,22 +141,4 @@ func newFakeSet(t testing.TB, n int, total, used uint64, opts ...Option) *fakeSe
 	return f
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func newTextLogger(b *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+func newTextLogger(b *testkit.SyncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shuffled/shuffled/testkit"
 )
 
 func TestParseWatermark(t *testing.T) {
@@ -180,7 +182,7 @@ func TestNewDirs(t *testing.T) {
 func TestSharedDeviceWarning(t *testing.T) {
 	// Two directories of one file system, with the real statfs: admission
 	// works, and the log says the space is counted twice.
-	buf := &syncBuffer{}
+	buf := &testkit.SyncBuffer{}
 	dirs := []string{t.TempDir(), t.TempDir()}
 	if _, err := New(dirs, WithLogger(newTextLogger(buf)), WithLowWatermark(Bytes(0))); err != nil {
 		t.Fatal(err)

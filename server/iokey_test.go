@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/shuffled/shuffled/client"
@@ -18,29 +17,12 @@ import (
 	"github.com/shuffled/shuffled/iocrypt"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit"
 	"github.com/shuffled/shuffled/testkit/leakcheck"
 	"github.com/shuffled/shuffled/vfs"
 )
 
 var testIOKey = []byte("KEY-0123456789ab") // 16 bytes: AES-128
-
-// syncBuffer collects a daemon's log, safe for its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // keyInText reports whether s shows the test key, as bytes or in hex.
 func keyInText(s string) bool {
@@ -64,7 +46,7 @@ func dialKey(t *testing.T, d *daemon, app, executor string, key []byte) (*client
 // The daemon's debug log never shows the key.
 func TestEncryptedRoundTrip(t *testing.T) {
 	leakcheck.Check(t)
-	var logged syncBuffer
+	var logged testkit.SyncBuffer
 	dir := t.TempDir()
 	cfg := Config{SocketPath: filepath.Join(dir, "s.sock"), Root: filepath.Join(dir, "root"), LimitBytes: 4 << 20, PoolSize: 2}
 	d := startDaemonWith(t, cfg, WithLogger(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))))

@@ -14,6 +14,7 @@ import (
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/protocol"
+	"github.com/shuffled/shuffled/testkit"
 )
 
 func TestRefusalLogRateLimit(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRefusedRegistrationIsLoud(t *testing.T) {
 	allowed := t.TempDir()
 	outside := t.TempDir()
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	m := metrics.New()
 	d := startDaemonWith(t, Config{
 		SocketPath:   filepath.Join(dir, "s.sock"),

@@ -1,35 +1,16 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shuffled/shuffled/testkit"
 )
-
-// lockedBuffer is a bytes.Buffer the daemon's logger and the test may use
-// at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // --cpu-profile writes a profile of the run that ends at the drain, and
 // refuses a file that exists (it never overwrites one).
@@ -42,7 +23,7 @@ func TestServeCPUProfile(t *testing.T) {
 	prof := filepath.Join(dir, "cpu.prof")
 	args := []string{"--socket", filepath.Join(dir, "s.sock"), "--root", filepath.Join(dir, "root"), "--cpu-profile", prof}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, args, io.Discard, &logs) }()
 	deadline := time.Now().Add(30 * time.Second)
