@@ -9,7 +9,8 @@
 //   - testkit itself, testkit/leakcheck and testkit/tmpfs import nothing
 //     of the project, so the in-package tests of the lowest packages (vfs,
 //     shufflefile) may use them: testkit.Promptly, for opens that must
-//     never block on a FIFO, is here for that reason.
+//     never block on a FIFO, is here for that reason, and
+//     testkit.SyncBuffer, a log buffer the daemon's goroutines share.
 //   - testkit/shuffletest lays out committed map outputs with shufflefile
 //     and vfs, so only tests of packages above those, or external tests
 //     (package shufflefile_test), import it.
