@@ -131,34 +131,13 @@ type ProcessesReport struct {
 	// Workload is each process's (concurrency included).
 	Workload
 
-	Tasks            int     `json:"tasks"`
-	Partitions       int     `json:"partitions"`
-	Rows             int64   `json:"rows"`
-	Batches          int64   `json:"batches"`
-	SerializedBytes  int64   `json:"serialized_bytes"`
-	OutputBytes      int64   `json:"output_bytes"`
-	CompressionRatio float64 `json:"compression_ratio"`
-	// ElapsedS is from the first process's start to the last one's end,
-	// and the rates are over it.
-	ElapsedS      float64 `json:"elapsed_s"`
-	StartUnixNs   int64   `json:"start_unix_ns"`
-	EndUnixNs     int64   `json:"end_unix_ns"`
-	ThroughputMBs float64 `json:"throughput_mb_s"`
-	OutputMBs     float64 `json:"output_mb_s"`
-	TasksPerS     float64 `json:"tasks_per_s"`
-
-	// LoadgenCPUS and LoadgenSetupCPUS are the processes' summed;
-	// DaemonCPUS is the daemon process's over the whole window (from
-	// /proc, -1 if not readable), read once by the run.
-	LoadgenCPUS      float64 `json:"loadgen_cpu_s"`
-	DaemonCPUS       float64 `json:"daemon_cpu_s"`
-	CPUAccounting    string  `json:"cpu_accounting"`
-	LoadgenSetupCPUS float64 `json:"loadgen_setup_cpu_s"`
-	WorkerS          float64 `json:"worker_s"`
-	WaitOpenS        float64 `json:"wait_open_s"`
-	WaitWriteS       float64 `json:"wait_write_s"`
-	WaitCommitS      float64 `json:"wait_commit_s"`
-	ProduceS         float64 `json:"produce_s"`
+	// Volume: ElapsedS is from the first process's start to the last
+	// one's end, and the rates are over it.
+	Volume
+	// ClientCost: the processes' CPU and waits summed; DaemonCPUS is the
+	// daemon process's over the whole window (from /proc, -1 if not
+	// readable), read once by the run.
+	ClientCost
 
 	// The daemon's figures, read by the run before and after every
 	// process's tasks, as Report's for an external daemon.
@@ -393,7 +372,8 @@ func RunProcesses(ctx context.Context, cfg Config, self string, progress io.Writ
 // reported. daemonCPU is the daemon's over the window, -1 if unknown;
 // before and after its figures around it.
 func aggregate(cfg *Config, reps []*Report, daemonCPU time.Duration, before, after map[string]int64) *ProcessesReport {
-	rep := &ProcessesReport{Daemon: "external", Processes: len(reps), Partitions: cfg.Partitions, CPUAccounting: cpuProcess, Verified: true, PerProcess: reps}
+	rep := &ProcessesReport{Daemon: "external", Processes: len(reps), Volume: Volume{Partitions: cfg.Partitions},
+		ClientCost: ClientCost{CPUAccounting: cpuProcess}, Verified: true, PerProcess: reps}
 	some := false
 	for _, r := range reps {
 		if r == nil {
@@ -410,13 +390,7 @@ func aggregate(cfg *Config, reps []*Report, daemonCPU time.Duration, before, aft
 		rep.Batches += r.Batches
 		rep.SerializedBytes += r.SerializedBytes
 		rep.OutputBytes += r.OutputBytes
-		rep.LoadgenCPUS += r.LoadgenCPUS
-		rep.LoadgenSetupCPUS += r.LoadgenSetupCPUS
-		rep.WorkerS += r.WorkerS
-		rep.WaitOpenS += r.WaitOpenS
-		rep.WaitWriteS += r.WaitWriteS
-		rep.WaitCommitS += r.WaitCommitS
-		rep.ProduceS += r.ProduceS
+		rep.add(r.ClientCost)
 		rep.MultiRunOutputs += r.MultiRunOutputs
 		rep.ExistingOutputs += r.ExistingOutputs
 		rep.Verified = rep.Verified && r.Verified
@@ -426,15 +400,10 @@ func aggregate(cfg *Config, reps []*Report, daemonCPU time.Duration, before, aft
 	if !some {
 		return nil
 	}
-	if rep.OutputBytes > 0 {
-		rep.CompressionRatio = round(float64(rep.SerializedBytes)/float64(rep.OutputBytes), 3)
-	}
-	elapsed := time.Duration(rep.EndUnixNs - rep.StartUnixNs)
-	if s := elapsed.Seconds(); s > 0 {
+	s := time.Duration(rep.EndUnixNs - rep.StartUnixNs).Seconds()
+	rep.setRates(s)
+	if s > 0 {
 		rep.ElapsedS = round(s, 3)
-		rep.ThroughputMBs = round(float64(rep.SerializedBytes)/s/1e6, 1)
-		rep.OutputMBs = round(float64(rep.OutputBytes)/s/1e6, 1)
-		rep.TasksPerS = round(float64(rep.Tasks)/s, 2)
 	}
 	for _, f := range []*float64{&rep.LoadgenCPUS, &rep.LoadgenSetupCPUS, &rep.WorkerS, &rep.WaitOpenS, &rep.WaitWriteS, &rep.WaitCommitS, &rep.ProduceS} {
 		*f = round(*f, 3)

@@ -41,16 +41,9 @@ func workloadOf(cfg *Config, p *pool) Workload {
 	}
 }
 
-// Report is what a daemon run measured. Its JSON field names are stable
-// (docs/benchmarks.md); sizes are bytes, rates use MB = 10^6 bytes.
-type Report struct {
-	// Daemon is "embedded", "child" (--daemon-bin) or "external".
-	Daemon string `json:"daemon"`
-	// DaemonReadyMs is a child daemon's time from exec to its READY
-	// notification.
-	DaemonReadyMs float64 `json:"daemon_ready_ms,omitempty"`
-	Workload
-
+// Volume is what a run's tasks moved and how fast, part of Report and of
+// ProcessesReport.
+type Volume struct {
 	Tasks      int   `json:"tasks"`
 	Partitions int   `json:"partitions"`
 	Rows       int64 `json:"rows"`
@@ -70,16 +63,23 @@ type Report struct {
 	ThroughputMBs float64 `json:"throughput_mb_s"`
 	OutputMBs     float64 `json:"output_mb_s"`
 	TasksPerS     float64 `json:"tasks_per_s"`
-	// CPUS is the CPU time, user and system, this process used during the
-	// run, and MBPerCPUS serialized MB per CPU second: with the embedded
-	// daemon, what the daemon and the load generator cost together, a
-	// figure that other load on the machine disturbs less than wall time.
-	// Both are omitted for an external daemon.
-	CPUS      float64 `json:"cpu_s,omitempty"`
-	MBPerCPUS float64 `json:"mb_per_cpu_s,omitempty"`
+}
 
-	// The load generator's own cost, beside the daemon's, so that a run
-	// shows whether it measured the daemon or its client.
+// setRates derives the compression ratio and, over s seconds, the rates.
+func (v *Volume) setRates(s float64) {
+	if v.OutputBytes > 0 {
+		v.CompressionRatio = round(float64(v.SerializedBytes)/float64(v.OutputBytes), 3)
+	}
+	if s > 0 {
+		v.ThroughputMBs = round(float64(v.SerializedBytes)/s/1e6, 1)
+		v.OutputMBs = round(float64(v.OutputBytes)/s/1e6, 1)
+		v.TasksPerS = round(float64(v.Tasks)/s, 2)
+	}
+}
+
+// ClientCost is the load generator's side of a run, part of Report and of
+// ProcessesReport.
+type ClientCost struct {
 	// LoadgenCPUS is the client side's CPU during the tasks (framing,
 	// sending, waiting calls' own work): with a daemon in another process,
 	// this whole process's; embedded, the task workers' threads' alone
@@ -102,6 +102,42 @@ type Report struct {
 	WaitWriteS  float64 `json:"wait_write_s"`
 	WaitCommitS float64 `json:"wait_commit_s"`
 	ProduceS    float64 `json:"produce_s"`
+}
+
+// add sums o's client-side times into c (not the daemon's CPU or the
+// accounting, which are the run's).
+func (c *ClientCost) add(o ClientCost) {
+	c.LoadgenCPUS += o.LoadgenCPUS
+	c.LoadgenSetupCPUS += o.LoadgenSetupCPUS
+	c.WorkerS += o.WorkerS
+	c.WaitOpenS += o.WaitOpenS
+	c.WaitWriteS += o.WaitWriteS
+	c.WaitCommitS += o.WaitCommitS
+	c.ProduceS += o.ProduceS
+}
+
+// Report is what a daemon run measured. Its JSON field names are stable
+// (docs/benchmarks.md); sizes are bytes, rates use MB = 10^6 bytes.
+type Report struct {
+	// Daemon is "embedded", "child" (--daemon-bin) or "external".
+	Daemon string `json:"daemon"`
+	// DaemonReadyMs is a child daemon's time from exec to its READY
+	// notification.
+	DaemonReadyMs float64 `json:"daemon_ready_ms,omitempty"`
+	Workload
+
+	Volume
+	// CPUS is the CPU time, user and system, this process used during the
+	// run, and MBPerCPUS serialized MB per CPU second: with the embedded
+	// daemon, what the daemon and the load generator cost together, a
+	// figure that other load on the machine disturbs less than wall time.
+	// Both are omitted for an external daemon.
+	CPUS      float64 `json:"cpu_s,omitempty"`
+	MBPerCPUS float64 `json:"mb_per_cpu_s,omitempty"`
+
+	// ClientCost is the load generator's own cost, beside the daemon's,
+	// so that a run shows whether it measured the daemon or its client.
+	ClientCost
 
 	// Commit latency: from the Commit call to its result.
 	CommitP50Ms float64 `json:"commit_p50_ms"`
@@ -179,10 +215,8 @@ type daemonStats struct {
 
 func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	rep := &Report{
-		Workload:   workloadOf(cfg, p),
-		Tasks:      len(r.tasks),
-		Partitions: cfg.Partitions,
-		ElapsedS:   r.elapsed.Seconds(),
+		Workload: workloadOf(cfg, p),
+		Volume:   Volume{Tasks: len(r.tasks), Partitions: cfg.Partitions, ElapsedS: r.elapsed.Seconds()},
 	}
 	if !r.start.IsZero() {
 		rep.StartUnixNs, rep.EndUnixNs = r.start.UnixNano(), r.start.Add(r.elapsed).UnixNano()
@@ -207,14 +241,7 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	if rep.Tasks > 0 {
 		rep.RunsPerMapOutput /= float64(rep.Tasks)
 	}
-	if rep.OutputBytes > 0 {
-		rep.CompressionRatio = round(float64(rep.SerializedBytes)/float64(rep.OutputBytes), 3)
-	}
-	if s := rep.ElapsedS; s > 0 {
-		rep.ThroughputMBs = round(float64(rep.SerializedBytes)/s/1e6, 1)
-		rep.OutputMBs = round(float64(rep.OutputBytes)/s/1e6, 1)
-		rep.TasksPerS = round(float64(rep.Tasks)/s, 2)
-	}
+	rep.setRates(rep.ElapsedS)
 	if c := r.cpu.Seconds(); c > 0 {
 		rep.CPUS = round(c, 3)
 		rep.MBPerCPUS = round(float64(rep.SerializedBytes)/c/1e6, 1)
