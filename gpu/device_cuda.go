@@ -370,11 +370,6 @@ const copySpin = 5 * time.Millisecond
 // before the device is done writing it. Wait must be called once.
 func (c *Copy) Wait() error { return c.wait(copySpin) }
 
-// WaitBlocking is Wait without the polling: it blocks in the driver at
-// once unless the copy has landed, for a copy that may queue behind
-// others, where polling would burn a core for the time they take.
-func (c *Copy) WaitBlocking() error { return c.wait(0) }
-
 // wait is Wait polling for up to spin; with spin 0 it blocks in the
 // driver at once if the copy has not landed (for work that takes
 // milliseconds, such as kernels queued before the copy).

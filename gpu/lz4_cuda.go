@@ -297,7 +297,7 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 	}
 	// The kernels take milliseconds: block, don't poll. A fault of
 	// theirs surfaces here.
-	if err := landed.WaitBlocking(); err != nil {
+	if err := landed.wait(0); err != nil {
 		return nil, err
 	}
 	for i := range pl.Records {

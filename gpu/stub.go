@@ -58,8 +58,7 @@ func (p *Pinned) Free() error   { return ErrNotSupported }
 // Copy is a device-to-host copy in flight. This build has none.
 type Copy struct{ _ [0]func() }
 
-func (c *Copy) Wait() error         { return ErrNotSupported }
-func (c *Copy) WaitBlocking() error { return ErrNotSupported }
+func (c *Copy) Wait() error { return ErrNotSupported }
 
 // Pool is a pool of pinned staging buffers. This build has none.
 type Pool struct{ _ [0]func() }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
-	"github.com/shuffled/shuffled/ingest"
 )
 
 // ErrInvalidConfig is wrapped by every error of Validate and ApplyEnv.
@@ -175,17 +174,13 @@ type Config struct {
 	// CUDACompressSlots is how many device batches each device compresses
 	// at once (--cuda-compress-slots): each slot is a CUDA stream with
 	// scratch memory that grows to about three times the largest batch it
-	// has compressed. Zero, the default, means DefaultCUDACompressSlots.
+	// has compressed. Zero, the default, means ingest.DefaultCompressSlots.
 	// A build without the GPU data plane accepts it and ignores it.
 	CUDACompressSlots int
 }
 
-// DefaultCUDACompressSlots is CUDACompressSlots's default and
-// MaxCUDACompressSlots its bound.
-const (
-	DefaultCUDACompressSlots = ingest.DefaultCompressSlots
-	MaxCUDACompressSlots     = 64
-)
+// MaxCUDACompressSlots bounds CUDACompressSlots.
+const MaxCUDACompressSlots = 64
 
 // uidStateLimit is what the open map outputs of one peer uid may hold of
 // the partition state: PartitionStateLimitPerUID, or half of

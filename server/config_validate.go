@@ -10,6 +10,7 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/disks"
+	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -69,7 +70,7 @@ func (c *Config) Validate() error {
 	positive(bad, "partition-state-limit", c.PartitionStateLimit)
 	positive(bad, "max-open-outputs", c.MaxOpenOutputs)
 	if c.CUDACompressSlots < 0 || c.CUDACompressSlots > MaxCUDACompressSlots {
-		bad("cuda-compress-slots", "must be in [0,%d] (0: %d), got %d", MaxCUDACompressSlots, DefaultCUDACompressSlots, c.CUDACompressSlots)
+		bad("cuda-compress-slots", "must be in [0,%d] (0: %d), got %d", MaxCUDACompressSlots, ingest.DefaultCompressSlots, c.CUDACompressSlots)
 	}
 	if c.PartitionStateLimitPerUID < 0 || c.PartitionStateLimitPerUID > c.PartitionStateLimit {
 		bad("partition-state-limit-per-uid", "must be >= 0 (0: half of --partition-state-limit) and at most --partition-state-limit (%d), got %d", c.PartitionStateLimit, c.PartitionStateLimitPerUID)

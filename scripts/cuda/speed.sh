@@ -7,6 +7,9 @@
 #     --cuda-compress-slots COUNT and a CPU profile, REPS runs of
 #     `shuffled-loadgen --gpu --concurrency C` (C from CONC, default 16)
 #     against it, then its own totals (the "device batches" log line).
+#     With MULTI=1, each of these daemons also gets the same run from two
+#     load generator processes at half the concurrency each
+#     (--processes 2).
 #  3. the ceiling: a daemon with a CPU profile whose device batches are
 #     copied to the host and written uncompressed (--codec none).
 #  4. with CPUSCALE=1, the CPU path's node scale (no GPU): the default
@@ -14,13 +17,10 @@
 #     (taskset -c 0,1) and on all cores, and on all cores with 8 times
 #     the map tasks in flight (executors that do not wait on their own
 #     commits alone).
-#  5. with MULTI=1, the same GPU run from two load generator processes
-#     at half the concurrency each (--processes 2), against the last
-#     daemon of step 2.
 # Each run prints end-to-end MB/s, the daemon's CPU seconds per GB
 # serialized (utime+stime from /proc) and the load generator's own CPU
-# and waits. Profiles and logs go to $OUT (default ./speed-out): read
-# the profiles with `go tool pprof -top FILE` on a machine with Go.
+# and waits. Results go to $OUT (default ./speed-out); read the profiles
+# with `go tool pprof -top BINDIR/shuffled FILE` on a machine with Go.
 #
 # Usage: scripts/cuda/speed.sh [BINDIR]   (default bin/cuda; TASKS=600,
 # REPS=3, T_RUN=60 per load generator run; DAEMON_FLAGS are added to
