@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/shuffled/shuffled/ingest"
 )
 
 // setting ties one field to its flag name, its environment variable and a
@@ -55,7 +57,7 @@ func (c *Config) settings() []setting {
 		{"log-format", "log `format`: text or json", stringValue(&c.LogFormat, strings.ToLower)},
 		{"cuda-staging-prime", "open every CUDA device and pin its staging buffers at startup, not at the first device batch (cuda builds only: no effect in others)", boolValue(&c.CUDAStagingPrime)},
 		{"no-cuda-compress", "compress device batches of lz4 map outputs on the CPU pool, not on the GPU (cuda builds only: no effect in others)", boolValue(&c.NoCUDACompress)},
-		{"cuda-compress-slots", "device batches each GPU compresses at once (`count`, 1-64; 0: 4); each holds scratch of about three times the largest batch (cuda builds only: no effect in others)", intValue(&c.CUDACompressSlots)},
+		{"cuda-compress-slots", fmt.Sprintf("device batches each GPU compresses at once (`count`, 1-%d; 0: %d); each holds scratch of about three times the largest batch (cuda builds only: no effect in others)", MaxCUDACompressSlots, ingest.DefaultCompressSlots), intValue(&c.CUDACompressSlots)},
 	}
 }
 
