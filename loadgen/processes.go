@@ -360,11 +360,7 @@ func RunProcesses(ctx context.Context, cfg Config, self string, progress io.Writ
 	if ferr != nil {
 		errs = append(errs, ferr)
 	}
-	rep := aggregate(&cfg, reps, daemonCPU, before, after)
-	if rep == nil {
-		return nil, errors.Join(errs...)
-	}
-	return rep, errors.Join(errs...)
+	return aggregate(&cfg, reps, daemonCPU, before, after), errors.Join(errs...)
 }
 
 // aggregate sums the processes' reports (nil where one has none) over the
