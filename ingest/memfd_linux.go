@@ -160,15 +160,20 @@ func (b *MemfdBudget) take(n int64) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	limit := b.limit
-	if limit == 0 {
-		limit = MemfdUIDBytes
-	}
-	if b.used+n > limit {
+	if !b.fitsLocked(n) {
 		return false
 	}
 	b.used += n
 	return true
+}
+
+// fitsLocked reports whether n more bytes fit the budget. b.mu is held.
+func (b *MemfdBudget) fitsLocked(n int64) bool {
+	limit := b.limit
+	if limit == 0 {
+		limit = MemfdUIDBytes
+	}
+	return b.used+n <= limit
 }
 
 // give returns n bytes that take reserved.
@@ -222,11 +227,7 @@ func (b *MemfdBudget) reclaimIdle(c *memfdCache, n int64) {
 	for _, o := range caches {
 		o.expire(0)
 		b.mu.Lock()
-		limit := b.limit
-		if limit == 0 {
-			limit = MemfdUIDBytes
-		}
-		fits := b.used+n <= limit
+		fits := b.fitsLocked(n)
 		b.mu.Unlock()
 		if fits {
 			return
