@@ -212,7 +212,7 @@ func (l *Layout) ReadHost(read func(dst []byte, off int64) error) (HostBuffers, 
 		if err := read(b, c.Offsets.Offset); err != nil {
 			return 0, err
 		}
-		if !nativeLittleEndian {
+		if !partition.NativeLittleEndian() {
 			for r := range o {
 				o[r] = int32(binary.LittleEndian.Uint32(b[4*r:]))
 			}
@@ -236,5 +236,3 @@ func (l *Layout) ReadHost(read func(dst []byte, off int64) error) (HostBuffers, 
 	}
 	return h, copied, nil
 }
-
-var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1

@@ -46,6 +46,11 @@ var kudoMagic = [4]byte{'K', 'U', 'D', '0'}
 
 var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
+// NativeLittleEndian reports whether this machine stores integers little
+// endian, as the payloads do: their int32 offsets can then be read in
+// place.
+func NativeLittleEndian() bool { return nativeLittleEndian }
+
 func pad4(n int) int { return (n + 3) &^ 3 }
 
 // kudoFlatColumns returns the number of flattened columns of a table of

@@ -17,9 +17,6 @@ const MaxType = protocol.TypeVoid
 // Supported reports whether this build serializes wire column type t.
 func Supported(t protocol.ColumnType) bool { return t != 0 && t <= MaxType }
 
-// nativeLittleEndian: int32 offsets in a payload are read in place.
-var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
 // View builds a partition.Batch over payload as the layout describes it.
 // Buffers alias payload; only unaligned int32 offsets are copied. The
 // result still goes through partition.Batch.Validate. A layout that does
@@ -115,7 +112,7 @@ func int32s(raw []byte, col int) ([]int32, error) {
 		return nil, fmt.Errorf("%w: column %d offsets: length %d is not a multiple of 4", errdefs.ErrInvalidArgument, col, len(raw))
 	}
 	n := len(raw) / 4
-	if nativeLittleEndian && uintptr(unsafe.Pointer(&raw[0]))%4 == 0 {
+	if partition.NativeLittleEndian() && uintptr(unsafe.Pointer(&raw[0]))%4 == 0 {
 		return unsafe.Slice((*int32)(unsafe.Pointer(&raw[0])), n), nil
 	}
 	out := make([]int32, n)
