@@ -478,9 +478,12 @@ func (s *Set) Refusals() uint64 { return s.refusals.Load() }
 // application may have that id.
 const RegistryName = ".shuffled-registry"
 
-// RegistryLogName is the registry's log of changes, beside RegistryName.
-// No application may have that id either.
-const RegistryLogName = RegistryName + ".log"
+// RegistryLogName is the registry's log of changes, beside RegistryName:
+// its name with RegistryLogSuffix. No application may have that id either.
+const RegistryLogName = RegistryName + RegistryLogSuffix
+
+// RegistryLogSuffix turns a registry file's name into its log's.
+const RegistryLogSuffix = ".log"
 
 // RegistryPath returns the path of the daemon's registry file.
 func (s *Set) RegistryPath() string { return filepath.Join(s.disks[0].dir, RegistryName) }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -29,7 +30,7 @@ func (r *registry) logLocked(rec registryRecord) {
 type persistence struct {
 	mu   sync.Mutex
 	fs   vfs.FS
-	path string // the snapshot's; the log's is path + ".log"
+	path string // the snapshot's; the log's is logPathOf(path)
 	sync bool
 	// kept is why the files could not be read at start: they are then kept
 	// as they are, never replaced nor removed, so that the owners and dirs
@@ -47,7 +48,7 @@ func (p *persistence) logPath() string { return logPathOf(p.path) }
 
 // logPathOf is the path of the log of the snapshot at path
 // (disks.RegistryLogName beside disks.RegistryName).
-func logPathOf(path string) string { return path + ".log" }
+func logPathOf(path string) string { return path + disks.RegistryLogSuffix }
 
 // snapshot returns the persistent part of the registry, and drops the
 // pending log records: the snapshot holds them.
