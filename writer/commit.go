@@ -34,8 +34,9 @@ type Result struct {
 	// file flushed (0 if that was before the call). MergeTail: from then
 	// until the data file was complete, the part of a merge of several
 	// runs (or of a Spec.Sink's Assemble) that did not overlap the
-	// encoding (0 also when an early merge was done by then); 0 for one
-	// run without a Spec.Sink. Files: writing the index and checksum files
+	// encoding (0 also when an early merge was done by then), or the
+	// writing of a single run that was still in memory; 0 for one run
+	// streamed to its file. Files: writing the index and checksum files
 	// and committing all three (0 for a Spec.Sink that writes no file).
 	EncodeWait, MergeTail, Files time.Duration
 }
@@ -178,7 +179,9 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 		}
 		return w.commitData(res, dataTemp, segments{alg: w.spec.Checksum, lengths: lengths, checksums: sums})
 	}
-	merged := len(w.streams) >= 2
+	// A merge of several runs, or a single run kept in memory, writes the
+	// data file now.
+	merged := len(w.streams) >= 2 || len(w.streams) == 1 && w.streams[0].sink.(*run).file == nil
 	dataTemp, seg, err := w.assemble(ctx, &res)
 	if err != nil {
 		return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
@@ -236,6 +239,11 @@ func (w *MapWriter) assemble(ctx context.Context, res *Result) (string, segments
 		return path, newSegments(w.spec.NumPartitions, w.spec.Checksum), nil
 	case 1:
 		ru := w.streams[0].sink.(*run)
+		if ru.file == nil { // kept in memory to the end
+			if err := ru.writeOut(); err != nil {
+				return "", segments{}, err
+			}
+		}
 		ru.releaseMemory()
 		w.streams = nil // the run file is now the data temp file; Commit owns it
 		return ru.file.path, ru.segments, nil

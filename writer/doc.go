@@ -16,20 +16,27 @@
 // queue; a map output's records go by partition, then run, so its runs
 // are encoded side by side.
 //
-// The first run streams to a partial file, which becomes the data file by
-// rename if no other run follows. A record whose partition id is lower than
-// the previous one starts a new run; nothing ever looks ahead. From then on
-// the first run's file keeps what it has written (its prefix), and every
-// run keeps its encoded bytes in memory, taking over their records' quota,
-// within a budget of a quarter of the limit (an eighth per map output); a
-// run that the budget refuses spills to a partial file (the first run to
-// its own, after the prefix). At Commit, runs in memory are merged into the
+// A record whose partition id is lower than the previous one starts a new
+// run; nothing ever looks ahead. Every run keeps its encoded bytes in
+// memory, taking over their records' quota, within a budget of a quarter
+// of the limit (an eighth per map output); a run that the budget refuses
+// spills to a partial file and streams there from then on. The first run
+// is kept in memory as well, so that a map output of several runs writes
+// each byte once, to its data file, unless it is known to be the only
+// run: when the client has marked the batch that starts it as its last
+// (MarkLast), it streams to a partial file, which becomes the data file
+// by rename; when the marked batch continues it, it goes to that file at
+// the batch's first record; and a single run still in memory at Commit is
+// written to its file then. At Commit, runs in memory are merged into the
 // data file partition by partition while they are still written: each
-// partition as soon as every run has passed it, the first run's prefix read
-// back from its file. A client that marks its last batch (MarkLast) lets
-// that merge start at the batch's first record instead, since no run can
-// follow. Runs in files are merged after they end (package merge, by
-// reading them a window at a time, large segments copied in the kernel).
+// partition as soon as every run has passed it. A client that marks its
+// last batch lets that merge start at the batch's first record instead,
+// since no run can follow. A first run that streamed to its file when a
+// second run started all the same (the mark was wrong, or the run had
+// spilled) keeps what it wrote there (its prefix), which the merge reads
+// back, and the rest in memory. Runs in files are merged after they end
+// (package merge, by reading them a window at a time, large segments
+// copied in the kernel).
 // Both merges preallocate the data file (vfs.Preallocate) for bytes their
 // runs hold before they write them, and only for those.
 //

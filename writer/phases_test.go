@@ -31,20 +31,28 @@ func TestCommitPhases(t *testing.T) {
 		name string
 		kind errorfs.OpKind
 		runs int
+		// mark: the op before which MarkLast is called (-1: never); a
+		// single run marked at its start streams to its file.
+		mark int
 		// limit: small enough that runs go to files, which the merge
 		// reads after the runs end.
 		limit int64
 		check func(t *testing.T, res Result)
 	}{
-		{"one run, slow renames", errorfs.OpRename, 1, 0, func(t *testing.T, res Result) {
+		{"one run streamed, slow renames", errorfs.OpRename, 1, 0, 0, func(t *testing.T, res Result) {
 			if res.Files < delay {
 				t.Errorf("Files = %v with renames of %v each, want at least that", res.Files, delay)
 			}
 			if res.MergeTail != 0 {
-				t.Errorf("MergeTail = %v for one run, want 0", res.MergeTail)
+				t.Errorf("MergeTail = %v for one run streamed to its file, want 0", res.MergeTail)
 			}
 		}},
-		{"runs in files, slow reads", errorfs.OpRead, 3, 16 << 10, func(t *testing.T, res Result) {
+		{"one run in memory, slow writes", errorfs.OpWrite, 1, -1, 0, func(t *testing.T, res Result) {
+			if res.MergeTail < delay {
+				t.Errorf("MergeTail = %v for one run written at Commit with writes of %v each, want at least that", res.MergeTail, delay)
+			}
+		}},
+		{"runs in files, slow reads", errorfs.OpRead, 3, -1, 16 << 10, func(t *testing.T, res Result) {
 			if res.MemoryRuns != 0 {
 				t.Fatalf("%d runs merged from memory, want all from files", res.MemoryRuns)
 			}
@@ -67,7 +75,7 @@ func TestCommitPhases(t *testing.T) {
 				Layout: shufflefile.Flat(dir)}
 			ops := workload(rng, spec.NumPartitions, tc.runs, 1500)
 			ctx := context.Background()
-			w, err := writeMarked(e, spec, ops, -1)
+			w, err := writeMarked(e, spec, ops, tc.mark)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,14 +10,18 @@ import (
 // A run is the sink of one maximal stretch of records with non-decreasing
 // partition ids: its bytes are, in order, every partition's segment.
 //
-// The first run of a map output streams to a run file, which becomes the
-// data file if no other run follows. When a second run starts, the first
-// one stops writing its file: the file keeps the run's first bytes (its
-// prefix) and the rest is kept in memory, as later runs keep theirs, until
-// the budget refuses more: the run then spills, writing what it holds to
-// its run file (a new one for a later run) and streaming there from then
-// on. At Commit, runs in memory are merged into the data file without a run
-// file in between, the first run's prefix read back from its file.
+// Every run keeps its bytes in memory until the budget refuses more: the
+// run then spills, writing what it holds to its run file and streaming
+// there from then on. The first run is the exception when it is known to
+// be the only one, the map output's last batch having been marked
+// (MarkLast) before its first record: it streams to its run file, which
+// becomes the data file; and when the marked batch turns out to continue
+// the first run, that run spills at its first record (settleFirstRun).
+// If a second run starts all the same while the first one streams to its
+// file, the file keeps the run's first bytes (its prefix) and the rest is
+// kept in memory. At Commit, runs in memory are merged into the data file
+// without a run file in between, the first run's prefix read back from
+// its file; a single run still in memory is written to its file then.
 type run struct {
 	w *MapWriter
 	// mu guards what a commit that merges the run while it is still
@@ -52,7 +56,11 @@ type run struct {
 }
 
 func (w *MapWriter) newRun(first bool) (*run, error) {
-	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: !first && w.e.memory.total > 0,
+	// A first run starts in memory too, unless it is the map output's
+	// last batch: then no other run follows, and its file becomes the
+	// data file without a copy.
+	mem := w.e.memory.total > 0 && (!first || !w.lastMarked)
+	ru := &run{w: w, segments: newSegments(w.spec.NumPartitions, w.spec.Checksum), mem: mem,
 		seal: first && w.spec.Encryption != nil}
 	ru.cond.L = &ru.mu
 	if !ru.mem {
@@ -65,10 +73,11 @@ func (w *MapWriter) newRun(first bool) (*run, error) {
 	return ru, nil
 }
 
-// follow turns the first run to memory once a second run starts (the
-// data file will be a merge, not this run's file): what it has written
-// stays in its file as its prefix, and its next bytes are kept in memory.
-// It runs before the run's stream can end (its queue is still open).
+// follow turns a first run that streams to its file to memory once a
+// second run starts (the data file will be a merge, not this run's
+// file): what it has written stays in its file as its prefix, and its
+// next bytes are kept in memory. It runs before the run's stream can end
+// (its queue is still open).
 func (ru *run) follow() error {
 	if ru.w.e.memory.total == 0 {
 		return nil
@@ -251,6 +260,28 @@ func (ru *run) close(failed bool) error {
 	ru.cond.Broadcast()
 	ru.mu.Unlock()
 	return err
+}
+
+// toFile makes a run that is in memory its file's: what it holds is
+// written there, and its next bytes follow (the run becomes the data
+// file). It does nothing for a run already in a file.
+func (ru *run) toFile() error {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if !ru.mem || ru.prefix > 0 {
+		return nil
+	}
+	return ru.spill()
+}
+
+// writeOut writes a finished run that was kept in memory to its run file
+// and closes it, so that the file holds the whole run (a single run's
+// file becomes the data file).
+func (ru *run) writeOut() error {
+	if err := ru.toFile(); err != nil {
+		return err
+	}
+	return ru.file.close(false)
 }
 
 func (ru *run) remove() {

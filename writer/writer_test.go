@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -641,8 +642,9 @@ func TestLastRunSpills(t *testing.T) {
 }
 
 // TestFirstRunPrefix merges a first run whose bytes are partly in its file
-// and partly in memory: it wrote to its file until the second run started
-// and keeps the rest in memory, or spills it. Its file part ends after the
+// and partly in memory: it streamed to its file (its batch was marked as
+// the last) until the second run started and keeps the rest in memory, or
+// spills it. Its file part ends after the
 // whole run, after some of it (anywhere, also inside a partition of
 // several records), or at nothing; it holds pieces of a partition large
 // enough to be copied file to file and small ones read back through the
@@ -728,6 +730,10 @@ func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, s
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Marked as the last batch at its first record, the first run streams
+	// to its file, as a client's only batch does; the runs that follow all
+	// the same (the mark was wrong) leave it a prefix there.
+	w.MarkLast()
 	write := func(ops []op) {
 		for _, o := range ops {
 			if err := w.Write(ctx, o.p, o.data); err != nil {
@@ -776,6 +782,9 @@ func TestMapOutputsGoOneAfterAnother(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// One batch, marked: its run streams to its file, so that the
+		// first Commit has nothing left to write once its records are.
+		w.MarkLast()
 		for p := range n {
 			if err := w.Write(ctx, p, data[int(m-1)*n+p]); err != nil {
 				t.Fatal(err)
@@ -847,4 +856,66 @@ func TestMapOutputsTakeTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkQuiet(t, e)
+}
+
+// TestFirstRunWhere checks where a map output's first run goes, by the
+// temp files of its data file that the writer creates: kept in memory
+// with the runs after it (the merge's temp file only) unless its batch is
+// marked as the last at its first record (its own file, which becomes the
+// data file), or the marked batch continues it (it goes to its file
+// then); a single run never marked is written to its file at Commit. The
+// data reads back whole every time.
+func TestFirstRunWhere(t *testing.T) {
+	const parts = 20
+	for _, c := range []struct {
+		name    string
+		runs    int
+		mark    func(ops []op) int // the op MarkLast precedes, -1 for none
+		creates int
+		merged  bool // the commit wrote the data file (MergeTail may be above 0)
+	}{
+		{"two runs, the last marked", 2, lastRunStart, 1, true},
+		{"two runs, none marked", 2, func([]op) int { return -1 }, 1, true},
+		{"one run, marked at its start", 1, func([]op) int { return 0 }, 1, false},
+		{"one run, marked in its middle", 1, func(ops []op) int { return len(ops) / 2 }, 1, false},
+		{"one run, none marked", 1, func([]op) int { return -1 }, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := Spec{ID: shufflefile.ID{Shuffle: 9, Map: 1}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32}
+			var creates atomic.Int64
+			count := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if name := filepath.Base(op.Path); op.Kind == errorfs.OpCreate && shufflefile.IsTempName(name) &&
+					strings.HasPrefix(name, shufflefile.DataName(spec.ID)+".") {
+					creates.Add(1)
+				}
+				return nil
+			})
+			e := newEngine(t, WithFS(errorfs.New(vfs.Default, count)), WithLimit(64<<20), WithRecordSize(4<<10), WithWorkers(2))
+			dir := t.TempDir()
+			rng := rand.New(rand.NewPCG(61, uint64(c.runs)))
+			ops := fullRuns(rng, c.runs, parts, func() int { return 1 + rng.IntN(6000) })
+			spec.Layout = shufflefile.Flat(dir)
+			w, err := writeMarked(e, spec, ops, c.mark(ops))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := w.Commit(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Runs != c.runs {
+				t.Fatalf("%d runs, want %d", res.Runs, c.runs)
+			}
+			if n := creates.Load(); n != int64(c.creates) {
+				t.Errorf("%d temp files of the data file created, want %d", n, c.creates)
+			}
+			if c.runs == 2 && res.MemoryRuns != 2 {
+				t.Errorf("%d runs merged from memory, want both", res.MemoryRuns)
+			}
+			if !c.merged && res.MergeTail != 0 {
+				t.Errorf("MergeTail %v for a run streamed to its file, want 0", res.MergeTail)
+			}
+			checkMerged(t, e, spec, dir, ops)
+		})
+	}
 }
