@@ -9,8 +9,9 @@
 // for byte, from plans made on the host (PlanOpaque, PlanColumnar: SHFC
 // blocks or kudo tables of columns of every type of package partition,
 // nested ones to any depth, from host copies of the offsets that cut them:
-// Layout.ReadHost; Covers says which formats and types, and its callers
-// serialize any other batch on the CPU).
+// HostReader, or Layout.ReadHost with copies of the caller's; Covers says
+// which formats and types, and its callers serialize any other batch on
+// the CPU).
 //
 // The implementation lives behind the cuda build tag and uses
 // gorgonia.org/cu, which initializes the driver when the program starts
@@ -18,9 +19,16 @@
 // entry point returns ErrNotSupported and nothing links against CUDA.
 //
 // Invariants: every CUDA call for a device runs on that device's one
-// goroutine locked to an OS thread; asynchronous copies only ever land in
-// pinned host memory; a staging buffer is handed out again only after the
-// copy into it has completed and its user released it.
+// goroutine locked to an OS thread, except the device-to-host copies:
+// CopyAsync and HostReader.Read queue theirs (and wait for them) from the
+// calling goroutine's thread with the context made current there, on
+// streams of their own, so that the offsets and streams of many batches
+// do not queue behind each other on the device's goroutine; creating and
+// destroying streams, events and memory stays on it. Asynchronous copies
+// only ever land in pinned host memory; a staging buffer is handed out
+// again only after the copy into it has completed and its user released
+// it, and a host reader's pinned memory is reused only by its next Read,
+// after the last one waited for its copies.
 package gpu
 
 import "github.com/shuffled/shuffled/errdefs"
