@@ -19,16 +19,19 @@
 // entry point returns ErrNotSupported and nothing links against CUDA.
 //
 // Invariants: every CUDA call for a device runs on that device's one
-// goroutine locked to an OS thread, except the device-to-host copies:
-// CopyAsync and HostReader.Read queue theirs (and wait for them) from the
-// calling goroutine's thread with the context made current there, on
-// streams of their own, so that the offsets and streams of many batches
-// do not queue behind each other on the device's goroutine; creating and
-// destroying streams, events and memory stays on it. Asynchronous copies
-// only ever land in pinned host memory; a staging buffer is handed out
-// again only after the copy into it has completed and its user released
-// it, and a host reader's pinned memory is reused only by its next Read,
-// after the last one waited for its copies.
+// goroutine locked to an OS thread, except the work of a batch:
+// CopyAsync and HostReader.Read queue their copies (and wait for them),
+// and Compressor.Compress its uploads, kernels and the streams' offsets,
+// from the calling goroutine's thread with the context made current
+// there, on streams of their own (a copy's, a reader's, a compressor
+// slot's), so that the batches of many connections do not queue behind
+// each other on the device's goroutine; creating and destroying streams,
+// events and memory stays on it. Asynchronous copies only ever land in,
+// and asynchronous uploads only ever leave, pinned host memory; a staging
+// buffer is handed out again only after the copy into it has completed
+// and its user released it; a host reader's pinned memory is reused only
+// by its next Read, and a compressor slot's only by its next batch, after
+// the last one waited for its work.
 package gpu
 
 import "github.com/shuffled/shuffled/errdefs"

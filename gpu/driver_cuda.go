@@ -117,6 +117,8 @@ static CUresult readRound(CUcontext ctx, CUstream s, CUevent ev, const uintptr_t
 	return r;
 }
 
+static CUresult setCurrent(CUcontext ctx) { return cuCtxSetCurrent(ctx); }
+
 static CUresult currentCtx(CUcontext *ctx) { return cuCtxGetCurrent(ctx); }
 
 static CUresult copyDtoHAsync(void *dst, uintptr_t src, size_t n, CUstream s) {
@@ -220,6 +222,9 @@ func eventFinish(ctx C.CUcontext, ev C.CUevent, block bool) error {
 	}
 	return check("cuEventSynchronize", C.eventFinish(ctx, ev, b))
 }
+
+// setCurrent makes ctx current on the calling thread (lock it first).
+func setCurrent(ctx C.CUcontext) error { return check("cuCtxSetCurrent", C.setCurrent(ctx)) }
 
 // currentContext is the context current on the calling thread.
 func currentContext() (C.CUcontext, error) {
