@@ -267,7 +267,7 @@ func skeleton(l *Layout, meta []ColumnMeta, host HostBuffers) (*partition.Batch,
 	// parents[d] is the column whose children depth d+1 fills.
 	var stack []*partition.Column
 	var left []int // children still to come, per stack entry
-	err := l.walk(func(i, rows int) (int, error) {
+	err := l.walkRows(func(i, rows int) (int, error) {
 		c := &l.Columns[i]
 		if err := l.checkRows(i, rows); err != nil {
 			return 0, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/shuffled/shuffled/codec"
@@ -238,5 +239,65 @@ func TestReadHost(t *testing.T) {
 	boom := errors.New("copy failed")
 	if _, _, err := tb.l.ReadHost(func([]byte, int64) error { return boom }); !errors.Is(err, boom) || errors.Is(err, ErrInvalid) {
 		t.Errorf("ReadHost with a failing copy: %v, want the copy's error", err)
+	}
+}
+
+// levelCopier is a hostCopier that copies from region and records the
+// columns each round of copies reads.
+type levelCopier struct {
+	region []byte
+	rounds [][]int64 // the offsets copied from, per round
+}
+
+func (c *levelCopier) buf(n int) ([]byte, error) { return heapCopier(nil).buf(n) }
+
+func (c *levelCopier) copy(cs []hostCopy) error {
+	var round []int64
+	for _, h := range cs {
+		copy(h.dst, c.region[h.off:])
+		round = append(round, h.off)
+	}
+	c.rounds = append(c.rounds, round)
+	return nil
+}
+
+// readHost copies a level of the column trees at a time, all of it at
+// once: a flat batch in one round, the nested schema in one round per
+// level of lists and maps that has offsets or bitmaps to read (x's lists
+// three deep: three; the ints below them need none), each buffer once,
+// and the same copies as ReadHost one by one.
+func TestReadHostLevels(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tb     *testBatch
+		rounds int
+	}{
+		{"strings", newTestBatch(t, "strings", 500, 4, 0.2), 1},
+		{"nested", newNestedTestBatch(t, 500, 4, 0.2, 2), 3},
+	} {
+		c := &levelCopier{region: tc.tb.region}
+		h, n, err := tc.tb.l.readHost(c)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, want, _ := tc.tb.l.ReadHost(func(dst []byte, off int64) error {
+			copy(dst, tc.tb.region[off:])
+			return nil
+		})
+		if n != want || !reflect.DeepEqual(h, tc.tb.host) {
+			t.Errorf("%s: readHost by levels = %d bytes, want %d, copies equal %v", tc.name, n, want, reflect.DeepEqual(h, tc.tb.host))
+		}
+		if len(c.rounds) != tc.rounds {
+			t.Errorf("%s: %d rounds of copies, want %d", tc.name, len(c.rounds), tc.rounds)
+		}
+		seen := map[int64]bool{}
+		for _, r := range c.rounds {
+			for _, off := range r {
+				if seen[off] {
+					t.Errorf("%s: buffer at %d copied twice", tc.name, off)
+				}
+				seen[off] = true
+			}
+		}
 	}
 }

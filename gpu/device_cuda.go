@@ -115,6 +115,26 @@ func (d *Device) do(fn func() error) error {
 	return d.ctx.Do(fn)
 }
 
+// onThread runs fn on the calling goroutine, locked to its OS thread with
+// the device's context made current there: for queueing work on a
+// stream of the caller's (cu's thin wrappers of the driver use the
+// thread's current context) without waiting for the device's goroutine.
+// Calls that allocate, free or create stay on that goroutine (do).
+func (d *Device) onThread(fn func() error) error {
+	d.mu.Lock()
+	closed := d.mu.closed
+	d.mu.Unlock()
+	if closed {
+		return fmt.Errorf("gpu: device %d: %w", d.ordinal, ErrClosed)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := setCurrent(d.raw); err != nil {
+		return err
+	}
+	return fn()
+}
+
 // Name is the device's name, such as "NVIDIA H200".
 func (d *Device) Name() string { return d.name }
 

@@ -9,8 +9,9 @@
 // for byte, from plans made on the host (PlanOpaque, PlanColumnar: SHFC
 // blocks or kudo tables of columns of every type of package partition,
 // nested ones to any depth, from host copies of the offsets that cut them:
-// Layout.ReadHost; Covers says which formats and types, and its callers
-// serialize any other batch on the CPU).
+// HostReader, or Layout.ReadHost with copies of the caller's; Covers says
+// which formats and types, and its callers serialize any other batch on
+// the CPU).
 //
 // The implementation lives behind the cuda build tag and uses
 // gorgonia.org/cu, which initializes the driver when the program starts
@@ -18,9 +19,19 @@
 // entry point returns ErrNotSupported and nothing links against CUDA.
 //
 // Invariants: every CUDA call for a device runs on that device's one
-// goroutine locked to an OS thread; asynchronous copies only ever land in
-// pinned host memory; a staging buffer is handed out again only after the
-// copy into it has completed and its user released it.
+// goroutine locked to an OS thread, except the work of a batch:
+// CopyAsync and HostReader.Read queue their copies (and wait for them),
+// and Compressor.Compress its uploads, kernels and the streams' offsets,
+// from the calling goroutine's thread with the context made current
+// there, on streams of their own (a copy's, a reader's, a compressor
+// slot's), so that the batches of many connections do not queue behind
+// each other on the device's goroutine; creating and destroying streams,
+// events and memory stays on it. Asynchronous copies only ever land in,
+// and asynchronous uploads only ever leave, pinned host memory; a staging
+// buffer is handed out again only after the copy into it has completed
+// and its user released it; a host reader's pinned memory is reused only
+// by its next Read, and a compressor slot's only by its next batch, after
+// the last one waited for its work.
 package gpu
 
 import "github.com/shuffled/shuffled/errdefs"

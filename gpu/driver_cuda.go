@@ -73,6 +73,52 @@ static CUresult eventFinish(CUcontext ctx, CUevent ev, int block) {
 	return r != CUDA_SUCCESS ? r : d;
 }
 
+// readerCreate makes a host reader's stream (not synchronized with the
+// legacy default stream) and its event (a waiter sleeps, no timing).
+static CUresult readerCreate(CUstream *s, CUevent *ev) {
+	CUresult r = cuStreamCreate(s, CU_STREAM_NON_BLOCKING);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuEventCreate(ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING);
+	if (r != CUDA_SUCCESS) cuStreamDestroy(*s);
+	return r;
+}
+
+static CUresult readerDestroy(CUstream s, CUevent ev) {
+	CUresult r = cuEventDestroy(ev);
+	CUresult d = cuStreamDestroy(s);
+	return r != CUDA_SUCCESS ? r : d;
+}
+
+// readRound queues count device-to-host copies (n[i] bytes at src[i] into
+// the pinned dst[i]) on s and ev after them, with ctx made current on the
+// calling thread, and waits for ev (cuEventSynchronize: the thread sleeps
+// until the copies have landed). A copy that cannot be queued ends the
+// queueing, but those queued before it are still waited for. *failed is
+// set to the failing step: 0 none, 1 a copy, 2 the event.
+static CUresult readRound(CUcontext ctx, CUstream s, CUevent ev, const uintptr_t *dst, const uintptr_t *src, const size_t *n, int count, int *failed) {
+	*failed = 0;
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	for (int i = 0; i < count && r == CUDA_SUCCESS; i++) {
+		r = cuMemcpyDtoHAsync((void *)dst[i], (CUdeviceptr)src[i], n[i], s);
+	}
+	if (r != CUDA_SUCCESS) *failed = 1;
+	CUresult w = cuEventRecord(ev, s);
+	if (w == CUDA_SUCCESS) {
+		w = cuEventSynchronize(ev);
+	} else {
+		CUresult ss = cuStreamSynchronize(s);
+		(void)ss;
+	}
+	if (r == CUDA_SUCCESS && w != CUDA_SUCCESS) {
+		*failed = 2;
+		r = w;
+	}
+	return r;
+}
+
+static CUresult setCurrent(CUcontext ctx) { return cuCtxSetCurrent(ctx); }
+
 static CUresult currentCtx(CUcontext *ctx) { return cuCtxGetCurrent(ctx); }
 
 static CUresult copyDtoHAsync(void *dst, uintptr_t src, size_t n, CUstream s) {
@@ -177,6 +223,9 @@ func eventFinish(ctx C.CUcontext, ev C.CUevent, block bool) error {
 	return check("cuEventSynchronize", C.eventFinish(ctx, ev, b))
 }
 
+// setCurrent makes ctx current on the calling thread (lock it first).
+func setCurrent(ctx C.CUcontext) error { return check("cuCtxSetCurrent", C.setCurrent(ctx)) }
+
 // currentContext is the context current on the calling thread.
 func currentContext() (C.CUcontext, error) {
 	var c C.CUcontext
@@ -195,4 +244,40 @@ func notifyDone(s C.CUstream, done chan struct{}) error {
 		return err
 	}
 	return nil
+}
+
+// readerCreate makes a host reader's stream and event; call it with the
+// context current.
+func readerCreate() (C.CUstream, C.CUevent, error) {
+	var s C.CUstream
+	var ev C.CUevent
+	if err := check("cuStreamCreate", C.readerCreate(&s, &ev)); err != nil {
+		return nil, nil, err
+	}
+	return s, ev, nil
+}
+
+// readerDestroy destroys what readerCreate made; call it with the context
+// current.
+func readerDestroy(s C.CUstream, ev C.CUevent) error {
+	return check("cuStreamDestroy", C.readerDestroy(s, ev))
+}
+
+// readRound makes the copies of n[i] bytes at device address src[i] into
+// pinned host memory at dst[i] on stream s of context ctx, from the
+// calling thread, and returns once they have landed.
+func readRound(ctx C.CUcontext, s C.CUstream, ev C.CUevent, dst, src []uintptr, n []C.size_t) error {
+	if len(n) == 0 {
+		return nil
+	}
+	var failed C.int
+	r := C.readRound(ctx, s, ev, (*C.uintptr_t)(unsafe.Pointer(&dst[0])), (*C.uintptr_t)(unsafe.Pointer(&src[0])), &n[0], C.int(len(n)), &failed)
+	op := "cuCtxSetCurrent"
+	switch failed {
+	case 1:
+		op = "cuMemcpyDtoHAsync"
+	case 2:
+		op = "cuEventSynchronize"
+	}
+	return check(op, r)
 }

@@ -94,7 +94,7 @@ func (l *Layout) Validate(size int64) error {
 		}
 	}
 	// The trees, with the rows the layout gives (-1 below a list).
-	return l.walk(func(i, rows int) (int, error) {
+	return l.walkRows(func(i, rows int) (int, error) {
 		if rows >= 0 {
 			if err := l.checkRows(i, rows); err != nil {
 				return 0, err
@@ -107,15 +107,28 @@ func (l *Layout) Validate(size int64) error {
 	})
 }
 
-// walk calls fn for each column in pre-order with its rows: the layout's
-// for a top-level column, for the children of a column what fn returned
-// for it. It returns an ErrInvalid error for columns that end inside a
-// nested column's children or nest deeper than partition.MaxNestingDepth,
-// and fn's first error.
-func (l *Layout) walk(fn func(i, rows int) (childRows int, err error)) error {
+// walkRows is walk calling fn with each column's rows: the layout's for a
+// top-level column, for the children of a column what fn returned for it.
+func (l *Layout) walkRows(fn func(i, rows int) (childRows int, err error)) error {
+	childRows := make([]int, len(l.Columns))
+	return l.walk(func(i, parent int) (err error) {
+		rows := l.Rows
+		if parent >= 0 {
+			rows = childRows[parent]
+		}
+		childRows[i], err = fn(i, rows)
+		return err
+	})
+}
+
+// walk calls fn for each column in pre-order with the index of its parent
+// (-1 for a top-level column). It returns an ErrInvalid error for columns
+// that end inside a nested column's children or nest deeper than
+// partition.MaxNestingDepth, and fn's first error.
+func (l *Layout) walk(fn func(i, parent int) error) error {
 	next := 0
-	var visit func(rows, depth int) error
-	visit = func(rows, depth int) error {
+	var visit func(parent, depth int) error
+	visit = func(parent, depth int) error {
 		i := next
 		if i >= len(l.Columns) {
 			return fmt.Errorf("%w: the columns end inside a nested column's children", ErrInvalid)
@@ -124,19 +137,18 @@ func (l *Layout) walk(fn func(i, rows int) (childRows int, err error)) error {
 			return fmt.Errorf("%w: column %d: nested deeper than %d levels", ErrInvalid, i, partition.MaxNestingDepth)
 		}
 		next++
-		childRows, err := fn(i, rows)
-		if err != nil {
+		if err := fn(i, parent); err != nil {
 			return err
 		}
 		for range l.Columns[i].Children {
-			if err := visit(childRows, depth+1); err != nil {
+			if err := visit(i, depth+1); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for next < len(l.Columns) {
-		if err := visit(l.Rows, 0); err != nil {
+		if err := visit(-1, 0); err != nil {
 			return err
 		}
 	}
@@ -180,59 +192,146 @@ type HostBuffers struct {
 // ReadHost makes the host copies PlanColumnar needs of the batch l
 // locates in an allocation that l.Validate has passed, calling read to
 // copy len(dst) bytes from offset off of the allocation into dst. It
-// reads the columns in pre-order, so that each list's child is read for
-// the rows its parent's offsets reach. It returns the copies and the
-// bytes read; a layout whose offsets do not check out is an ErrInvalid
-// error, and read's errors are returned as they are.
+// returns the copies and the bytes read; a layout whose offsets do not
+// check out is an ErrInvalid error, and read's errors are returned as they
+// are. HostReader makes the same copies from device memory.
 func (l *Layout) ReadHost(read func(dst []byte, off int64) error) (HostBuffers, int64, error) {
-	h := HostBuffers{Offsets: make([][]int32, len(l.Columns)), Validity: make([][]byte, len(l.Columns))}
-	var copied int64
-	err := l.walk(func(i, rows int) (int, error) {
-		c := &l.Columns[i]
-		if err := l.checkRows(i, rows); err != nil {
-			return 0, err
+	return l.readHost(heapCopier(read))
+}
+
+// hostCopy is one copy readHost asks for: len(dst) bytes at offset off of
+// the allocation into dst.
+type hostCopy struct {
+	dst []byte
+	off int64
+}
+
+// hostCopier makes readHost's copies.
+type hostCopier interface {
+	// buf returns n bytes of host memory, aligned for int32s, that a copy
+	// of this read lands in.
+	buf(n int) ([]byte, error)
+	// copy makes every copy of cs and returns once all have landed.
+	copy(cs []hostCopy) error
+}
+
+// heapCopier copies into the Go heap, one read call a copy.
+type heapCopier func(dst []byte, off int64) error
+
+func (heapCopier) buf(n int) ([]byte, error) {
+	o := make([]int32, (n+3)/4)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), n), nil
+}
+
+func (read heapCopier) copy(cs []hostCopy) error {
+	for _, c := range cs {
+		if err := read(c.dst, c.off); err != nil {
+			return err
 		}
-		if c.Type == partition.Void && rows > 0 {
-			v := make([]byte, (rows+7)/8)
-			if err := read(v, c.Validity.Offset); err != nil {
-				return 0, err
+	}
+	return nil
+}
+
+// readHost makes the host copies PlanColumnar needs of the batch l
+// locates with c, a level of the column trees at a time: first every
+// column whose rows the layout gives (the top-level columns and their
+// struct fields), all copied at once, then the children of the lists and
+// maps of that level, whose rows their parents' offsets give, and so on
+// down. Each column's buffers are checked for its rows before they are
+// read, and each list's offsets before its child is.
+func (l *Layout) readHost(c hostCopier) (HostBuffers, int64, error) {
+	n := len(l.Columns)
+	// parent[i] is column i's parent (-1 at the top), level[i] the number
+	// of its ancestors with offsets: the copies it waits for.
+	parent, level := make([]int, n), make([]int, n)
+	levels := 0
+	err := l.walk(func(i, p int) error {
+		parent[i] = p
+		if p >= 0 {
+			level[i] = level[p]
+			if l.Columns[p].Type.HasOffsets() {
+				level[i]++
 			}
-			h.Validity[i] = v
-			copied += int64(len(v))
 		}
-		if !c.Type.HasOffsets() {
-			return rows, nil
-		}
-		if c.Offsets.Length < 4 {
-			return 0, nil // rows is 0 (checkRows)
-		}
-		n := min(c.Offsets.Length/4, int64(rows)+1)
-		o := make([]int32, n)
-		b := unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), 4*n)
-		if err := read(b, c.Offsets.Offset); err != nil {
-			return 0, err
-		}
-		if !partition.NativeLittleEndian() {
-			for r := range o {
-				o[r] = int32(binary.LittleEndian.Uint32(b[4*r:]))
-			}
-		}
-		h.Offsets[i] = o
-		copied += 4 * n
-		if rows == 0 {
-			return 0, nil
-		}
-		last := o[rows]
-		if last < 0 {
-			return 0, fmt.Errorf("%w: column %d: offsets[%d] = %d, negative", ErrInvalid, i, rows, last)
-		}
-		if c.Type.VarWidth() {
-			return rows, nil
-		}
-		return int(last), nil
+		levels = max(levels, level[i]+1)
+		return nil
 	})
 	if err != nil {
 		return HostBuffers{}, 0, err
+	}
+	h := HostBuffers{Offsets: make([][]int32, n), Validity: make([][]byte, n)}
+	// rows[i] is column i's rows, childRows[i] its children's.
+	rows, childRows := make([]int, n), make([]int, n)
+	var copied int64
+	var cs []hostCopy
+	for lv := range levels {
+		cs = cs[:0]
+		for i := range l.Columns {
+			if level[i] != lv {
+				continue
+			}
+			col := &l.Columns[i]
+			r := l.Rows
+			if p := parent[i]; p >= 0 {
+				r = childRows[p]
+			}
+			rows[i], childRows[i] = r, r
+			if err := l.checkRows(i, r); err != nil {
+				return HostBuffers{}, 0, err
+			}
+			if col.Type == partition.Void && r > 0 {
+				v, err := c.buf((r + 7) / 8)
+				if err != nil {
+					return HostBuffers{}, 0, err
+				}
+				cs = append(cs, hostCopy{dst: v, off: col.Validity.Offset})
+				h.Validity[i] = v
+				copied += int64(len(v))
+			}
+			if !col.Type.HasOffsets() {
+				continue
+			}
+			childRows[i] = 0 // until the offsets are read
+			if col.Offsets.Length < 4 {
+				continue // r is 0 (checkRows)
+			}
+			k := min(col.Offsets.Length/4, int64(r)+1)
+			b, err := c.buf(int(4 * k))
+			if err != nil {
+				return HostBuffers{}, 0, err
+			}
+			cs = append(cs, hostCopy{dst: b, off: col.Offsets.Offset})
+			h.Offsets[i] = unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), k)
+			copied += 4 * k
+		}
+		if len(cs) > 0 {
+			if err := c.copy(cs); err != nil {
+				return HostBuffers{}, 0, err
+			}
+		}
+		for i := range l.Columns {
+			o := h.Offsets[i]
+			if level[i] != lv || o == nil {
+				continue
+			}
+			if !partition.NativeLittleEndian() {
+				b := unsafe.Slice((*byte)(unsafe.Pointer(&o[0])), 4*len(o))
+				for r := range o {
+					o[r] = int32(binary.LittleEndian.Uint32(b[4*r:]))
+				}
+			}
+			r := rows[i]
+			if r == 0 {
+				continue
+			}
+			last := o[r]
+			if last < 0 {
+				return HostBuffers{}, 0, fmt.Errorf("%w: column %d: offsets[%d] = %d, negative", ErrInvalid, i, r, last)
+			}
+			if !l.Columns[i].Type.VarWidth() {
+				childRows[i] = int(last)
+			}
+		}
 	}
 	return h, copied, nil
 }

@@ -61,27 +61,50 @@ type Compressor struct {
 type lz4Slot struct {
 	stream  cu.Stream
 	scratch scratch
-	// offs is pinned memory the streams' offsets land in, grown like the
-	// scratch.
-	offs *Pinned
+	// offs is pinned memory the streams' offsets land in, and jobs, ops
+	// and meta the pinned memory the kernels' inputs are uploaded from
+	// (asynchronously: the slot is reused only after its last batch's
+	// wait), each grown like the scratch.
+	offs, jobs, ops, meta *Pinned
+}
+
+// growPinned returns the first n bytes of *p, pinned memory that it
+// replaces with a quarter more than n when it is smaller.
+func growPinned(d *Device, p **Pinned, n int) ([]byte, error) {
+	if *p == nil || len((*p).b) < n {
+		if *p != nil {
+			(*p).Free()
+			*p = nil
+		}
+		need := max(n, 256)
+		np, err := d.AllocPinned(need + need/4)
+		if err != nil {
+			return nil, err
+		}
+		*p = np
+	}
+	return (*p).b[:n:n], nil
 }
 
 // hostOffsets returns the slot's pinned offsets buffer, of room for at
 // least n offsets.
 func (s *lz4Slot) hostOffsets(d *Device, n int64) ([]int64, error) {
-	need := int(8 * max(n, 32))
-	if s.offs == nil || len(s.offs.b) < need {
-		if s.offs != nil {
-			s.offs.Free()
-			s.offs = nil
-		}
-		p, err := d.AllocPinned(need + need/4)
-		if err != nil {
-			return nil, err
-		}
-		s.offs = p
+	b, err := growPinned(d, &s.offs, int(8*max(n, 32)))
+	if err != nil {
+		return nil, err
 	}
-	return unsafe.Slice((*int64)(unsafe.Pointer(&s.offs.b[0])), n), nil
+	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n), nil
+}
+
+// free frees the slot's scratch and pinned memory.
+func (s *lz4Slot) free() {
+	s.scratch.free()
+	for _, p := range []**Pinned{&s.offs, &s.jobs, &s.ops, &s.meta} {
+		if *p != nil {
+			(*p).Free()
+			*p = nil
+		}
+	}
 }
 
 // Slots is the number of batches the compressor has in flight at most.
@@ -149,10 +172,7 @@ func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
 func (c *Compressor) Close() error {
 	for range c.all {
 		s := <-c.slots
-		s.scratch.free()
-		if s.offs != nil {
-			s.offs.Free()
-		}
+		s.free()
 	}
 	return c.d.do(func() error {
 		for _, s := range c.all {
@@ -232,7 +252,10 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 	if pl.Gathered > 0 {
 		payload = uintptr(b["gather"].ptr)
 	}
-	jb := make([]byte, lz4JobSize*njobs)
+	jb, err := growPinned(c.d, &s.jobs, int(lz4JobSize*njobs))
+	if err != nil {
+		return nil, err
+	}
 	for i, j := range jobs {
 		e := jb[lz4JobSize*i:]
 		if j.len > 0 {
@@ -242,9 +265,15 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 		binary.LittleEndian.PutUint32(e[16:], uint32(j.len))
 		binary.LittleEndian.PutUint32(e[20:], level)
 	}
-	var ob []byte
+	var ob, mb []byte
 	if pl.Gathered > 0 {
-		ob = make([]byte, lz4OpSize*len(pl.Ops))
+		if ob, err = growPinned(c.d, &s.ops, lz4OpSize*len(pl.Ops)); err != nil {
+			return nil, err
+		}
+		if mb, err = growPinned(c.d, &s.meta, len(pl.Meta)); err != nil {
+			return nil, err
+		}
+		copy(mb, pl.Meta)
 		for i, o := range pl.Ops {
 			e := ob[lz4OpSize*i:]
 			from := uint64(src)
@@ -261,12 +290,14 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 	if err != nil {
 		return nil, err
 	}
+	// Queued from this thread, not the device's goroutine: batches of
+	// many connections go to their slots' streams at once.
 	var landed *Copy
-	err = c.d.do(func() error {
+	err = c.d.onThread(func() error {
 		k := lz4Launcher{c: c, stream: s.stream}
 		if pl.Gathered > 0 {
 			k.upload(b["ops"], ob)
-			k.upload(b["meta"], pl.Meta)
+			k.upload(b["meta"], mb)
 			k.memset(b["gather"].ptr, pl.Gathered)
 			k.launch("lz4_gather", len(pl.Ops), lz4CopyThreads, b["ops"].ptr, int64(len(pl.Ops)))
 		}
@@ -290,6 +321,12 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 				landed = &Copy{d: c.d, ev: ev}
 			}
 		}
+		if k.err != nil && k.queued {
+			// The slot goes back to the free list: its pinned
+			// memory must not be written while an upload of it
+			// may still be reading.
+			k.stream.Synchronize()
+		}
 		return k.err
 	})
 	if err != nil {
@@ -308,8 +345,9 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 	return res, nil
 }
 
-// lz4Launcher queues copies and kernels on the compressor's stream and
-// keeps the first error; it runs on the device's goroutine.
+// lz4Launcher queues copies and kernels on a slot's stream and keeps the
+// first error; it runs on a thread the context is current on
+// (Device.onThread).
 type lz4Launcher struct {
 	c      *Compressor
 	stream cu.Stream
@@ -317,13 +355,16 @@ type lz4Launcher struct {
 	args   [8]uint64
 	ptrs   [8]unsafe.Pointer
 	err    error
+	queued bool // whether anything was queued
 }
 
+// upload queues a copy of src, pinned memory that must stay untouched
+// until the stream's work has completed, into dst.
 func (k *lz4Launcher) upload(dst *Buffer, src []byte) {
 	if k.err != nil || len(src) == 0 {
 		return
 	}
-	// From pageable memory the call returns once src is staged.
+	k.queued = true
 	if err := cu.MemcpyHtoDAsync(dst.ptr, unsafe.Pointer(&src[0]), int64(len(src)), k.stream); err != nil {
 		k.err = fmt.Errorf("upload: %w", err)
 	}
@@ -331,6 +372,7 @@ func (k *lz4Launcher) upload(dst *Buffer, src []byte) {
 
 func (k *lz4Launcher) memset(ptr cu.DevicePtr, n int64) {
 	if k.err == nil {
+		k.queued = true
 		if err := cu.MemsetD8Async(ptr, 0, n, k.stream); err != nil {
 			k.err = fmt.Errorf("memset: %w", err)
 		}
@@ -353,6 +395,7 @@ func (k *lz4Launcher) launch(name string, grid, block int, args ...any) {
 		}
 		k.ptrs[i] = unsafe.Pointer(&k.args[i])
 	}
+	k.queued = true
 	if err := k.c.fn[name].Launch(grid, 1, 1, block, 1, 1, k.smem, k.stream, k.ptrs[:len(args)]); err != nil {
 		k.err = fmt.Errorf("kernel %s: %w", name, err)
 	}

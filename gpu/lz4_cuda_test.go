@@ -261,6 +261,65 @@ func TestLZ4ConcurrentMatchesReference(t *testing.T) {
 	wg.Wait()
 }
 
+// Columnar batches compressed from several goroutines at once, through
+// two slots, each goroutine's batches of its own and of changing sizes
+// (the slots' pinned uploads grow, then serve smaller batches), gather
+// and compress as the reference does.
+func TestLZ4ConcurrentColumnarMatchesReference(t *testing.T) {
+	c := compressorSlots(t, device(t), 2)
+	defer c.Close()
+	type batch struct {
+		name   string
+		region []byte
+		pl     *CompressPlan
+	}
+	var batches [][]batch
+	for g := range 4 {
+		var bs []batch
+		for k, rows := range []int{3000, 40000, 500} {
+			f := []partition.Format{partition.SHFC, partition.Kudo}[(g+k)%2]
+			var tb *testBatch
+			if g%2 == 0 {
+				tb = newTestBatch(t, synth.Schemas[(g+k)%len(synth.Schemas)], rows+g, 7+g, 0.1)
+			} else {
+				tb = newNestedTestBatch(t, rows/4+g, 5+g, 0.2, int64(g*10+k))
+			}
+			pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bs = append(bs, batch{fmt.Sprintf("goroutine %d batch %d (%v, %d rows)", g, k, f, rows), tb.region, pl})
+		}
+		batches = append(batches, bs)
+	}
+	var wg sync.WaitGroup
+	for g := range batches {
+		wg.Go(func() {
+			for range 3 {
+				for _, b := range batches[g] {
+					got, payload, err := compressOnce(c, b.region, b.pl, 32<<10)
+					if err != nil {
+						t.Errorf("%s: %v", b.name, err)
+						return
+					}
+					want := b.pl.Streams(payload, 32<<10)
+					if len(got) != len(want) {
+						t.Errorf("%s: %d streams, want %d", b.name, len(got), len(want))
+						return
+					}
+					for i := range want {
+						if !bytes.Equal(got[i], want[i]) {
+							t.Errorf("%s: record %d: device stream of %d bytes differs from the reference's %d bytes", b.name, i, len(got[i]), len(want[i]))
+							return
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // An empty plan and a plan with gather ops outside the region fail or
 // succeed without touching the device.
 func TestLZ4CompressChecks(t *testing.T) {

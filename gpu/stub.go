@@ -30,6 +30,7 @@ func (d *Device) CopyToHost(dst unsafe.Pointer, src uintptr, n int64) error { re
 func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, error) {
 	return nil, ErrNotSupported
 }
+func (d *Device) NewHostReader() (*HostReader, error) { return nil, ErrNotSupported }
 
 // Buffer is a device allocation of this process. This build has none.
 type Buffer struct{ _ [0]func() }
@@ -59,6 +60,15 @@ func (p *Pinned) Free() error   { return ErrNotSupported }
 type Copy struct{ _ [0]func() }
 
 func (c *Copy) Wait() error { return ErrNotSupported }
+
+// HostReader makes the host copies PlanColumnar needs of device batches.
+// This build has none.
+type HostReader struct{ _ [0]func() }
+
+func (r *HostReader) Read(l *Layout, src uintptr) (HostBuffers, int64, error) {
+	return HostBuffers{}, 0, ErrNotSupported
+}
+func (r *HostReader) Close() error { return ErrNotSupported }
 
 // Pool is a pool of pinned staging buffers. This build has none.
 type Pool struct{ _ [0]func() }

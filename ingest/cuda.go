@@ -72,12 +72,16 @@ type deviceConn struct {
 	released chan struct{} // closed once the connection's mappings are let go
 }
 
-// deviceState is one device's context, staging pool and compressor,
-// shared by every connection.
+// deviceState is one device's context, staging pool, compressor and
+// host readers, shared by every connection.
 type deviceState struct {
 	dev  *gpu.Device
 	pool *gpu.Pool
 	comp compressorOnce
+	// readers are the host readers not in use (hostReader), at most
+	// maxHostReaders; closed, with the device, once Planes.Close has
+	// taken them.
+	readers chan *gpu.HostReader
 }
 
 // deviceFor returns the device a batch names, opening it at the first
@@ -122,7 +126,7 @@ func (p *Planes) startDevice(ordinal uint32) (*deviceState, error) {
 	if devices.m == nil {
 		devices.m = make(map[uint32]*deviceState)
 	}
-	ds := &deviceState{dev: dev, pool: pool}
+	ds := &deviceState{dev: dev, pool: pool, readers: make(chan *gpu.HostReader, maxHostReaders)}
 	devices.m[ordinal] = ds
 	return ds, nil
 }
@@ -144,6 +148,7 @@ func (p *Planes) Close() error {
 		if ds.comp.c != nil {
 			keep(ds.comp.c.Close())
 		}
+		keep(ds.closeReaders())
 		keep(ds.pool.Close())
 		keep(ds.dev.Close())
 		delete(devices.m, ordinal)

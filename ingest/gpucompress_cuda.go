@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/errdefs"
@@ -54,10 +53,54 @@ func (ds *deviceState) compressor(log *slog.Logger, slots int) (*gpu.Compressor,
 // took: the plan (the offsets' copy included), the kernels (waiting for a
 // free slot included), the streams' copy to the host (their admission
 // included), and handing the records to the writer (its admission and
-// queues).
+// queues); and, of the plan, the offsets' and bitmaps' copy to the host
+// (planRead).
 type gpuCompressed struct {
 	raw, streams, nanos                    atomic.Int64
 	plan, kernels, copyOut, write, batches atomic.Int64
+	planRead                               atomic.Int64
+}
+
+// maxHostReaders bounds the host readers a device keeps between batches:
+// one per connection planning at once on a busy node. More are made when
+// more plan at once, and closed when they come back to a full list.
+const maxHostReaders = 32
+
+// hostReader takes a host reader of ds's device from its free list, or
+// makes one.
+func (ds *deviceState) hostReader() (*gpu.HostReader, error) {
+	select {
+	case r := <-ds.readers:
+		return r, nil
+	default:
+		return ds.dev.NewHostReader()
+	}
+}
+
+// putHostReader gives r back to ds's free list, or closes it when the
+// list is full.
+func (ds *deviceState) putHostReader(r *gpu.HostReader) {
+	select {
+	case ds.readers <- r:
+	default:
+		r.Close()
+	}
+}
+
+// closeReaders closes the host readers in ds's free list (the device is
+// closing: no batch is planning).
+func (ds *deviceState) closeReaders() error {
+	var first error
+	for {
+		select {
+		case r := <-ds.readers:
+			if err := r.Close(); err != nil && first == nil {
+				first = err
+			}
+		default:
+			return first
+		}
+	}
 }
 
 // DeviceTotals are the daemon's device-to-host figures so far.
@@ -115,7 +158,7 @@ func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState,
 			err = fmt.Errorf("%w: Batch.opaque: %v", errdefs.ErrInvalidArgument, err)
 		}
 	case protocol.KindColumnar:
-		pl, copied, err = planColumnar(ds, out, &m.Columnar, src, size)
+		pl, copied, err = planColumnar(ds, out, &m.Columnar, src, size, stats)
 	default:
 		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
@@ -164,11 +207,12 @@ func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState,
 // planColumnar plans a columnar device batch of out: its layout checked
 // (against the columns declared at Open for kudo), the offsets of its
 // String, Binary, List and Map columns and the bitmaps of its Void
-// columns copied to the host (gpu.Layout.ReadHost: the plan needs them
-// for the records' sizes, split points and children's rows) and checked.
-// It returns the bytes it copied; a layout that does not check out is of
+// columns copied to the host (a gpu.HostReader of ds's, for the time
+// planColumnar runs: the plan needs them for the records' sizes, split
+// points and children's rows, and keeps nothing of them) and checked. It
+// returns the bytes it copied; a layout that does not check out is of
 // class errdefs.ErrInvalidArgument.
-func planColumnar(ds *deviceState, out *Output, cl *protocol.ColumnarLayout, src uintptr, size int64) (*gpu.CompressPlan, int64, error) {
+func planColumnar(ds *deviceState, out *Output, cl *protocol.ColumnarLayout, src uintptr, size int64, stats *gpuCompressed) (*gpu.CompressPlan, int64, error) {
 	invalid := func(err error) (*gpu.CompressPlan, int64, error) {
 		return nil, 0, fmt.Errorf("%w: columnar layout: %v", errdefs.ErrInvalidArgument, err)
 	}
@@ -195,9 +239,14 @@ func planColumnar(ds *deviceState, out *Output, cl *protocol.ColumnarLayout, src
 	if err := out.checkColumns(columnar.Skeleton(cl)); err != nil {
 		return nil, 0, err
 	}
-	host, copied, err := l.ReadHost(func(dst []byte, off int64) error {
-		return ds.dev.CopyToHost(unsafe.Pointer(&dst[0]), src+uintptr(off), int64(len(dst)))
-	})
+	start := time.Now()
+	rd, err := ds.hostReader()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer ds.putHostReader(rd)
+	host, copied, err := rd.Read(&l, src)
+	stats.planRead.Add(int64(time.Since(start)))
 	if errors.Is(err, gpu.ErrInvalid) {
 		return invalid(err)
 	}
@@ -219,6 +268,6 @@ func (p *Planes) logDeviceTotals(log *slog.Logger) {
 	log.Info("device batches", "d2h_bytes", p.dev.d2h.bytes.Load(),
 		"gpu_compressed_raw_bytes", gpuCompressed.raw.Load(), "gpu_compressed_stream_bytes", gpuCompressed.streams.Load(),
 		"gpu_compress_s", s(&gpuCompressed.nanos), "gpu_compressed_batches", gpuCompressed.batches.Load(),
-		"gpu_plan_s", s(&gpuCompressed.plan), "gpu_kernels_s", s(&gpuCompressed.kernels),
+		"gpu_plan_s", s(&gpuCompressed.plan), "gpu_plan_read_s", s(&gpuCompressed.planRead), "gpu_kernels_s", s(&gpuCompressed.kernels),
 		"gpu_copy_out_s", s(&gpuCompressed.copyOut), "gpu_write_s", s(&gpuCompressed.write))
 }
