@@ -906,10 +906,12 @@ class Suite:
             flat = self.flat(d)
             _, fres = self.map_output(d, flat, 5, 0, 3, "none", "ADLER32", [(0, 3, [1, 100])])
             fbefore, _ = read_output(flat, 5, 0, 3, "none", "ADLER32", 32 << 10, fres)
-            # A map output in flight at the crash: a batch accepted, never committed.
+            # A map output in flight at the crash: a batch accepted, never committed. Marked as
+            # its last (LAST), its one run streams to its temp file (without the mark the daemon
+            # may keep it in memory until Commit).
             h = c.open(3, 1, 6, codec="lz4", checksum="CRC32C")
             offs, payload, _ = make_batch(self.rng, 6, 0, 6, [2000, 5000])
-            c.batch_opaque(h, offs, payload)
+            c.batch_opaque(h, offs, payload, flags=BATCH_LAST)
             check(temps(), "no temp file (*.shuffled-tmp) of the map output in flight")
             registry = os.path.join(root, ".shuffled-registry")
             check(os.path.exists(registry), "no registry file %s" % registry)
