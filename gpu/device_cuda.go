@@ -385,8 +385,8 @@ func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, err
 const copySpin = 5 * time.Millisecond
 
 // Wait blocks until the copy has landed. It polls (holding its P, so that
-// the landing is seen at once) for up to copySpin, then waits in the
-// driver. It is not cancellable: the destination must not be reused
+// the landing is seen at once) for up to copySpin, then sleeps in the
+// driver (the copy's event is a blocking-sync one). It is not cancellable: the destination must not be reused
 // before the device is done writing it. Wait must be called once.
 func (c *Copy) Wait() error { return c.wait(copySpin) }
 

@@ -42,7 +42,10 @@ static CUresult ipcClose(uintptr_t ptr) { return cuIpcCloseMemHandle((CUdevicept
 static CUresult copyRecord(CUcontext ctx, void *dst, uintptr_t src, size_t n, CUstream s, CUevent *ev) {
 	CUresult r = cuCtxSetCurrent(ctx);
 	if (r != CUDA_SUCCESS) return r;
-	r = cuEventCreate(ev, CU_EVENT_DISABLE_TIMING);
+	// Blocking sync: a cuEventSynchronize on the event sleeps until it
+	// completes instead of spinning on a core (the context's scheduling
+	// flag does not apply to events); cuEventQuery is unaffected.
+	r = cuEventCreate(ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING);
 	if (r != CUDA_SUCCESS) return r;
 	if (n > 0) {
 		r = cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, s);
