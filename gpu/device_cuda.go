@@ -104,13 +104,20 @@ func makeContext(dev cu.Device) (cu.CUContext, error) {
 	return cctx, nil
 }
 
+// open returns an ErrClosed error once the device is closed.
+func (d *Device) open() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.closed {
+		return fmt.Errorf("gpu: device %d: %w", d.ordinal, ErrClosed)
+	}
+	return nil
+}
+
 // do runs fn on the device's goroutine.
 func (d *Device) do(fn func() error) error {
-	d.mu.Lock()
-	closed := d.mu.closed
-	d.mu.Unlock()
-	if closed {
-		return fmt.Errorf("gpu: device %d: %w", d.ordinal, ErrClosed)
+	if err := d.open(); err != nil {
+		return err
 	}
 	return d.ctx.Do(fn)
 }
@@ -121,11 +128,8 @@ func (d *Device) do(fn func() error) error {
 // thread's current context) without waiting for the device's goroutine.
 // Calls that allocate, free or create stay on that goroutine (do).
 func (d *Device) onThread(fn func() error) error {
-	d.mu.Lock()
-	closed := d.mu.closed
-	d.mu.Unlock()
-	if closed {
-		return fmt.Errorf("gpu: device %d: %w", d.ordinal, ErrClosed)
+	if err := d.open(); err != nil {
+		return err
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -366,11 +370,8 @@ func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, err
 	if n < 0 {
 		return nil, fmt.Errorf("%w: copy of %d bytes", ErrInvalid, n)
 	}
-	d.mu.Lock()
-	closed := d.mu.closed
-	d.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("gpu: device %d: %w", d.ordinal, ErrClosed)
+	if err := d.open(); err != nil {
+		return nil, err
 	}
 	st := d.d2h[int(d.next.Add(1))%len(d.d2h)]
 	ev, err := copyEvent(d.raw, dst, src, n, C.CUstream(unsafe.Pointer(st.C())))

@@ -63,11 +63,8 @@ func (d *Device) NewHostReader() (*HostReader, error) {
 // copies are valid until the reader's next Read or Close.
 func (r *HostReader) Read(l *Layout, src uintptr) (HostBuffers, int64, error) {
 	d := r.d
-	d.mu.Lock()
-	closed := d.mu.closed
-	d.mu.Unlock()
-	if closed {
-		return HostBuffers{}, 0, fmt.Errorf("gpu: device %d: %w", d.ordinal, ErrClosed)
+	if err := d.open(); err != nil {
+		return HostBuffers{}, 0, err
 	}
 	if r.stream == nil {
 		return HostBuffers{}, 0, fmt.Errorf("gpu: device %d: host reader: %w", d.ordinal, ErrClosed)
