@@ -864,58 +864,67 @@ func TestMapOutputsTakeTurns(t *testing.T) {
 // marked as the last at its first record (its own file, which becomes the
 // data file), or the marked batch continues it (it goes to its file
 // then); a single run never marked is written to its file at Commit. The
-// data reads back whole every time.
+// data reads back whole every time, plain and encrypted.
 func TestFirstRunWhere(t *testing.T) {
 	const parts = 20
-	for _, c := range []struct {
-		name    string
+	type shape struct {
 		runs    int
 		mark    func(ops []op) int // the op MarkLast precedes, -1 for none
 		creates int
 		merged  bool // the commit wrote the data file (MergeTail may be above 0)
+	}
+	for _, c := range []struct {
+		name string
+		shape
 	}{
-		{"two runs, the last marked", 2, lastRunStart, 1, true},
-		{"two runs, none marked", 2, func([]op) int { return -1 }, 1, true},
-		{"one run, marked at its start", 1, func([]op) int { return 0 }, 1, false},
-		{"one run, marked in its middle", 1, func(ops []op) int { return len(ops) / 2 }, 1, false},
-		{"one run, none marked", 1, func([]op) int { return -1 }, 1, true},
+		{"two runs, the last marked", shape{2, lastRunStart, 1, true}},
+		{"two runs, none marked", shape{2, func([]op) int { return -1 }, 1, true}},
+		{"one run, marked at its start", shape{1, func([]op) int { return 0 }, 1, false}},
+		{"one run, marked in its middle", shape{1, func(ops []op) int { return len(ops) / 2 }, 1, false}},
+		{"one run, none marked", shape{1, func([]op) int { return -1 }, 1, true}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			spec := Spec{ID: shufflefile.ID{Shuffle: 9, Map: 1}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32}
-			var creates atomic.Int64
-			count := errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if name := filepath.Base(op.Path); op.Kind == errorfs.OpCreate && shufflefile.IsTempName(name) &&
-					strings.HasPrefix(name, shufflefile.DataName(spec.ID)+".") {
-					creates.Add(1)
+		for _, key := range []*iocrypt.Key{nil, testKey} {
+			name := c.name
+			if key != nil {
+				name += ", encrypted"
+			}
+			t.Run(name, func(t *testing.T) {
+				spec := Spec{ID: shufflefile.ID{Shuffle: 9, Map: 1}, NumPartitions: parts, Codec: codec.LZ4, Checksum: checksum.CRC32, Encryption: key}
+				var creates atomic.Int64
+				count := errorfs.InjectorFunc(func(op errorfs.Op) error {
+					if name := filepath.Base(op.Path); op.Kind == errorfs.OpCreate && shufflefile.IsTempName(name) &&
+						strings.HasPrefix(name, shufflefile.DataName(spec.ID)+".") {
+						creates.Add(1)
+					}
+					return nil
+				})
+				e := newEngine(t, WithFS(errorfs.New(vfs.Default, count)), WithLimit(64<<20), WithRecordSize(4<<10), WithWorkers(2))
+				dir := t.TempDir()
+				spec.Layout = shufflefile.Flat(dir)
+				rng := rand.New(rand.NewPCG(61, uint64(c.runs)))
+				ops := fullRuns(rng, c.runs, parts, func() int { return 1 + rng.IntN(6000) })
+				w, err := writeMarked(e, spec, ops, c.mark(ops))
+				if err != nil {
+					t.Fatal(err)
 				}
-				return nil
+				res, err := w.Commit(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Runs != c.runs {
+					t.Fatalf("%d runs, want %d", res.Runs, c.runs)
+				}
+				if n := creates.Load(); n != int64(c.creates) {
+					t.Errorf("%d temp files of the data file created, want %d", n, c.creates)
+				}
+				if c.runs == 2 && res.MemoryRuns != 2 {
+					t.Errorf("%d runs merged from memory, want both", res.MemoryRuns)
+				}
+				if !c.merged && res.MergeTail != 0 {
+					t.Errorf("MergeTail %v for a run streamed to its file, want 0", res.MergeTail)
+				}
+				checkMerged(t, e, spec, dir, ops)
 			})
-			e := newEngine(t, WithFS(errorfs.New(vfs.Default, count)), WithLimit(64<<20), WithRecordSize(4<<10), WithWorkers(2))
-			dir := t.TempDir()
-			rng := rand.New(rand.NewPCG(61, uint64(c.runs)))
-			ops := fullRuns(rng, c.runs, parts, func() int { return 1 + rng.IntN(6000) })
-			spec.Layout = shufflefile.Flat(dir)
-			w, err := writeMarked(e, spec, ops, c.mark(ops))
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := w.Commit(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Runs != c.runs {
-				t.Fatalf("%d runs, want %d", res.Runs, c.runs)
-			}
-			if n := creates.Load(); n != int64(c.creates) {
-				t.Errorf("%d temp files of the data file created, want %d", n, c.creates)
-			}
-			if c.runs == 2 && res.MemoryRuns != 2 {
-				t.Errorf("%d runs merged from memory, want both", res.MemoryRuns)
-			}
-			if !c.merged && res.MergeTail != 0 {
-				t.Errorf("MergeTail %v for a run streamed to its file, want 0", res.MergeTail)
-			}
-			checkMerged(t, e, spec, dir, ops)
-		})
+		}
 	}
 }
