@@ -220,10 +220,8 @@ func (ru *run) spill() error {
 		}
 		ru.file = rf
 	}
-	for _, c := range ru.chunks {
-		if err := ru.file.write(c); err != nil {
-			return err
-		}
+	if err := ru.file.writeChunks(ru.chunks); err != nil {
+		return err
 	}
 	ru.releaseMemory()
 	return nil

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/shuffled/shuffled/merge"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 )
@@ -68,6 +69,32 @@ func (rf *runFile) write(b []byte) error {
 		return fmt.Errorf("write %s: %w", rf.path, err)
 	}
 	rf.n += int64(len(b))
+	return nil
+}
+
+// writeChunks writes bs after what the file holds, past its buffer
+// (flushed first): the chunks of a run that goes to its file, each large
+// enough to skip the copy into the buffer.
+func (rf *runFile) writeChunks(bs [][]byte) error {
+	var n int64
+	for _, b := range bs {
+		n += int64(len(b))
+	}
+	if n == 0 {
+		return nil
+	}
+	if rf.space != nil {
+		if err := rf.space.Grow(n); err != nil {
+			return err
+		}
+	}
+	if err := rf.flush(); err != nil {
+		return err
+	}
+	if err := merge.WriteBuffers(rf.f, bs); err != nil {
+		return fmt.Errorf("write %s: %w", rf.path, err)
+	}
+	rf.n += n
 	return nil
 }
 
