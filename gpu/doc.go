@@ -25,8 +25,9 @@
 // from the calling goroutine's thread with the context made current
 // there, on streams of their own (a copy's, a reader's, a compressor
 // slot's), so that the batches of many connections do not queue behind
-// each other on the device's goroutine; creating and destroying streams,
-// events and memory stays on it. Asynchronous copies only ever land in,
+// each other on the device's goroutine (a copy's event is made with the
+// copy and destroyed by its wait); creating and destroying streams, a
+// reader's event and memory stays on it. Asynchronous copies only ever land in,
 // and asynchronous uploads only ever leave, pinned host memory; a staging
 // buffer is handed out again only after the copy into it has completed
 // and its user released it; a host reader's pinned memory is reused only
