@@ -179,10 +179,7 @@ func (w *MapWriter) commitLocked(ctx context.Context) (Result, error) {
 		}
 		return w.commitData(res, dataTemp, segments{alg: w.spec.Checksum, lengths: lengths, checksums: sums})
 	}
-	// A merge of several runs, or a single run kept in memory, writes the
-	// data file now.
-	merged := len(w.streams) >= 2 || len(w.streams) == 1 && w.streams[0].sink.(*run).file == nil
-	dataTemp, seg, err := w.assemble(ctx, &res)
+	dataTemp, seg, merged, err := w.assemble(ctx, &res)
 	if err != nil {
 		return Result{}, fmt.Errorf("writer: map output %s: %w", w.name(), err)
 	}
@@ -220,9 +217,11 @@ func (w *MapWriter) commitData(res Result, dataTemp string, seg segments) (Resul
 }
 
 // assemble produces the finished data temp file: the single run's file as
-// it is, or a merge of several runs. Run files are removed once merged; on
-// error, assemble removes what it made and abortLocked removes the rest.
-func (w *MapWriter) assemble(ctx context.Context, res *Result) (string, segments, error) {
+// it is (written now if the run was kept in memory), or a merge of several
+// runs; the bool reports whether it wrote the file's bytes now. Run files are
+// removed once merged; on error, assemble removes what it made and
+// abortLocked removes the rest.
+func (w *MapWriter) assemble(ctx context.Context, res *Result) (string, segments, bool, error) {
 	fsys := w.fs
 	switch len(w.streams) {
 	case 0:
@@ -230,25 +229,27 @@ func (w *MapWriter) assemble(ctx context.Context, res *Result) (string, segments
 		path := shufflefile.TempName(w.dataPath)
 		f, err := fsys.Create(path, 0o600)
 		if err != nil {
-			return "", segments{}, err
+			return "", segments{}, false, err
 		}
 		if err := f.Close(); err != nil {
 			_ = fsys.Remove(path)
-			return "", segments{}, err
+			return "", segments{}, false, err
 		}
-		return path, newSegments(w.spec.NumPartitions, w.spec.Checksum), nil
+		return path, newSegments(w.spec.NumPartitions, w.spec.Checksum), false, nil
 	case 1:
 		ru := w.streams[0].sink.(*run)
-		if ru.file == nil { // kept in memory to the end
+		wrote := ru.file == nil // kept in memory to the end
+		if wrote {
 			if err := ru.writeOut(); err != nil {
-				return "", segments{}, err
+				return "", segments{}, false, err
 			}
 		}
 		ru.releaseMemory()
 		w.streams = nil // the run file is now the data temp file; Commit owns it
-		return ru.file.path, ru.segments, nil
+		return ru.file.path, ru.segments, wrote, nil
 	}
-	return w.mergeRuns(ctx, res)
+	path, seg, err := w.mergeRuns(ctx, res)
+	return path, seg, true, err
 }
 
 func sum(lengths []int64) int64 {
