@@ -16,7 +16,7 @@ import (
 // be the only one, the map output's last batch having been marked
 // (MarkLast) before its first record: it streams to its run file, which
 // becomes the data file; and when the marked batch turns out to continue
-// the first run, that run spills at its first record (settleFirstRun).
+// the first run, that run spills at the batch's first record (markLast).
 // If a second run starts all the same while the first one streams to its
 // file, the file keeps the run's first bytes (its prefix) and the rest is
 // kept in memory. At Commit, runs in memory are merged into the data file
@@ -49,6 +49,10 @@ type run struct {
 	// streamed: a commit is merging the run as it fills, holding slices of
 	// its chunks; a spill then drops the chunks instead of reusing them.
 	streamed bool
+	// last: the run is its map output's only one (the last batch, marked,
+	// continues it): its next put sends it to its file, which becomes
+	// the data file, instead of keeping more in memory.
+	last bool
 	// seal: the first run of an encrypted map output, which put encrypts
 	// (a single run's file becomes the data file as it is; a merge
 	// encrypts the later runs).
@@ -84,6 +88,7 @@ func (ru *run) follow() error {
 	}
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
+	ru.last = false // the mark was wrong: another run follows
 	if ru.mem || ru.file == nil || ru.finished {
 		return nil
 	}
@@ -130,13 +135,15 @@ func (ru *run) put(r *record) (int64, error) {
 }
 
 // append adds b to the run's bytes: to its chunks while it is in memory
-// and the budget allows (see keep), else to its file, after what it held
-// if it spills now. It returns the record quota the chunks took over.
-// ru.mu is held.
+// and the budget allows (see keep) unless it is known to be the last
+// run, else to its file, after what it held if it spills now. It returns
+// the record quota the chunks took over. ru.mu is held.
 func (ru *run) append(b []byte, quota int64) (int64, error) {
 	if ru.mem {
-		if k, ok := ru.keep(b, quota); ok {
-			return k, nil
+		if !ru.last {
+			if k, ok := ru.keep(b, quota); ok {
+				return k, nil
+			}
 		}
 		if err := ru.spill(); err != nil {
 			return 0, err
@@ -260,23 +267,22 @@ func (ru *run) close(failed bool) error {
 	return err
 }
 
-// toFile makes a run that is in memory its file's: what it holds is
-// written there, and its next bytes follow (the run becomes the data
-// file). It does nothing for a run already in a file.
-func (ru *run) toFile() error {
+// markLast says that the run is its map output's only one: from its next
+// put on it goes to its file (see append).
+func (ru *run) markLast() {
 	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	if !ru.mem || ru.prefix > 0 {
-		return nil
-	}
-	return ru.spill()
+	ru.last = true
+	ru.mu.Unlock()
 }
 
 // writeOut writes a finished run that was kept in memory to its run file
 // and closes it, so that the file holds the whole run (a single run's
 // file becomes the data file).
 func (ru *run) writeOut() error {
-	if err := ru.toFile(); err != nil {
+	ru.mu.Lock()
+	err := ru.spill()
+	ru.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	return ru.file.close(false)

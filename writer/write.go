@@ -26,25 +26,11 @@ func (w *MapWriter) checkPartition(p int) error {
 	if w.lastMarked && !w.lastRun {
 		w.lastRun = true
 		w.startEarlyMerge()
-		if err := w.settleFirstRun(); err != nil {
-			return err
+		if w.spec.Sink == nil && len(w.streams) == 1 {
+			// No run follows the first: the record that continues it
+			// sends it to its file, which becomes the data file.
+			w.streams[0].sink.(*run).markLast()
 		}
-	}
-	return nil
-}
-
-// settleFirstRun, at the last batch's first record, sends a first run
-// that is still the only one and is kept in memory to its file: no run
-// follows it, so its file will be the data file, and the batch's bytes
-// stream there instead of waiting in memory for Commit.
-func (w *MapWriter) settleFirstRun() error {
-	if w.spec.Sink != nil || len(w.streams) != 1 {
-		return nil
-	}
-	if err := w.streams[0].sink.(*run).toFile(); err != nil {
-		err = fmt.Errorf("writer: map output %s: run 0: %w", w.name(), err)
-		w.fail(err)
-		return err
 	}
 	return nil
 }
