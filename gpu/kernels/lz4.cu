@@ -403,3 +403,61 @@ extern "C" __global__ void lz4_compact(const Job *jobs, const long long *sizes, 
 		dst[k] = src[k];
 	}
 }
+
+#define ADLER_BASE 65521u
+#define ADLER_THREADS 256 // threads per block of lz4_adler
+
+// lz4_adler sets sums[j] to the Adler-32 (RFC 1950, starting from 1) of
+// framed block j as lz4_compact left it, out[offs[j]:offs[j+1]], with one
+// block of ADLER_THREADS threads per job; the host combines a stream's
+// blocks.
+//
+// For the n bytes x_0..x_{n-1}, s1 after byte k is 1 + x_0 + ... + x_k,
+// and s2 is the sum of those n values of s1, so (mod ADLER_BASE)
+//
+//	s1 = 1 + S,  s2 = n + sum_k (n-k)·x_k = n + n·S - W,
+//
+// with S = sum_k x_k and W = sum_k k·x_k. Thread t sums the bytes
+// k = t, t+ADLER_THREADS, ... (neighbouring threads read neighbouring
+// bytes): S in full, W with k kept modulo ADLER_BASE, so that every term
+// is below 2^24 and 64-bit sums cannot overflow; the block then adds the
+// threads' sums, each reduced modulo ADLER_BASE first.
+extern "C" __global__ void __launch_bounds__(ADLER_THREADS) lz4_adler(const long long *offs, const u8 *out, u32 *sums, long long njobs) {
+	__shared__ u64 ps[ADLER_THREADS], pw[ADLER_THREADS];
+	long long j = blockIdx.x;
+	if (j >= njobs) {
+		return;
+	}
+	const u8 *src = out + offs[j];
+	long long n = offs[j + 1] - offs[j];
+	int t = threadIdx.x;
+	u64 s = 0, w = 0;
+	u32 km = (u32)t; // k mod ADLER_BASE (ADLER_THREADS < ADLER_BASE)
+	for (long long k = t; k < n; k += ADLER_THREADS) {
+		u32 x = src[k];
+		s += x;
+		w += (u64)km * x;
+		km += ADLER_THREADS;
+		if (km >= ADLER_BASE) {
+			km -= ADLER_BASE;
+		}
+	}
+	ps[t] = s % ADLER_BASE;
+	pw[t] = w % ADLER_BASE;
+	__syncthreads();
+	for (int d = ADLER_THREADS / 2; d > 0; d /= 2) {
+		if (t < d) {
+			ps[t] += ps[t + d];
+			pw[t] += pw[t + d];
+		}
+		__syncthreads();
+	}
+	if (t == 0) {
+		u64 nm = (u64)n % ADLER_BASE;
+		u64 sm = ps[0] % ADLER_BASE;
+		u64 wm = pw[0] % ADLER_BASE;
+		u64 s1 = (1 + sm) % ADLER_BASE;
+		u64 s2 = (nm + nm * sm + ADLER_BASE - wm) % ADLER_BASE;
+		sums[j] = (u32)(s2 << 16 | s1);
+	}
+}
