@@ -61,6 +61,9 @@ type CompressPlan struct {
 	Gathered int64
 	// RawBytes is the sum of the records' lengths.
 	RawBytes int64
+	// Adler32 asks Compress for every stream's Adler-32 as well
+	// (Compressed.Adler32), computed on the device.
+	Adler32 bool
 
 	pieces      []partition.KudoPiece  // addKudo's scratch
 	blockPieces []partition.BlockPiece // addBlock's scratch

@@ -5,8 +5,9 @@
 // into partition order) for load generators that stand in for a GPU
 // executor, and an lz4 compressor (Compressor: the records of a device
 // batch gathered, every block compressed in parallel, the streams
-// compacted) that makes the lz4-java streams package lz4ref makes, byte
-// for byte, from plans made on the host (PlanOpaque, PlanColumnar: SHFC
+// compacted, and on request each stream's Adler-32 summed per block on
+// the device and combined on the host) that makes the lz4-java streams
+// package lz4ref makes, byte for byte, from plans made on the host (PlanOpaque, PlanColumnar: SHFC
 // blocks or kudo tables of columns of every type of package partition,
 // nested ones to any depth, from host copies of the offsets that cut them:
 // HostReader, or Layout.ReadHost with copies of the caller's; Covers says
@@ -21,10 +22,10 @@
 // Invariants: every CUDA call for a device runs on that device's one
 // goroutine locked to an OS thread, except the work of a batch:
 // CopyAsync and HostReader.Read queue their copies (and wait for them),
-// and Compressor.Compress its uploads, kernels and the streams' offsets,
-// from the calling goroutine's thread with the context made current
-// there, on streams of their own (a copy's, a reader's, a compressor
-// slot's), so that the batches of many connections do not queue behind
+// and Compressor.Compress its uploads, kernels and the streams' offsets
+// and sums, from the calling goroutine's thread with the context made
+// current there, on streams of their own (a copy's, a reader's, a
+// compressor slot's), so that the batches of many connections do not queue behind
 // each other on the device's goroutine (a copy's event is made with the
 // copy and destroyed by its wait); creating and destroying streams, a
 // reader's event and memory stays on it. Asynchronous copies only ever land in,

@@ -35,7 +35,10 @@ const (
 	lz4OpSize      = 32      // struct Op
 )
 
-var lz4KernelNames = [...]string{"lz4_gather", "lz4_compress", "lz4_compress_smem", "lz4_scan", "lz4_compact"}
+// lz4AdlerThreads is the threads per block of lz4_adler (ADLER_THREADS).
+const lz4AdlerThreads = 256
+
+var lz4KernelNames = [...]string{"lz4_gather", "lz4_compress", "lz4_compress_smem", "lz4_scan", "lz4_compact", "lz4_adler"}
 
 // Compressor turns the records of device batches into lz4-java streams
 // on one device with the kernels of kernels/lz4.cu: the same bytes as
@@ -61,11 +64,12 @@ type Compressor struct {
 type lz4Slot struct {
 	stream  cu.Stream
 	scratch scratch
-	// offs is pinned memory the streams' offsets land in, and jobs, ops
-	// and meta the pinned memory the kernels' inputs are uploaded from
-	// (asynchronously: the slot is reused only after its last batch's
-	// wait), each grown like the scratch.
-	offs, jobs, ops, meta *Pinned
+	// offs and sums are pinned memory the streams' offsets and the
+	// blocks' Adler-32 land in, and jobs, ops and meta the pinned memory
+	// the kernels' inputs are uploaded from (asynchronously: the slot is
+	// reused only after its last batch's wait), each grown like the
+	// scratch.
+	offs, sums, jobs, ops, meta *Pinned
 }
 
 // growPinned returns the first n bytes of *p, pinned memory that it
@@ -96,10 +100,20 @@ func (s *lz4Slot) hostOffsets(d *Device, n int64) ([]int64, error) {
 	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n), nil
 }
 
+// hostSums returns the slot's pinned buffer of the blocks' Adler-32, of
+// room for at least n sums.
+func (s *lz4Slot) hostSums(d *Device, n int64) ([]uint32, error) {
+	b, err := growPinned(d, &s.sums, int(4*max(n, 64)))
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n), nil
+}
+
 // free frees the slot's scratch and pinned memory.
 func (s *lz4Slot) free() {
 	s.scratch.free()
-	for _, p := range []**Pinned{&s.offs, &s.jobs, &s.ops, &s.meta} {
+	for _, p := range []**Pinned{&s.offs, &s.sums, &s.jobs, &s.ops, &s.meta} {
 		if *p != nil {
 			(*p).Free()
 			*p = nil
@@ -192,6 +206,9 @@ type Compressed struct {
 	Ptr     uintptr
 	Size    int64
 	Streams []Range
+	// Adler32[i] is the Adler-32 of record i's stream, when the plan asked
+	// for it (CompressPlan.Adler32); nil otherwise.
+	Adler32 []uint32
 	once    sync.Once
 }
 
@@ -209,7 +226,8 @@ func (r *Compressed) Release() {
 // the records out of the batch of size bytes at device address src (an
 // allocation of the device or a Peer), for an opaque one the records are
 // src's bytes. It returns once the streams are in device memory; the
-// caller copies them to the host and releases the result.
+// caller copies them to the host and releases the result. With
+// pl.Adler32 the device also sums every stream (Compressed.Adler32).
 func (c *Compressor) Compress(src uintptr, size int64, pl *CompressPlan, blockSize int) (*Compressed, error) {
 	if err := lz4ref.CheckBlockSize(blockSize); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -236,6 +254,9 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 	level := uint32(lz4ref.Level(blockSize))
 	bufs := map[string]int64{
 		"jobs": lz4JobSize * njobs, "slots": slots, "sizes": 8 * njobs, "offs": 8 * (njobs + 1), "out": slots,
+	}
+	if pl.Adler32 {
+		bufs["sums"] = 4 * njobs
 	}
 	if pl.Gathered > 0 {
 		bufs["gather"], bufs["ops"], bufs["meta"] = pl.Gathered, lz4OpSize*int64(len(pl.Ops)), int64(len(pl.Meta))
@@ -290,6 +311,12 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 	if err != nil {
 		return nil, err
 	}
+	var sums []uint32
+	if pl.Adler32 {
+		if sums, err = s.hostSums(c.d, njobs); err != nil {
+			return nil, err
+		}
+	}
 	// Queued from this thread, not the device's goroutine: batches of
 	// many connections go to their slots' streams at once.
 	var landed *Copy
@@ -311,6 +338,11 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 		}
 		k.launch("lz4_scan", 1, lz4ScanThreads, b["sizes"].ptr, b["offs"].ptr, njobs)
 		k.launch("lz4_compact", int(njobs), lz4CopyThreads, b["jobs"].ptr, b["sizes"].ptr, b["offs"].ptr, b["slots"].ptr, b["out"].ptr, njobs)
+		if pl.Adler32 {
+			k.launch("lz4_adler", int(njobs), lz4AdlerThreads, b["offs"].ptr, b["out"].ptr, b["sums"].ptr, njobs)
+			// Before the offsets' copy, whose event the wait is for.
+			k.download(unsafe.Pointer(&sums[0]), b["sums"], 4*njobs)
+		}
 		if k.err == nil {
 			// The streams' offsets follow the kernels on their stream,
 			// so that one wait sees both done.
@@ -341,6 +373,9 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 		lo, hi := offs[first[i]], offs[first[i+1]]
 		res.Streams[i] = Range{Offset: lo, Length: hi - lo}
 	}
+	if pl.Adler32 {
+		res.Adler32 = combineAdler32(sums, offs, first)
+	}
 	res.Ptr, res.Size = uintptr(b["out"].ptr), offs[njobs]
 	return res, nil
 }
@@ -367,6 +402,18 @@ func (k *lz4Launcher) upload(dst *Buffer, src []byte) {
 	k.queued = true
 	if err := cu.MemcpyHtoDAsync(dst.ptr, unsafe.Pointer(&src[0]), int64(len(src)), k.stream); err != nil {
 		k.err = fmt.Errorf("upload: %w", err)
+	}
+}
+
+// download queues a copy of n bytes of src into dst, pinned memory that
+// must be read only after a wait for the stream's work.
+func (k *lz4Launcher) download(dst unsafe.Pointer, src *Buffer, n int64) {
+	if k.err != nil || n == 0 {
+		return
+	}
+	k.queued = true
+	if err := cu.MemcpyDtoHAsync(dst, src.ptr, n, k.stream); err != nil {
+		k.err = fmt.Errorf("download: %w", err)
 	}
 }
 

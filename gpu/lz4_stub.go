@@ -11,6 +11,7 @@ type Compressed struct {
 	Ptr     uintptr
 	Size    int64
 	Streams []Range
+	Adler32 []uint32
 }
 
 func (d *Device) NewCompressor(slots int) (*Compressor, error) { return nil, ErrNotSupported }
