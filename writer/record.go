@@ -33,6 +33,9 @@ type record struct {
 	encoded  bool
 	borrowed bool
 	raw      int64
+	// summed: sum is already out's checksum, made with the encoded
+	// stream (EncodedRecord.Sum); encode does not compute it.
+	summed bool
 
 	// stream is the stream the record is queued on (nil until it is); the
 	// results are published to it by finish, and ready (guarded by its
@@ -74,7 +77,7 @@ func (r *record) encode(wk *worker) {
 		}
 		// Encrypted bytes are summed where they are encrypted (run.put,
 		// the merge), once their place in the partition is known.
-		if r.err == nil && w.spec.Checksum != 0 && w.spec.Encryption == nil {
+		if r.err == nil && w.spec.Checksum != 0 && w.spec.Encryption == nil && !r.summed {
 			alg := w.spec.Checksum
 			r.sum = alg.Update(alg.Empty(), r.out)
 		}
