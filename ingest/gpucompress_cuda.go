@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
@@ -25,7 +26,9 @@ import (
 // records the writer would make, gathered and compressed there), and only
 // the streams cross to the host, into one staging buffer admitted by
 // their size; the writer then copies, checksums and writes them as
-// already-encoded records.
+// already-encoded records. Where the map output's checksums are Adler-32
+// of the streams (writer.MapWriter.EncodedChecksum), the device sums the
+// streams too and the writer takes those sums instead of summing.
 
 // compressorOnce is a device's compressor, loaded at its first use.
 type compressorOnce struct {
@@ -48,7 +51,8 @@ func (ds *deviceState) compressor(log *slog.Logger, slots int) (*gpu.Compressor,
 }
 
 // gpuCompressed counts what the device path compressed: raw bytes in,
-// stream bytes copied to the host, and the time from the batch's start to
+// stream bytes copied to the host (and of them, those the device summed
+// for the writer), and the time from the batch's start to
 // its streams' landing; then, summed over batches, the time each step
 // took: the plan (the offsets' copy included), the kernels (waiting for a
 // free slot included), the streams' copy to the host (their admission
@@ -56,7 +60,7 @@ func (ds *deviceState) compressor(log *slog.Logger, slots int) (*gpu.Compressor,
 // queues); and, of the plan, the offsets' and bitmaps' copy to the host
 // (planRead).
 type gpuCompressed struct {
-	raw, streams, nanos                    atomic.Int64
+	raw, streams, summed, nanos            atomic.Int64
 	plan, kernels, copyOut, write, batches atomic.Int64
 	planRead                               atomic.Int64
 }
@@ -109,8 +113,10 @@ type DeviceTotals struct {
 	// the copies of whole batches took, admission and hand-off included.
 	D2HBytes, D2HNanos int64
 	// CompressedRaw and CompressedStreams: the raw bytes the GPU
-	// compressed and the stream bytes copied to the host of them.
-	CompressedRaw, CompressedStreams int64
+	// compressed and the stream bytes copied to the host of them;
+	// SummedStreams: the stream bytes whose checksum (Adler-32) the GPU
+	// computed for the writer.
+	CompressedRaw, CompressedStreams, SummedStreams int64
 }
 
 // Totals returns the daemon's device-to-host figures so far.
@@ -118,6 +124,7 @@ func (p *Planes) Totals() DeviceTotals {
 	return DeviceTotals{
 		D2HBytes: p.dev.d2h.bytes.Load(), D2HNanos: p.dev.d2h.nanos.Load(),
 		CompressedRaw: p.dev.compressed.raw.Load(), CompressedStreams: p.dev.compressed.streams.Load(),
+		SummedStreams: p.dev.compressed.summed.Load(),
 	}
 }
 
@@ -165,6 +172,7 @@ func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState,
 	if err != nil {
 		return 0, err
 	}
+	pl.Adler32 = w.EncodedChecksum() == checksum.Adler32
 	t1 := time.Now()
 	stats.plan.Add(int64(t1.Sub(start)))
 	res, err := comp.Compress(src, size, pl, w.BlockSize())
@@ -188,9 +196,15 @@ func (c *Conn) deviceCompressed(out *Output, m *protocol.Batch, ds *deviceState,
 	for i, r := range pl.Records {
 		s := res.Streams[i]
 		recs[i] = writer.EncodedRecord{Partition: r.Partition, Stream: streams[s.Offset : s.Offset+s.Length : s.Offset+s.Length], Raw: r.Len}
+		if res.Adler32 != nil {
+			recs[i].Sum, recs[i].SumAlg = res.Adler32[i], checksum.Adler32
+		}
 	}
 	stats.raw.Add(pl.RawBytes)
 	stats.streams.Add(res.Size)
+	if res.Adler32 != nil {
+		stats.summed.Add(res.Size)
+	}
 	t3 := time.Now()
 	stats.copyOut.Add(int64(t3.Sub(t2)))
 	stats.nanos.Add(int64(t3.Sub(start)))
@@ -267,6 +281,7 @@ func (p *Planes) logDeviceTotals(log *slog.Logger) {
 	gpuCompressed := &p.dev.compressed
 	log.Info("device batches", "d2h_bytes", p.dev.d2h.bytes.Load(),
 		"gpu_compressed_raw_bytes", gpuCompressed.raw.Load(), "gpu_compressed_stream_bytes", gpuCompressed.streams.Load(),
+		"gpu_summed_stream_bytes", gpuCompressed.summed.Load(),
 		"gpu_compress_s", s(&gpuCompressed.nanos), "gpu_compressed_batches", gpuCompressed.batches.Load(),
 		"gpu_plan_s", s(&gpuCompressed.plan), "gpu_plan_read_s", s(&gpuCompressed.planRead), "gpu_kernels_s", s(&gpuCompressed.kernels),
 		"gpu_copy_out_s", s(&gpuCompressed.copyOut), "gpu_write_s", s(&gpuCompressed.write))

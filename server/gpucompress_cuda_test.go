@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
@@ -21,12 +22,13 @@ import (
 // compressed on the GPU: the committed partitions decode to exactly the host
 // partitioner's blocks (columnar) and to the bytes sent (opaque), their
 // on-disk bytes are the reference compressor's streams of the records,
-// and what crossed to the host is the streams, not the raw batch.
+// what crossed to the host is the streams, not the raw batch, and their
+// checksums (Adler-32, the default) are the GPU's.
 func TestCUDACompress(t *testing.T) {
 	openDevice(t)
 	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20 })
 	t0 := d.s.planes.Totals()
-	raw0, streams0 := t0.CompressedRaw, t0.CompressedStreams
+	raw0, streams0, summed0 := t0.CompressedRaw, t0.CompressedStreams, t0.SummedStreams
 
 	const rows, parts = 30_000, 16
 	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 5, Rows: rows, Partitions: parts, Outputs: 1, Shuffle: 1})
@@ -81,6 +83,9 @@ func TestCUDACompress(t *testing.T) {
 		if w := payload[offs[p]:offs[p+1]]; !bytes.Equal(got[p], w) {
 			t.Fatalf("opaque partition %d: %d bytes differ from the %d sent", p, len(got[p]), len(w))
 		}
+	}
+	if tot := d.s.planes.Totals(); tot.SummedStreams-summed0 != tot.CompressedStreams-streams0 {
+		t.Errorf("the GPU summed %d of the %d stream bytes, want all (the outputs' checksums are Adler-32)", tot.SummedStreams-summed0, tot.CompressedStreams-streams0)
 	}
 	if st := d.s.Engine().Limiter().Stats(); st.InFlight != 0 {
 		t.Errorf("%d bytes still held by the limiter", st.InFlight)
@@ -188,6 +193,41 @@ func checkCompressFormats(t *testing.T, j job, want *partition.Batch) {
 			if cpu && gpuRaw != 0 {
 				t.Errorf("%s: the GPU compressed %d raw bytes with NoCUDACompress", name, gpuRaw)
 			}
+		}
+	}
+}
+
+// TestCUDACompressOtherChecksum: a map output whose checksums are not
+// Adler-32 is compressed on the GPU and checksummed by the CPU workers:
+// its checksum file verifies and the GPU summed none of its streams.
+func TestCUDACompressOtherChecksum(t *testing.T) {
+	openDevice(t)
+	d := startDaemon(t, func(c *Config) { c.LimitBytes = 64 << 20; c.DefaultChecksum = "CRC32C" })
+	t0 := d.s.planes.Totals()
+	const n = 3<<20 + 5
+	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "opaque", Opaque: n, Partitions: 5, Outputs: 1, Shuffle: 7})
+	t1 := d.s.planes.Totals()
+	if t1.CompressedStreams == t0.CompressedStreams || t1.SummedStreams != t0.SummedStreams {
+		t.Errorf("the GPU compressed %d stream bytes and summed %d, want some and none", t1.CompressedStreams-t0.CompressedStreams, t1.SummedStreams-t0.SummedStreams)
+	}
+	layout := shufflefile.Flat(filepath.Join(d.root, "gpu", "1"))
+	mo, err := shufflefile.Open(vfs.Default, layout, shufflefile.ID{Shuffle: 7, Map: 0}, checksum.CRC32C)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mo.Close()
+	if err := mo.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	payload, offs := opaquePayload(n), opaqueOffsets(n, 5)
+	for p := range 5 {
+		raw, err := mo.ReadPartition(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := codec.Decode(codec.LZ4, nil, raw)
+		if err != nil || !bytes.Equal(got, payload[offs[p]:offs[p+1]]) {
+			t.Fatalf("partition %d: %v, or %d bytes differ from the %d sent", p, err, len(got), offs[p+1]-offs[p])
 		}
 	}
 }
