@@ -165,8 +165,9 @@ type Config struct {
 	// (--no-cuda-compress): they are copied to the host and compressed by
 	// the CPU pool. By default they are compressed on the GPU: the records
 	// leave the device as finished lz4-java streams and the CPU only
-	// checksums and writes them, faster and with a fraction of the CPU
-	// (docs/benchmarks.md, "GPU"). Other codecs, block sizes over 64 KiB,
+	// checksums and writes them (the GPU sums them too where the map
+	// output's checksums are Adler-32 and it is not encrypted), faster and
+	// with a fraction of the CPU (docs/benchmarks.md, "GPU"). Other codecs, block sizes over 64 KiB,
 	// and columnar batches the GPU plans do not cover (gpu.Covers: today
 	// SHFC and kudo with every column type) always use the CPU pool. A
 	// build without the GPU data plane accepts it and ignores it.
