@@ -49,3 +49,60 @@ func TestCombineAdler32(t *testing.T) {
 		}
 	}
 }
+
+// adlerKernel is kernels/lz4.cu's lz4_adler transcribed thread by thread:
+// thread t sums the bytes t, t+256, ... (S in full, W with k modulo the
+// base), the block adds the threads' sums reduced modulo the base, and
+// thread 0 makes s1 = 1+S and s2 = n + n·S - W.
+func adlerKernel(b []byte) uint32 {
+	const threads, base = 256, 65521
+	var ps, pw [threads]uint64
+	n := len(b)
+	for t := range threads {
+		var s, w uint64
+		km := uint32(t)
+		for k := t; k < n; k += threads {
+			x := uint64(b[k])
+			s += x
+			w += uint64(km) * x
+			km += threads
+			if km >= base {
+				km -= base
+			}
+		}
+		ps[t], pw[t] = s%base, w%base
+	}
+	for d := threads / 2; d > 0; d /= 2 {
+		for t := range d {
+			ps[t] += ps[t+d]
+			pw[t] += pw[t+d]
+		}
+	}
+	nm, sm, wm := uint64(n)%base, ps[0]%base, pw[0]%base
+	s1 := (1 + sm) % base
+	s2 := (nm + nm*sm + base - wm) % base
+	return uint32(s2<<16 | s1)
+}
+
+// The kernel's arithmetic is Adler-32: empty, short, and past the
+// lengths where the sums wrap the base, on bytes of 0xff (the largest
+// terms) and random ones.
+func TestAdlerKernelArithmetic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{0, 1, 255, 256, 257, 5552, 65521, 65536 + 21, 1 << 20, 3<<20 + 7} {
+		for _, fill := range []string{"ff", "random"} {
+			b := make([]byte, n)
+			for i := range b {
+				if fill == "ff" {
+					b[i] = 0xff
+				} else {
+					b[i] = byte(rng.Uint32())
+				}
+			}
+			want := checksum.Adler32.Update(checksum.Adler32.Empty(), b)
+			if got := adlerKernel(b); got != want {
+				t.Errorf("%d bytes of %s: %#x, want %#x", n, fill, got, want)
+			}
+		}
+	}
+}
