@@ -29,9 +29,10 @@ type EncodedRecord struct {
 // checksummed: its Sum is taken as the checksum of Stream; any other
 // SumAlg is ignored (an encrypted map output checksums the encrypted
 // bytes). The streams and sums are not decoded or checked: the caller
-// vouches for their codec and their sums. The Streams must stay unchanged until onDone (may be nil) is
-// called, once no record refers to them any more; onDone is called
-// exactly once, also when WriteEncoded fails. An empty Stream is skipped.
+// vouches for their codec and their sums. The Streams must stay
+// unchanged until onDone (may be nil) is called, once no record refers
+// to them any more; onDone is called exactly once, also when
+// WriteEncoded fails. An empty Stream is skipped.
 // On an engine that holds runs in memory (its limit is at least 16 record
 // sizes), a Stream larger than the bytes-in-flight limit is an ErrInvalid
 // error and nothing of the call is written: such a record is admitted only
