@@ -289,6 +289,9 @@ __device__ __forceinline__ long long frame_job(const Job &job, const u8 *src, u8
 	if (comp == 0) {
 		method = 0x10;
 		comp = n;
+		// The failed attempt's writes (lane 0's tokens among them) land
+		// before the raw copy overwrites them.
+		__syncwarp();
 		for (int k = lane; k < n; k += 32) {
 			out[HEADER + k] = src[k];
 		}
