@@ -9,7 +9,9 @@
 // is the highest lower lane with the same hash, or else the table entry;
 // the first lane whose candidate matches starts the match, and lanes up to
 // it are inserted (per hash, the highest of them), exactly as the
-// sequential loop inserts every position it examines.
+// sequential loop inserts every position it examines. The match then
+// extends forward, and backward over the literals before it, 32 bytes a
+// step.
 //
 // Every kernel parameter is 64 bits wide (pointers, long long): the Go side
 // passes each argument as one 64-bit slot.
@@ -210,6 +212,22 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 			}
 			l += 32;
 		}
+		// Catch up: the match extends backward over the literals before
+		// it while the bytes before it equal those before the candidate.
+		int back = 0;
+		for (;;) {
+			int d = back + 1 + lane;
+			bool eq = d <= m - anchor && d <= c && src[m - d] == src[c - d];
+			u32 ne = __ballot_sync(FULL, !eq);
+			if (ne) {
+				back += __ffs(ne) - 1;
+				break;
+			}
+			back += 32;
+		}
+		m -= back;
+		c -= back;
+		l += back;
 		out = put_seq(dst, out, cap, src, anchor, m - anchor, m - c, l, lane);
 		if (out < 0) {
 			return 0;

@@ -14,8 +14,11 @@
 //     it (table[hash] = i, after reading the previous entry, its candidate).
 //     The candidate is a match when it is not empty and its 4 bytes equal
 //     those at i; the match then extends forward while bytes are equal and
-//     its end stays at most len-LastLiterals. No backward extension.
-//   - After a match of length L at i, examination goes on at i+L (the
+//     its end stays at most len-LastLiterals, and backward over the
+//     literals before it (down to the end of the last match) while the
+//     bytes before it equal those before the candidate, as LZ4's own
+//     compressor does.
+//   - After a match that ends at e, examination goes on at e (the
 //     positions inside the match are not inserted); otherwise at i+1.
 //   - Matches start at most at len-MFLimit-1; the rest of the block, at
 //     least its last MFLimit+1 bytes, is the final literal run.
@@ -115,6 +118,9 @@ func CompressBlock(dst, src []byte) int {
 		l := MinMatch
 		for p+l < matchLimit && src[p+l] == src[c+l] {
 			l++
+		}
+		for p > anchor && c > 0 && src[p-1] == src[c-1] {
+			p, c, l = p-1, c-1, l+1
 		}
 		if out, ok = putSequence(dst, out, src[anchor:p], p-c, l); !ok {
 			return 0

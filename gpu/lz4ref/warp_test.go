@@ -11,7 +11,8 @@ import (
 // lane: 32 positions examined at a time, candidates from the lower lanes
 // of the same hash (__match_any_sync) or the table, the first valid lane
 // (__ballot_sync) starts the match, the examined lanes inserted per hash
-// by the highest. It must make the same block as CompressBlock.
+// by the highest, the match extended forward and then backward 32 bytes
+// at a time. It must make the same block as CompressBlock.
 func warpCompress(dst, src []byte) int {
 	n := len(src)
 	if n < MFLimit+1 {
@@ -91,6 +92,22 @@ func warpCompress(dst, src []byte) int {
 			}
 			l += 32
 		}
+		back := 0
+		for {
+			var ne uint32
+			for k := range 32 {
+				d := back + 1 + k
+				if !(d <= m-anchor && d <= c && src[m-d] == src[c-d]) {
+					ne |= 1 << k
+				}
+			}
+			if ne != 0 {
+				back += bits.TrailingZeros32(ne)
+				break
+			}
+			back += 32
+		}
+		m, c, l = m-back, c-back, l+back
 		var ok bool
 		if out, ok = putSequence(dst, out, src[anchor:m], m-c, l); !ok {
 			return 0
