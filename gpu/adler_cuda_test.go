@@ -85,22 +85,7 @@ func withEmpty(pl *CompressPlan) *CompressPlan {
 func TestLZ4Adler32Opaque(t *testing.T) {
 	c := compressor(t, device(t))
 	defer c.Close()
-	r := rand.New(rand.NewPCG(5, 6))
-	random := make([]byte, 1<<20)
-	for i := range random {
-		random[i] = byte(r.Uint32())
-	}
-	period := make([]byte, 300000)
-	for i := range period {
-		period[i] = byte(i % 7)
-	}
-	var region []byte
-	offs := []int64{0}
-	for _, part := range [][]byte{textData(3<<20+5, 1), random, make([]byte, 200000), nil, {42}, period,
-		textData(1, 2), textData(13, 3), textData(17, 4), textData(65537, 5), append(textData(40000, 6), random[:40000]...)} {
-		region = append(region, part...)
-		offs = append(offs, int64(len(region)))
-	}
+	region, offs := opaqueRegion(rand.New(rand.NewPCG(5, 6)))
 	for _, k := range kernels {
 		c.UseSharedMemory(k.smem)
 		for _, bs := range []int{32 << 10, 64 << 10, lz4ref.MinBlockSize} {

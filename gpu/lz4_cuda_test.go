@@ -142,8 +142,11 @@ func TestLZ4OpaqueMatchesReference(t *testing.T) {
 	}
 }
 
-func testOpaque(t *testing.T, c *Compressor, kernel string) {
-	r := rand.New(rand.NewPCG(3, 4))
+// opaqueRegion lays out the opaque test partitions one after another
+// (text, random bytes from r, zeros, none, one byte, a short period,
+// records of one to a few bytes, of several blocks, and mixed) and
+// returns the region and the partitions' offsets.
+func opaqueRegion(r *rand.Rand) (region []byte, offs []int64) {
 	random := make([]byte, 1<<20)
 	for i := range random {
 		random[i] = byte(r.Uint32())
@@ -152,13 +155,17 @@ func testOpaque(t *testing.T, c *Compressor, kernel string) {
 	for i := range period {
 		period[i] = byte(i % 7)
 	}
-	var region []byte
-	offs := []int64{0}
+	offs = []int64{0}
 	for _, part := range [][]byte{textData(3<<20+5, 1), random, make([]byte, 200000), nil, {42}, period,
 		textData(1, 2), textData(13, 3), textData(17, 4), textData(65537, 5), append(textData(40000, 6), random[:40000]...)} {
 		region = append(region, part...)
 		offs = append(offs, int64(len(region)))
 	}
+	return region, offs
+}
+
+func testOpaque(t *testing.T, c *Compressor, kernel string) {
+	region, offs := opaqueRegion(rand.New(rand.NewPCG(3, 4)))
 	for _, bs := range []int{32 << 10, 64 << 10, lz4ref.MinBlockSize} {
 		for _, rs := range []int{1 << 20, 100000} {
 			pl, err := PlanOpaque(offs, int64(len(region)), rs)

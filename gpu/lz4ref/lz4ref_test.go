@@ -275,20 +275,20 @@ func TestMatchesExtendBackward(t *testing.T) {
 				continue
 			}
 			pos, b := 0, dst[:n]
+			// length reads the bytes that extend a token's length n.
+			length := func(n int) int {
+				for more := n == 15; more; {
+					x := b[0]
+					b = b[1:]
+					n += int(x)
+					more = x == 255
+				}
+				return n
+			}
 			for len(b) > 0 {
 				token := b[0]
 				b = b[1:]
-				ll := int(token >> 4)
-				if ll == 15 {
-					for {
-						x := b[0]
-						b = b[1:]
-						ll += int(x)
-						if x != 255 {
-							break
-						}
-					}
-				}
+				ll := length(int(token >> 4))
 				b = b[ll:]
 				pos += ll
 				if len(b) == 0 {
@@ -296,17 +296,7 @@ func TestMatchesExtendBackward(t *testing.T) {
 				}
 				off := int(binary.LittleEndian.Uint16(b))
 				b = b[2:]
-				ml := int(token&15) + MinMatch
-				if token&15 == 15 {
-					for {
-						x := b[0]
-						b = b[1:]
-						ml += int(x)
-						if x != 255 {
-							break
-						}
-					}
-				}
+				ml := length(int(token&15)) + MinMatch
 				if src := pos - off; ll > 0 && src > 0 && blk[pos-1] == blk[src-1] {
 					t.Fatalf("%s: match at %d (offset %d) after %d literals could start a byte earlier", in.name, pos, off, ll)
 				}
