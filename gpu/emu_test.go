@@ -50,8 +50,9 @@ func emuKernels(t *testing.T) string {
 }
 
 // emuCompress runs the kernels over pl's records in payload as the
-// daemon launches them (compress, scan, compact, Adler-32) and returns
-// the compacted framed blocks' offsets, their bytes and their sums.
+// daemon launches them (for a columnar plan the gather first, then
+// compress, scan, compact, Adler-32) and returns the compacted framed
+// blocks' offsets, their bytes and their sums.
 func emuCompress(t *testing.T, bin string, payload []byte, pl *CompressPlan, blockSize int) (offs []int64, out []byte, sums []uint32) {
 	t.Helper()
 	jobs, _, slots := pl.jobs(blockSize)
@@ -69,6 +70,24 @@ func emuCompress(t *testing.T, bin string, payload []byte, pl *CompressPlan, blo
 	in.Write(le.AppendUint64(nil, uint64(len(payload))))
 	in.Write(payload)
 	in.Write(le.AppendUint64(nil, uint64(slots)))
+	in.Write(le.AppendUint64(nil, uint64(len(pl.Ops))))
+	if len(pl.Ops) > 0 {
+		in.Write(le.AppendUint64(nil, uint64(pl.Gathered)))
+		in.Write(le.AppendUint64(nil, uint64(len(pl.Meta))))
+		in.Write(pl.Meta)
+		for _, o := range pl.Ops {
+			fromMeta := uint64(0)
+			if o.FromMeta {
+				fromMeta = 1
+			}
+			b := le.AppendUint64(nil, uint64(o.Kind)|uint64(o.Shift&7)<<8|uint64(uint32(o.Base))<<32)
+			b = le.AppendUint64(b, uint64(o.N))
+			b = le.AppendUint64(b, uint64(o.Src))
+			b = le.AppendUint64(b, fromMeta)
+			b = le.AppendUint64(b, uint64(o.Dst))
+			in.Write(b)
+		}
+	}
 	cmd := exec.Command(bin)
 	cmd.Stdin = &in
 	var stderr bytes.Buffer
@@ -160,5 +179,43 @@ func TestKernelsOnCPU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The kernels' source, run on the CPU, gathers a columnar batch's records
+// as the plan says and makes the reference's streams of them: SHFC and
+// kudo, with and without nulls, nested columns included.
+func TestKernelsOnCPUColumnar(t *testing.T) {
+	bin := emuKernels(t)
+	for _, c := range []struct {
+		f      partition.Format
+		schema string
+		nulls  float64
+	}{{partition.SHFC, "lineitem", 0}, {partition.SHFC, "nested", 0.1}, {partition.Kudo, "lineitem", 0.1}, {partition.Kudo, "nested", 0}} {
+		var tb *testBatch
+		if c.schema == "nested" {
+			tb = newNestedTestBatch(t, 300, 3, c.nulls, 1)
+		} else {
+			tb = newTestBatch(t, c.schema, 600, 3, c.nulls)
+		}
+		name := fmt.Sprintf("%v %s nulls %v", c.f, c.schema, c.nulls)
+		pl, err := PlanColumnar(c.f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pl.Ops) == 0 {
+			t.Fatalf("%s: a plan without gather ops", name)
+		}
+		const bs = 32 << 10
+		offs, out, _ := emuCompress(t, bin, tb.region, pl, bs)
+		_, first, _ := pl.jobs(bs)
+		payload := make([]byte, pl.Gathered)
+		pl.Gather(payload, tb.region)
+		want := pl.Streams(payload, bs)
+		for i := range pl.Records {
+			if got := out[offs[first[i]]:offs[first[i+1]]]; !bytes.Equal(got, want[i]) {
+				t.Errorf("%s: record %d: %d stream bytes differ from the reference's %d", name, i, len(got), len(want[i]))
+			}
+		}
 	}
 }

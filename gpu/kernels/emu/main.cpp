@@ -1,12 +1,17 @@
 // Runs the lz4 kernels of ../lz4.cu on the CPU (cuda.h), as the daemon
-// launches them for a batch whose records are already gathered:
-// lz4_compress, lz4_scan, lz4_compact, lz4_adler. Built and driven by
-// gpu/emu_test.go, with KERNELS naming the rewritten lz4.cu.
+// launches them for a batch: lz4_gather (a columnar plan's records out of
+// the batch), lz4_compress, lz4_scan, lz4_compact, lz4_adler. Built and
+// driven by gpu/emu_test.go, with KERNELS naming the rewritten lz4.cu.
 //
-// stdin, little-endian: u64 njobs, then per job u64 src (offset into the
-// payload), u64 slot, u32 len, u32 level; u64 payload length and the
-// payload; u64 scratch length. stdout: the njobs+1 offsets (i64) of the
-// compacted framed blocks, their bytes, and the njobs Adler-32 (u32).
+// stdin, little-endian: u64 njobs, then per job u64 src (an offset into
+// the payload, or into the gathered bytes when there are ops), u64 slot,
+// u32 len, u32 level; u64 payload length and the payload; u64 scratch
+// length; u64 nops, and when it is not 0: u64 gathered length, u64 meta
+// length and the meta bytes, then per op u64 head, u64 n, u64 src (an
+// offset into the payload, or into meta when the next u64 is 1), u64
+// from-meta, u64 dst (an offset into the gathered bytes). stdout: the
+// njobs+1 offsets (i64) of the compacted framed blocks, their bytes, and
+// the njobs Adler-32 (u32).
 #include "cuda.h"
 
 #include <cstdio>
@@ -62,17 +67,40 @@ int main() {
 	}
 	std::memcpy(payload.data(), in, plen);
 	in += plen;
-	for (long long j = 0; j < njobs; j++) {
-		jobs[j].src = jobs[j].len > 0 ? (uint64_t)(payload.data() + srcs[j]) : 0;
-	}
 	uint64_t slen = get<uint64_t>();
+	long long nops = (long long)get<uint64_t>();
+	std::vector<u8> gathered, meta;
+	std::vector<Op> ops(nops);
+	const u8 *base = payload.data();
+	if (nops > 0) {
+		gathered.assign(get<uint64_t>() + 64, 0); // zeroed, as the daemon's memset does
+		meta.resize(get<uint64_t>());
+		for (auto &b : meta) {
+			b = get<u8>();
+		}
+		for (auto &op : ops) {
+			op.head = get<uint64_t>();
+			op.n = get<uint64_t>();
+			uint64_t src = get<uint64_t>();
+			op.src = (uint64_t)((get<uint64_t>() ? meta.data() : payload.data()) + src);
+			op.dst = (uint64_t)(gathered.data() + get<uint64_t>());
+		}
+		const Op *op = ops.data();
+		// lz4_gather and lz4_compact stride by blockDim: a warp a block does
+		// the same work as the daemon's 256 threads, with fewer threads to run.
+		emu_launch((unsigned)nops, 32, [&] { lz4_gather(op, nops); });
+		base = gathered.data();
+	}
+	for (long long j = 0; j < njobs; j++) {
+		jobs[j].src = jobs[j].len > 0 ? (uint64_t)(base + srcs[j]) : 0;
+	}
 	std::vector<u8> scratch(slen), out(slen);
 	std::vector<long long> sizes(njobs), offs(njobs + 1);
 	std::vector<u32> sums(njobs);
 	const Job *jp = jobs.data();
 	emu_launch((unsigned)((njobs + WARPS - 1) / WARPS), 32 * WARPS, [&] { lz4_compress(jp, njobs, scratch.data(), sizes.data()); });
 	emu_launch(1, SCAN_THREADS, [&] { lz4_scan(sizes.data(), offs.data(), njobs); });
-	emu_launch((unsigned)njobs, 256, [&] { lz4_compact(jp, sizes.data(), offs.data(), scratch.data(), out.data(), njobs); });
+	emu_launch((unsigned)njobs, 32, [&] { lz4_compact(jp, sizes.data(), offs.data(), scratch.data(), out.data(), njobs); });
 	emu_launch((unsigned)njobs, ADLER_THREADS, [&] { lz4_adler(offs.data(), out.data(), sums.data(), njobs); });
 	put(offs.data(), 8 * offs.size());
 	put(out.data(), (size_t)offs[njobs]);
