@@ -10,8 +10,6 @@ import (
 
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/gpu/lz4ref"
-	"github.com/shuffled/shuffled/partition"
-	"github.com/shuffled/shuffled/partition/synth"
 )
 
 // compressSummed is compressOnce with the streams' sums asked for: the
@@ -113,31 +111,14 @@ func TestLZ4Adler32Opaque(t *testing.T) {
 func TestLZ4Adler32Columnar(t *testing.T) {
 	c := compressor(t, device(t))
 	defer c.Close()
-	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
-		for _, schema := range append(synth.Schemas, "nested") {
-			for _, nulls := range []float64{0, 0.1} {
-				var tb *testBatch
-				if schema == "nested" {
-					tb = newNestedTestBatch(t, 20000, 13, nulls, 1)
-				} else {
-					tb = newTestBatch(t, schema, 50000, 13, nulls)
-				}
-				for _, bs := range []int{32 << 10, 64 << 10} {
-					pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
-					if err != nil {
-						t.Fatal(err)
-					}
-					name := fmt.Sprintf("%v %s nulls %v block %d", f, schema, nulls, bs)
-					got, payload, sums, err := compressSummed(c, tb.region, pl, bs)
-					if err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
-					same(t, name, got, pl, payload, bs)
-					checkSums(t, name, got, sums, pl, bs)
-				}
-			}
+	eachColumnarPlan(t, func(cc columnarCase) {
+		got, payload, sums, err := compressSummed(c, cc.tb.region, cc.pl, cc.bs)
+		if err != nil {
+			t.Fatalf("%s: %v", cc.name, err)
 		}
-	}
+		same(t, cc.name, got, cc.pl, payload, cc.bs)
+		checkSums(t, cc.name, got, sums, cc.pl, cc.bs)
+	})
 }
 
 // A plan that does not ask for sums gets none; batches with and without

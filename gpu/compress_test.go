@@ -26,6 +26,16 @@ type testBatch struct {
 	prows  []int64
 }
 
+// schemaTestBatch is newNestedTestBatch of nestedRows rows for "nested",
+// newTestBatch of rows rows for any other schema.
+func schemaTestBatch(t testing.TB, schema string, rows, nestedRows, parts int, nulls float64) *testBatch {
+	t.Helper()
+	if schema == "nested" {
+		return newNestedTestBatch(t, nestedRows, parts, nulls, 1)
+	}
+	return newTestBatch(t, schema, rows, parts, nulls)
+}
+
 func newTestBatch(t testing.TB, schema string, rows, parts int, nulls float64) *testBatch {
 	t.Helper()
 	raw, err := synth.Generate(schema, 11, rows, synth.WithNulls(nulls))

@@ -192,12 +192,7 @@ func TestKernelsOnCPUColumnar(t *testing.T) {
 		schema string
 		nulls  float64
 	}{{partition.SHFC, "lineitem", 0}, {partition.SHFC, "nested", 0.1}, {partition.Kudo, "lineitem", 0.1}, {partition.Kudo, "nested", 0}} {
-		var tb *testBatch
-		if c.schema == "nested" {
-			tb = newNestedTestBatch(t, 300, 3, c.nulls, 1)
-		} else {
-			tb = newTestBatch(t, c.schema, 600, 3, c.nulls)
-		}
+		tb := schemaTestBatch(t, c.schema, 600, 300, 3, c.nulls)
 		name := fmt.Sprintf("%v %s nulls %v", c.f, c.schema, c.nulls)
 		pl, err := PlanColumnar(c.f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
 		if err != nil {

@@ -90,24 +90,16 @@ func growPinned(d *Device, p **Pinned, n int) ([]byte, error) {
 	return (*p).b[:n:n], nil
 }
 
-// hostOffsets returns the slot's pinned offsets buffer, of room for at
-// least n offsets.
-func (s *lz4Slot) hostOffsets(d *Device, n int64) ([]int64, error) {
-	b, err := growPinned(d, &s.offs, int(8*max(n, 32)))
+// pinnedSlice returns *p, the slot's pinned memory, grown like the
+// scratch to room for at least n values of T (256 bytes at least), as a
+// slice of n values.
+func pinnedSlice[T int64 | uint32](d *Device, p **Pinned, n int64) ([]T, error) {
+	size := int64(unsafe.Sizeof(*new(T)))
+	b, err := growPinned(d, p, int(size*max(n, 256/size)))
 	if err != nil {
 		return nil, err
 	}
-	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n), nil
-}
-
-// hostSums returns the slot's pinned buffer of the blocks' Adler-32, of
-// room for at least n sums.
-func (s *lz4Slot) hostSums(d *Device, n int64) ([]uint32, error) {
-	b, err := growPinned(d, &s.sums, int(4*max(n, 64)))
-	if err != nil {
-		return nil, err
-	}
-	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n), nil
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), nil
 }
 
 // free frees the slot's scratch and pinned memory.
@@ -307,13 +299,13 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 			binary.LittleEndian.PutUint64(e[24:], uint64(b["gather"].ptr)+uint64(o.Dst))
 		}
 	}
-	offs, err := s.hostOffsets(c.d, njobs+1)
+	offs, err := pinnedSlice[int64](c.d, &s.offs, njobs+1)
 	if err != nil {
 		return nil, err
 	}
 	var sums []uint32
 	if pl.Adler32 {
-		if sums, err = s.hostSums(c.d, njobs); err != nil {
+		if sums, err = pinnedSlice[uint32](c.d, &s.sums, njobs); err != nil {
 			return nil, err
 		}
 	}

@@ -191,48 +191,65 @@ func TestLZ4ColumnarMatchesReference(t *testing.T) {
 	}
 }
 
-func testColumnar(t *testing.T, c *Compressor, kernel string) {
+// columnarCase is one plan of eachColumnarPlan.
+type columnarCase struct {
+	name   string
+	f      partition.Format
+	schema string
+	nulls  float64
+	bs     int
+	tb     *testBatch
+	pl     *CompressPlan
+}
+
+// eachColumnarPlan calls fn with the columnar plans of the device tests:
+// SHFC and kudo, every load generator schema and nested columns, with and
+// without nulls, 32 and 64 KiB blocks.
+func eachColumnarPlan(t *testing.T, fn func(cc columnarCase)) {
 	for _, f := range []partition.Format{partition.SHFC, partition.Kudo} {
 		for _, schema := range append(synth.Schemas, "nested") {
 			for _, nulls := range []float64{0, 0.1} {
-				var tb *testBatch
-				if schema == "nested" {
-					tb = newNestedTestBatch(t, 20000, 13, nulls, 1)
-				} else {
-					tb = newTestBatch(t, schema, 50000, 13, nulls)
-				}
+				tb := schemaTestBatch(t, schema, 50000, 20000, 13, nulls)
 				for _, bs := range []int{32 << 10, 64 << 10} {
 					pl, err := PlanColumnar(f, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, payload := runCompress(t, c, tb.region, pl, bs)
-					name := fmt.Sprintf("%s: %v %s nulls %v block %d", kernel, f, schema, nulls, bs)
-					same(t, name, got, pl, payload, bs)
-					for i, s := range got {
-						d, _ := codec.Decode(codec.LZ4, nil, s)
-						r := pl.Records[i]
-						if lo, hi := tb.b.PartitionRows(r.Partition); r.Len == int64(f.Size(tb.b, lo, hi)) &&
-							!bytes.Equal(d, f.Append(nil, tb.b, lo, hi)) {
-							t.Fatalf("%s: record %d is not partition %d's %v serialization", name, i, r.Partition, f)
-						}
-					}
-					if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && schema == "lineitem" && bs == 32<<10 && !c.smem {
-						var all []byte
-						for _, s := range got {
-							all = append(all, s...)
-						}
-						base := filepath.Join(keep, fmt.Sprintf("lineitem-nulls%v", nulls))
-						if f == partition.Kudo {
-							base += "-kudo"
-						}
-						os.WriteFile(base+".lz4", all, 0o644)
-						os.WriteFile(base+".raw", payload, 0o644)
-					}
+					name := fmt.Sprintf("%v %s nulls %v block %d", f, schema, nulls, bs)
+					fn(columnarCase{name: name, f: f, schema: schema, nulls: nulls, bs: bs, tb: tb, pl: pl})
 				}
 			}
 		}
 	}
+}
+
+func testColumnar(t *testing.T, c *Compressor, kernel string) {
+	eachColumnarPlan(t, func(cc columnarCase) {
+		tb, pl, f := cc.tb, cc.pl, cc.f
+		got, payload := runCompress(t, c, tb.region, pl, cc.bs)
+		name := kernel + ": " + cc.name
+		same(t, name, got, pl, payload, cc.bs)
+		for i, s := range got {
+			d, _ := codec.Decode(codec.LZ4, nil, s)
+			r := pl.Records[i]
+			if lo, hi := tb.b.PartitionRows(r.Partition); r.Len == int64(f.Size(tb.b, lo, hi)) &&
+				!bytes.Equal(d, f.Append(nil, tb.b, lo, hi)) {
+				t.Fatalf("%s: record %d is not partition %d's %v serialization", name, i, r.Partition, f)
+			}
+		}
+		if keep := os.Getenv("SHUFFLED_LZ4_KEEP"); keep != "" && cc.schema == "lineitem" && cc.bs == 32<<10 && !c.smem {
+			var all []byte
+			for _, s := range got {
+				all = append(all, s...)
+			}
+			base := filepath.Join(keep, fmt.Sprintf("lineitem-nulls%v", cc.nulls))
+			if f == partition.Kudo {
+				base += "-kudo"
+			}
+			os.WriteFile(base+".lz4", all, 0o644)
+			os.WriteFile(base+".raw", payload, 0o644)
+		}
+	})
 }
 
 // Batches compressed at the same time, more than there are slots, each

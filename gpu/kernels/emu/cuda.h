@@ -119,10 +119,6 @@ template <class A, class B> inline std::common_type_t<A, B> min(A a, B b) {
 	using C = std::common_type_t<A, B>;
 	return (C)a < (C)b ? (C)a : (C)b;
 }
-template <class A, class B> inline std::common_type_t<A, B> max(A a, B b) {
-	using C = std::common_type_t<A, B>;
-	return (C)a > (C)b ? (C)a : (C)b;
-}
 
 // emu_launch runs kernel over grid blocks of block threads, one block
 // after another: the block's threads (OS threads) run every block in
