@@ -15,33 +15,9 @@ import (
 // compressSummed is compressOnce with the streams' sums asked for: the
 // streams copied to the host, the gathered payload and Compressed.Adler32.
 func compressSummed(c *Compressor, region []byte, pl *CompressPlan, bs int) (got [][]byte, payload []byte, sums []uint32, err error) {
-	src, err := c.d.Upload(region)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer src.Free()
 	pl.Adler32 = true
 	defer func() { pl.Adler32 = false }()
-	res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, bs)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer res.Release()
-	host := make([]byte, max(res.Size, 1))
-	if res.Size > 0 {
-		if err := c.d.CopyToHost(unsafePtr(host), res.Ptr, res.Size); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	for _, s := range res.Streams {
-		got = append(got, host[s.Offset:s.Offset+s.Length])
-	}
-	payload = region
-	if pl.Gathered > 0 {
-		payload = make([]byte, pl.Gathered)
-		pl.Gather(payload, region)
-	}
-	return got, payload, res.Adler32, nil
+	return compressWithSums(c, region, pl, bs)
 }
 
 // checkSums fails the test unless there is one sum per stream and each is

@@ -61,20 +61,27 @@ func runCompress(t testing.TB, c *Compressor, region []byte, pl *CompressPlan, b
 
 // compressOnce is runCompress, returning its error.
 func compressOnce(c *Compressor, region []byte, pl *CompressPlan, bs int) (got [][]byte, payload []byte, err error) {
+	got, payload, _, err = compressWithSums(c, region, pl, bs)
+	return got, payload, err
+}
+
+// compressWithSums is compressOnce that also returns the device's sums of
+// the streams (Compressed.Adler32: nil unless pl asks for them).
+func compressWithSums(c *Compressor, region []byte, pl *CompressPlan, bs int) (got [][]byte, payload []byte, sums []uint32, err error) {
 	src, err := c.d.Upload(region)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer src.Free()
 	res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, bs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer res.Release()
 	host := make([]byte, max(res.Size, 1))
 	if res.Size > 0 {
 		if err := c.d.CopyToHost(unsafePtr(host), res.Ptr, res.Size); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, s := range res.Streams {
@@ -85,7 +92,7 @@ func compressOnce(c *Compressor, region []byte, pl *CompressPlan, bs int) (got [
 		payload = make([]byte, pl.Gathered)
 		pl.Gather(payload, region)
 	}
-	return got, payload, nil
+	return got, payload, res.Adler32, nil
 }
 
 // same fails the test unless the device's streams equal the reference's
