@@ -132,8 +132,9 @@ __device__ __forceinline__ int ext_len(int n) { return n < 15 ? 0 : (n - 15) / 2
 
 // put_seq writes one sequence (the literals src[anchor:anchor+ll], then a
 // match of length ml at offset off; ml 0 for the last sequence) and
-// returns the new output length, or -1 when it would not fit in cap.
-__device__ int put_seq(u8 *dst, int out, int cap, const u8 *src, int anchor, int ll, int off, int ml, int lane) {
+// returns the new output length, or -1 when it would not fit in cap. The
+// literals' first 32 bytes are already loaded: lane k holds byte k in lit.
+__device__ int put_seq(u8 *dst, int out, int cap, const u8 *src, int anchor, int ll, int off, int ml, int lane, u32 lit) {
 	int need = 1 + ll + ext_len(ll);
 	if (ml > 0) {
 		need += 2 + ext_len(ml - MIN_MATCH);
@@ -149,7 +150,10 @@ __device__ int put_seq(u8 *dst, int out, int cap, const u8 *src, int anchor, int
 		dst[out] = (u8)token;
 	}
 	out = put_len(dst, out + 1, ll, lane);
-	for (int k = lane; k < ll; k += 32) {
+	if (lane < ll) {
+		dst[out + lane] = (u8)lit;
+	}
+	for (int k = lane + 32; k < ll; k += 32) {
 		dst[out + k] = src[anchor + k];
 	}
 	out += ll;
@@ -161,6 +165,32 @@ __device__ int put_seq(u8 *dst, int out, int cap, const u8 *src, int anchor, int
 		out = put_len(dst, out + 2, ml - MIN_MATCH, lane);
 	}
 	return out;
+}
+
+// load32a is the 4 bytes at p (any alignment) read as one or two aligned
+// words: an aligned word that starts before the end of the bytes cannot
+// fault where its first byte does not.
+__device__ __forceinline__ u32 load32a(const u8 *p) {
+	u64 a = (u64)p;
+	const u32 *w = (const u32 *)(a & ~3ull);
+	u32 r = (u32)(a & 3);
+	u32 lo = w[0];
+	u32 hi = r ? w[1] : 0;
+	return __funnelshift_r(lo, hi, 8 * r);
+}
+
+// win_load loads the warp's window: lane k holds the aligned word at
+// base+4k, or 0 past end.
+__device__ __forceinline__ u32 win_load(const u8 *base, const u8 *end, int lane) {
+	const u8 *a = base + 4 * lane;
+	return a < end ? *(const u32 *)a : 0;
+}
+
+// win32 is the 4 bytes at offset off (< 124) of the window.
+__device__ __forceinline__ u32 win32(u32 w, u32 off) {
+	u32 lo = __shfl_sync(FULL, w, off >> 2);
+	u32 hi = __shfl_sync(FULL, w, (off >> 2) + 1);
+	return __funnelshift_r(lo, hi, 8 * (off & 3));
 }
 
 // compress_block compresses src[0:n] into dst with the whole warp and
@@ -177,16 +207,34 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 	const int last_start = n - MF_LIMIT - 1;
 	const int match_limit = n - LAST_LITERALS;
 	const u32 lt = (1u << lane) - 1; // lanes below this one
+	const u8 *end = src + n;
+	const u8 *wb = (const u8 *)((u64)src & ~3ull);
+	u32 w = win_load(wb, end, lane);
 	int out = 0, anchor = 0, p = 0;
 	while (p <= last_start) {
+		u32 off = (u32)(src + p - wb);
+		if (off > 92) {
+			wb = (const u8 *)((u64)(src + p) & ~3ull);
+			w = win_load(wb, end, lane);
+			off = (u32)(src + p - wb);
+		}
 		int i = p + lane;
 		bool active = i <= last_start;
-		u32 v = active ? load32(src + i) : 0;
+		u32 v = win32(w, off + lane);
 		u32 h = active ? lz4_hash(v) : (u32)(HASH_SIZE + lane);
 		u32 peers = __match_any_sync(FULL, h);
 		u32 lower = peers & lt;
-		int cand = lower ? p + 31 - __clz(lower) : (active ? (int)table[h] : EMPTY);
-		bool valid = active && cand != EMPTY && load32(src + cand) == v;
+		int from = lower ? 31 - __clz(lower) : lane;
+		u32 vl = __shfl_sync(FULL, v, from);
+		int cand;
+		bool valid;
+		if (lower) {
+			cand = p + from;
+			valid = active && vl == v;
+		} else {
+			cand = active ? (int)table[h] : EMPTY;
+			valid = active && cand != EMPTY && load32a(src + cand) == v;
+		}
 		u32 ball = __ballot_sync(FULL, valid);
 		int last = ball ? __ffs(ball) - 1 : 31;
 		// Lanes 0..last are examined: each hash gets its highest one.
@@ -201,6 +249,8 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 		}
 		int m = p + last;
 		int c = __shfl_sync(FULL, cand, last);
+		// The literals' first bytes load while the match extends.
+		u32 lit = lane < m - anchor ? src[anchor + lane] : 0;
 		int l = MIN_MATCH;
 		for (;;) {
 			int pos = m + l + lane;
@@ -228,19 +278,22 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 		m -= back;
 		c -= back;
 		l += back;
-		out = put_seq(dst, out, cap, src, anchor, m - anchor, m - c, l, lane);
+		out = put_seq(dst, out, cap, src, anchor, m - anchor, m - c, l, lane, lit);
 		if (out < 0) {
 			return 0;
 		}
 		p = m + l;
 		anchor = p;
 	}
-	out = put_seq(dst, out, cap, src, anchor, n - anchor, 0, 0, lane);
+	u32 lit = lane < n - anchor ? src[anchor + lane] : 0;
+	out = put_seq(dst, out, cap, src, anchor, n - anchor, 0, 0, lane, lit);
 	return out < 0 ? 0 : out;
 }
 
-// xxh32 is xxHash32 of src[0:n] with SEED, computed by the warp: lanes 0-3
-// keep v1..v4; the result is valid in every lane.
+// xxh32 is xxHash32 of src[0:n] with SEED, computed by the warp: each
+// round loads 128 bytes as aligned words (lane k the k-th), lanes 0-3
+// keep v1..v4 and take their stripes' words by shuffle; the result is
+// valid in every lane.
 __device__ u32 xxh32(const u8 *src, int n, int lane) {
 	const u32 p1 = 2654435761u, p2 = 2246822519u, p3 = 3266489917u, p4 = 668265263u, p5 = 374761393u;
 	u32 h;
@@ -250,9 +303,25 @@ __device__ u32 xxh32(const u8 *src, int n, int lane) {
 		if (lane == 0) v = SEED + p1 + p2;
 		if (lane == 1) v = SEED + p2;
 		if (lane == 3) v = SEED - p1;
-		if (lane < 4) {
-			for (int s = 4 * lane; s + 16 - 4 * lane <= n; s += 16) {
-				v = rotl(v + load32(src + s) * p2, 13) * p1;
+		const u8 *end = src + n;
+		const u8 *base = (const u8 *)((u64)src & ~3ull);
+		u32 sh = 8 * (u32)((u64)src & 3);
+		int stripes = n / 16;
+		for (int s0 = 0; s0 < stripes; s0 += 8, base += 128) {
+			u32 lo = win_load(base, end, lane);
+			u32 hi = __shfl_down_sync(FULL, lo, 1);
+			if (lane == 31) {
+				const u8 *a = base + 128;
+				hi = a < end ? *(const u32 *)a : 0;
+			}
+			u32 word = __funnelshift_r(lo, hi, sh);
+			int k = min(8, stripes - s0);
+#pragma unroll
+			for (int u = 0; u < 8; u++) {
+				u32 x = __shfl_sync(FULL, word, 4 * u + (lane & 3));
+				if (u < k) {
+					v = rotl(v + x * p2, 13) * p1;
+				}
 			}
 		}
 		u32 v1 = __shfl_sync(FULL, v, 0), v2 = __shfl_sync(FULL, v, 1);
