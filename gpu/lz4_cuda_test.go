@@ -13,6 +13,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"gorgonia.org/cu"
+
 	"github.com/shuffled/shuffled/codec"
 	"github.com/shuffled/shuffled/gpu/lz4ref"
 	"github.com/shuffled/shuffled/partition"
@@ -452,3 +454,84 @@ func evenOffsets(n int64, parts int) []int64 {
 }
 
 func unsafePtr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
+
+// lz4Phases names lz4_prof's phases, in the kernel's order (PROF_* in
+// kernels/lz4.cu).
+var lz4Phases = []string{"clear", "find", "extend", "back", "put", "xxh32"}
+
+// BenchmarkLZ4Phases reports where the warps of lz4_compress spend their
+// clock cycles, by phase, on the load generator's batch (100,000 lineitem
+// rows) at 1 and 16 batches in flight: cycles per step (32 positions
+// examined) of each phase, and the share of the warps' time. It needs the
+// kernels built with -DLZ4_PROF and given in $SHUFFLED_LZ4_PTX:
+//
+//	nvcc -ptx -arch=compute_75 -O3 -DLZ4_PROF -o lz4-prof.ptx kernels/lz4.cu
+//
+// The clock reads perturb the kernel a little: compare its MB/s with
+// BenchmarkLZ4Compress's.
+func BenchmarkLZ4Phases(b *testing.B) {
+	c := compressorSlots(b, device(b), 16)
+	defer c.Close()
+	var prof cu.DevicePtr
+	var size int64
+	if err := c.d.do(func() (err error) {
+		prof, size, err = c.mod.Global("lz4_prof")
+		return err
+	}); err != nil {
+		b.Skipf("the kernels were not built with -DLZ4_PROF: %v", err)
+	}
+	counts := make([]uint64, len(lz4Phases)+2) // the phases, steps, blocks
+	if size != int64(8*len(counts)) {
+		b.Fatalf("lz4_prof has %d bytes, want %d", size, 8*len(counts))
+	}
+	tb := newTestBatch(b, "lineitem", 100000, 200, 0)
+	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := c.d.Upload(tb.region)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Free()
+	for _, inflight := range []int{1, 16} {
+		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
+			clear(counts)
+			if err := c.d.do(func() error { return cu.MemcpyHtoD(prof, unsafe.Pointer(&counts[0]), size) }); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(pl.RawBytes * int64(inflight))
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for range inflight {
+					wg.Go(func() {
+						res, err := c.Compress(uintptr(src.ptr), int64(len(tb.region)), pl, 32<<10)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						res.Release()
+					})
+				}
+				wg.Wait()
+			}
+			if err := c.d.do(func() error { return cu.MemcpyDtoH(unsafe.Pointer(&counts[0]), prof, size) }); err != nil {
+				b.Fatal(err)
+			}
+			steps, blocks := counts[len(lz4Phases)], counts[len(lz4Phases)+1]
+			if steps == 0 || blocks == 0 {
+				b.Fatalf("lz4_prof counted %d steps in %d blocks", steps, blocks)
+			}
+			var total uint64
+			for _, v := range counts[:len(lz4Phases)] {
+				total += v
+			}
+			for k, name := range lz4Phases {
+				b.ReportMetric(float64(counts[k])/float64(steps), name+"-cycles/step")
+				b.ReportMetric(100*float64(counts[k])/float64(total), name+"-%")
+			}
+			b.ReportMetric(float64(steps)/float64(blocks), "steps/block")
+			b.ReportMetric(float64(total)/float64(blocks), "cycles/block")
+		})
+	}
+}

@@ -19,6 +19,10 @@
 // Regenerate lz4.ptx (on a machine with the CUDA toolkit):
 //
 //	nvcc -ptx -arch=compute_75 -O3 -o lz4.ptx lz4.cu
+//
+// Built with -DLZ4_PROF, lane 0 of each warp of lz4_compress also adds the
+// clock cycles its blocks spent in each phase to lz4_prof (PROF_* below;
+// BenchmarkLZ4Phases reports them). The default build has none of it.
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -55,6 +59,42 @@ struct Op {
 	u64 src;
 	u64 dst;
 };
+
+// The phases of lz4_prof, and two counts: the steps (positions examined
+// 32 at a time) and the blocks compressed.
+enum { PROF_CLEAR, PROF_FIND, PROF_EXTEND, PROF_BACK, PROF_PUT, PROF_XXH, PROF_STEPS, PROF_BLOCKS, PROF_N };
+
+#ifdef LZ4_PROF
+__device__ unsigned long long lz4_prof[PROF_N];
+
+// Prof accumulates a warp's cycles by phase; it adds them to lz4_prof
+// when it goes out of scope.
+struct Prof {
+	long long t;
+	unsigned long long acc[PROF_N];
+	int lane;
+	__device__ explicit Prof(int lane) : t(clock64()), acc{}, lane(lane) {}
+	__device__ void mark(int k) {
+		long long now = clock64();
+		acc[k] += (unsigned long long)(now - t);
+		t = now;
+	}
+	__device__ ~Prof() {
+		if (lane == 0) {
+			for (int k = 0; k < PROF_N; k++) {
+				atomicAdd(&lz4_prof[k], acc[k]);
+			}
+		}
+	}
+};
+#define PROF_BEGIN Prof prof_(lane)
+#define PROF_MARK(k) prof_.mark(k)
+#define PROF_COUNT(k) (prof_.acc[k]++)
+#else
+#define PROF_BEGIN
+#define PROF_MARK(k)
+#define PROF_COUNT(k)
+#endif
 
 __device__ __forceinline__ u32 rotl(u32 x, int r) { return (x << r) | (x >> (32 - r)); }
 
@@ -199,10 +239,13 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 	if (n < MF_LIMIT + 1) {
 		return 0;
 	}
+	PROF_BEGIN;
+	PROF_COUNT(PROF_BLOCKS);
 	for (int k = lane; k < HASH_SIZE; k += 32) {
 		table[k] = EMPTY;
 	}
 	__syncwarp();
+	PROF_MARK(PROF_CLEAR);
 	const int cap = n - 1;
 	const int last_start = n - MF_LIMIT - 1;
 	const int match_limit = n - LAST_LITERALS;
@@ -212,6 +255,7 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 	u32 w = win_load(wb, end, lane);
 	int out = 0, anchor = 0, p = 0;
 	while (p <= last_start) {
+		PROF_COUNT(PROF_STEPS);
 		u32 off = (u32)(src + p - wb);
 		if (off > 92) {
 			wb = (const u8 *)((u64)(src + p) & ~3ull);
@@ -243,6 +287,7 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 			table[h] = (u16)i;
 		}
 		__syncwarp();
+		PROF_MARK(PROF_FIND);
 		if (!ball) {
 			p += 32;
 			continue;
@@ -262,6 +307,7 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 			}
 			l += 32;
 		}
+		PROF_MARK(PROF_EXTEND);
 		// Catch up: the match extends backward over the literals before
 		// it while the bytes before it equal those before the candidate.
 		int back = 0;
@@ -275,10 +321,12 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 			}
 			back += 32;
 		}
+		PROF_MARK(PROF_BACK);
 		m -= back;
 		c -= back;
 		l += back;
 		out = put_seq(dst, out, cap, src, anchor, m - anchor, m - c, l, lane, lit);
+		PROF_MARK(PROF_PUT);
 		if (out < 0) {
 			return 0;
 		}
@@ -287,6 +335,7 @@ __device__ int compress_block(u8 *dst, const u8 *src, int n, u16 *table, int lan
 	}
 	u32 lit = lane < n - anchor ? src[anchor + lane] : 0;
 	out = put_seq(dst, out, cap, src, anchor, n - anchor, 0, 0, lane, lit);
+	PROF_MARK(PROF_PUT);
 	return out < 0 ? 0 : out;
 }
 
@@ -370,7 +419,12 @@ __device__ __forceinline__ long long frame_job(const Job &job, const u8 *src, u8
 		}
 		return HEADER;
 	}
-	u32 sum = xxh32(src, n, lane) & MASK;
+	u32 sum;
+	{
+		PROF_BEGIN;
+		sum = xxh32(src, n, lane) & MASK;
+		PROF_MARK(PROF_XXH);
+	}
 	int comp = compress_block(out + HEADER, src, n, table, lane);
 	u32 method = 0x20;
 	if (comp == 0) {
