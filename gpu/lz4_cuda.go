@@ -121,7 +121,7 @@ func (c *Compressor) Slots() int { return len(c.all) }
 // compressing it, false (the default) reads it from global memory. On an
 // H200 the global kernel is about 1.5 times as fast: the 40 KiB of shared
 // memory a warp needs for a 32 KiB block leave 5 warps per SM instead of
-// 28, and a batch fits the L2 cache anyway. It must not be called while a
+// 24, and a batch fits the L2 cache anyway. It must not be called while a
 // Compress is running.
 func (c *Compressor) UseSharedMemory(on bool) { c.smem = on }
 

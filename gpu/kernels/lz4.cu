@@ -473,7 +473,7 @@ __device__ __forceinline__ uint4 load_nc(const uint4 *p) {
 // stay aligned) and compresses it from there. Its dynamic shared memory
 // is the hash table, then at least the block size plus 16 bytes. It makes
 // the same bytes as lz4_compress but, measured on an H200, about 1.5 times
-// slower: the shared memory per warp leaves 5 warps per SM instead of 28,
+// slower: the shared memory per warp leaves 5 warps per SM instead of 24,
 // and a batch fits the L2 cache anyway. The daemon uses lz4_compress.
 extern "C" __global__ void __launch_bounds__(32) lz4_compress_smem(const Job *jobs, long long njobs, u8 *scratch, long long *sizes) {
 	extern __shared__ uint4 smem[];
