@@ -419,30 +419,39 @@ func BenchmarkLZ4Compress(b *testing.B) {
 			for _, inflight := range []int{1, 4, 8, 16} {
 				b.Run(fmt.Sprintf("%s/kernel=%s/inflight=%d", input, k.name, inflight), func(b *testing.B) {
 					c.UseSharedMemory(k.smem)
-					var out atomic.Int64
 					b.SetBytes(pl.RawBytes * int64(inflight))
+					var size int64
 					for b.Loop() {
-						var wg sync.WaitGroup
-						for range inflight {
-							wg.Go(func() {
-								res, err := c.Compress(uintptr(src.ptr), int64(len(region)), pl, 32<<10)
-								if err != nil {
-									b.Error(err)
-									return
-								}
-								out.Store(res.Size)
-								res.Release()
-							})
-						}
-						wg.Wait()
+						size = compressInFlight(b, c, src, int64(len(region)), pl, inflight)
 					}
-					b.ReportMetric(float64(pl.RawBytes)/float64(out.Load()), "ratio")
+					b.ReportMetric(float64(pl.RawBytes)/float64(size), "ratio")
 				})
 			}
 		}
 		src.Free()
 	}
 	c.UseSharedMemory(false)
+}
+
+// compressInFlight compresses pl's records of the n bytes at src at 32
+// KiB blocks inflight times at once, each from its own goroutine, and
+// returns the size of the streams of one of them.
+func compressInFlight(b *testing.B, c *Compressor, src *Buffer, n int64, pl *CompressPlan, inflight int) int64 {
+	var size atomic.Int64
+	var wg sync.WaitGroup
+	for range inflight {
+		wg.Go(func() {
+			res, err := c.Compress(uintptr(src.ptr), n, pl, 32<<10)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			size.Store(res.Size)
+			res.Release()
+		})
+	}
+	wg.Wait()
+	return size.Load()
 }
 
 func evenOffsets(n int64, parts int) []int64 {
@@ -502,18 +511,7 @@ func BenchmarkLZ4Phases(b *testing.B) {
 			}
 			b.SetBytes(pl.RawBytes * int64(inflight))
 			for b.Loop() {
-				var wg sync.WaitGroup
-				for range inflight {
-					wg.Go(func() {
-						res, err := c.Compress(uintptr(src.ptr), int64(len(tb.region)), pl, 32<<10)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						res.Release()
-					})
-				}
-				wg.Wait()
+				compressInFlight(b, c, src, int64(len(tb.region)), pl, inflight)
 			}
 			if err := c.d.do(func() error { return cu.MemcpyDtoH(unsafe.Pointer(&counts[0]), prof, size) }); err != nil {
 				b.Fatal(err)
