@@ -18,8 +18,8 @@ import (
 )
 
 // emuKernels builds kernels/emu, which runs kernels/lz4.cu's source on
-// the CPU (each thread of a block an OS thread, the warp intrinsics
-// exchanged through barriers), and returns the program's path. The
+// the CPU (each thread of a block a fiber, the warp intrinsics exchanged
+// through barriers), and returns the program's path. The
 // source is compiled as C++ after three rewrites: __shared__ becomes a
 // static of its kernel (blocks run one after another), extern __shared__
 // a plain extern, and inline PTX nothing (lz4_compress_smem, the only
@@ -41,7 +41,7 @@ func emuKernels(t *testing.T) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "emu")
-	cmd := exec.Command(cxx, "-std=c++20", "-O2", "-pthread", "-Wall", "-Wno-sign-compare", "-Wno-uninitialized",
+	cmd := exec.Command(cxx, "-std=c++20", "-O2", "-pthread", "-Wall", "-Wno-sign-compare", "-Wno-uninitialized", "-Wno-unknown-pragmas",
 		fmt.Sprintf("-DKERNELS=%q", cu), "-o", bin, filepath.Join("kernels", "emu", "main.cpp"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the kernels' CPU run: %v\n%s", err, out)
