@@ -1,8 +1,8 @@
 #!/bin/sh
 # Runs on the GPU machine over binaries that build.sh made elsewhere: the
 # figures of the GPU path's speed (docs/benchmarks.md, "GPU").
-#  1. the lz4 kernels alone (BenchmarkLZ4Compress: 1, 4, 8 and 16 batches
-#     in flight); BENCH=0 skips it.
+#  1. the lz4 kernels alone (BenchmarkLZ4Compress: 1, 4, 8, 16 and 32
+#     batches in flight); BENCH=0 skips it.
 #  2. for each count in SLOTS (default "4 8 16"): a daemon with
 #     --cuda-compress-slots COUNT and a CPU profile, REPS runs of
 #     `shuffled-loadgen --gpu --concurrency C` (C from CONC, default 16)
