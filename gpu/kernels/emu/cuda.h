@@ -47,9 +47,10 @@ inline emu_dim threadIdx, blockIdx, blockDim;
 // The dynamic shared memory of lz4_compress_smem, which is not run here.
 inline uint4 smem[(8192 + 65536 + 64) / 16];
 
+struct emu_barrier;
+
 // emu_fiber is one thread of a block: its context, its stack, and its
 // threadIdx, restored whenever it runs again.
-struct emu_barrier;
 struct emu_fiber {
 	ucontext_t ctx;
 	std::unique_ptr<char[]> stack;
@@ -63,7 +64,7 @@ struct emu_fiber {
 
 // emu_sched runs the fibers of the block being launched; main is the
 // launching context. The fiber to run next is drawn at random among those
-// that have not ended (a fixed seed, so runs repeat), so that lanes reach
+// that can run (a fixed seed, so runs repeat), so that lanes reach
 // the code between two barriers in every order, as on the device: two
 // lanes' writes with no barrier between them land in either order, and a
 // missing barrier shows as wrong bytes.
@@ -81,8 +82,8 @@ struct emu_sched {
 };
 inline emu_sched *emu_s;
 
-// emu_switch leaves the running fiber (done: for good) for the next one
-// that has not ended, or for the launcher when none is left. A fiber
+// emu_switch leaves the running fiber (done: for good) for another that
+// can run, or for the launcher when every fiber has ended. A fiber
 // that waits while no other can run would wait forever: a kernel whose
 // lanes do not all reach a barrier. The run stops there.
 inline void emu_switch(bool done) {
