@@ -392,13 +392,9 @@ func BenchmarkLZ4Compress(b *testing.B) {
 		var err error
 		switch input {
 		case "lineitem":
-			tb := newTestBatch(b, "lineitem", 400000, 200, 0)
-			region = tb.region
-			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(region)), 1<<20)
+			region, pl, err = lineitemPlan(b, 400000)
 		case "lineitem-100k":
-			tb := newTestBatch(b, "lineitem", 100000, 200, 0)
-			region = tb.region
-			pl, err = PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(region)), 1<<20)
+			region, pl, err = lineitemPlan(b, 100000)
 		case "text":
 			region = textData(64<<20, 9)
 			pl, err = PlanOpaque(evenOffsets(int64(len(region)), 200), int64(len(region)), 1<<20)
@@ -433,6 +429,14 @@ func BenchmarkLZ4Compress(b *testing.B) {
 		src.Free()
 	}
 	c.UseSharedMemory(false)
+}
+
+// lineitemPlan is a lineitem batch of rows rows in 200 partitions, as
+// the load generator makes them, and its SHFC plan.
+func lineitemPlan(tb testing.TB, rows int) ([]byte, *CompressPlan, error) {
+	b := newTestBatch(tb, "lineitem", rows, 200, 0)
+	pl, err := PlanColumnar(partition.SHFC, b.l, b.meta, b.host, b.prows, int64(len(b.region)), 1<<20)
+	return b.region, pl, err
 }
 
 // compressInFlight compresses pl's records of the n bytes at src at 32
@@ -495,12 +499,11 @@ func BenchmarkLZ4Phases(b *testing.B) {
 	if size != int64(8*len(counts)) {
 		b.Fatalf("lz4_prof has %d bytes, want %d", size, 8*len(counts))
 	}
-	tb := newTestBatch(b, "lineitem", 100000, 200, 0)
-	pl, err := PlanColumnar(partition.SHFC, tb.l, tb.meta, tb.host, tb.prows, int64(len(tb.region)), 1<<20)
+	region, pl, err := lineitemPlan(b, 100000)
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := c.d.Upload(tb.region)
+	src, err := c.d.Upload(region)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -513,7 +516,7 @@ func BenchmarkLZ4Phases(b *testing.B) {
 			}
 			b.SetBytes(pl.RawBytes * int64(inflight))
 			for b.Loop() {
-				compressInFlight(b, c, src, int64(len(tb.region)), pl, inflight)
+				compressInFlight(b, c, src, int64(len(region)), pl, inflight)
 			}
 			if err := c.d.do(func() error { return cu.MemcpyDtoH(unsafe.Pointer(&counts[0]), prof, size) }); err != nil {
 				b.Fatal(err)
