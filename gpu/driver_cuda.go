@@ -140,6 +140,8 @@ import (
 	"fmt"
 	"runtime/cgo"
 	"unsafe"
+
+	"gorgonia.org/cu"
 )
 
 // cudaError is a CUresult other than CUDA_SUCCESS.
@@ -156,6 +158,30 @@ func check(op string, r C.CUresult) error {
 		return nil
 	}
 	return &cudaError{op: op, code: int(r), name: C.GoString(C.errName(r))}
+}
+
+// cuFunc is f's driver handle.
+func cuFunc(f cu.Function) C.CUfunction { return *(*C.CUfunction)(unsafe.Pointer(&f)) }
+
+// funcSetAttribute sets attribute a of kernel f to v.
+func funcSetAttribute(f cu.Function, a C.CUfunction_attribute, v int) error {
+	return check("cuFuncSetAttribute", C.cuFuncSetAttribute(cuFunc(f), a, C.int(v)))
+}
+
+// funcAttribute is attribute a of kernel f.
+func funcAttribute(f cu.Function, a C.CUfunction_attribute) (int, error) {
+	var v C.int
+	err := check("cuFuncGetAttribute", C.cuFuncGetAttribute(&v, a, cuFunc(f)))
+	return int(v), err
+}
+
+// residentBlocks is how many blocks of threads threads (and smem bytes of
+// dynamic shared memory) of kernel f an SM holds at once, by the
+// occupancy calculator (registers, shared memory and its carveout).
+func residentBlocks(f cu.Function, threads, smem int) (int, error) {
+	var n C.int
+	err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor", C.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, cuFunc(f), C.int(threads), C.size_t(smem)))
+	return int(n), err
 }
 
 func hostAlloc(n int) (unsafe.Pointer, error) {

@@ -24,9 +24,10 @@ import (
 //go:embed kernels/lz4.ptx
 var lz4PTX string
 
-// Launch shapes of the lz4 kernels, matching kernels/lz4.cu.
+// Launch shapes of the lz4 kernels, matching kernels/lz4.cu. The warps
+// per block of lz4_compress (WARPS there) are read from the loaded
+// kernel: its __launch_bounds__ are 32 threads a warp.
 const (
-	lz4Warps       = 4       // warps per block of lz4_compress, one block each
 	lz4HashBytes   = 2 << 12 // the hash table of a warp (u16 entries)
 	lz4SmemSlack   = 16      // shared memory past the block: the copy's alignment
 	lz4ScanThreads = 1024    // the one block of lz4_scan
@@ -55,9 +56,15 @@ type Compressor struct {
 	// smem: lz4_compress_smem (each warp copies its block into shared
 	// memory first) rather than lz4_compress (reads global memory, the
 	// default: measured faster, docs/benchmarks.md "GPU").
-	smem  bool
-	slots chan *lz4Slot
-	all   []*lz4Slot
+	smem bool
+	// warps: warps per block of lz4_compress, each compressing one lz4
+	// block (its maximum threads per block over 32).
+	warps int
+	// resident: how many warps of lz4_compress an SM holds at once (the
+	// occupancy calculator's blocks per SM times warps).
+	resident int
+	slots    chan *lz4Slot
+	all      []*lz4Slot
 }
 
 // lz4Slot is one batch's worth of a Compressor: its stream and scratch.
@@ -121,7 +128,7 @@ func (c *Compressor) Slots() int { return len(c.all) }
 // compressing it, false (the default) reads it from global memory. On an
 // H200 the global kernel is about 1.5 times as fast: the 40 KiB of shared
 // memory a warp needs for a 32 KiB block leave 5 warps per SM instead of
-// 24, and a batch fits the L2 cache anyway. It must not be called while a
+// 25, and a batch fits the L2 cache anyway. It must not be called while a
 // Compress is running.
 func (c *Compressor) UseSharedMemory(on bool) { c.smem = on }
 
@@ -153,10 +160,21 @@ func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
 		// The largest block (64 KiB) takes more than the 48 KiB of
 		// dynamic shared memory a kernel gets without asking.
 		smem := lz4HashBytes + lz4ref.MaxBlockSize + lz4SmemSlack
-		f := c.fn["lz4_compress_smem"]
-		if r := C.cuFuncSetAttribute(*(*C.CUfunction)(unsafe.Pointer(&f)), C.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, C.int(smem)); r != C.CUDA_SUCCESS {
-			return fmt.Errorf("lz4_compress_smem: %d bytes of shared memory: CUDA error %d", smem, int(r))
+		if err := funcSetAttribute(c.fn["lz4_compress_smem"], C.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem); err != nil {
+			return fmt.Errorf("lz4_compress_smem: %d bytes of shared memory: %w", smem, err)
 		}
+		threads, err := funcAttribute(c.fn["lz4_compress"], C.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+		if err != nil {
+			return fmt.Errorf("lz4_compress: threads per block: %w", err)
+		}
+		if threads < 32 || threads%32 != 0 {
+			return fmt.Errorf("lz4_compress: %d threads per block, not whole warps", threads)
+		}
+		c.warps = threads / 32
+		if c.resident, err = residentBlocks(c.fn["lz4_compress"], threads, 0); err != nil {
+			return fmt.Errorf("lz4_compress: occupancy: %w", err)
+		}
+		c.resident *= c.warps
 		for range slots {
 			s := &lz4Slot{scratch: newScratch(d)}
 			if s.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
@@ -187,6 +205,10 @@ func (c *Compressor) Close() error {
 		return c.mod.Unload()
 	})
 }
+
+// ResidentWarps is how many warps of the compress kernel each SM holds at
+// once, each compressing one lz4 block, by the occupancy calculator.
+func (c *Compressor) ResidentWarps() int { return c.resident }
 
 // Compressed is the result of Compress: every record's stream, one after
 // the other in device memory, readable until Release.
@@ -326,7 +348,8 @@ func (c *Compressor) compress(s *lz4Slot, src uintptr, pl *CompressPlan, blockSi
 			k.launch("lz4_compress_smem", int(njobs), 32, b["jobs"].ptr, njobs, b["slots"].ptr, b["sizes"].ptr)
 			k.smem = 0
 		} else {
-			k.launch("lz4_compress", int((njobs+lz4Warps-1)/lz4Warps), 32*lz4Warps, b["jobs"].ptr, njobs, b["slots"].ptr, b["sizes"].ptr)
+			w := int64(c.warps)
+			k.launch("lz4_compress", int((njobs+w-1)/w), 32*c.warps, b["jobs"].ptr, njobs, b["slots"].ptr, b["sizes"].ptr)
 		}
 		k.launch("lz4_scan", 1, lz4ScanThreads, b["sizes"].ptr, b["offs"].ptr, njobs)
 		k.launch("lz4_compact", int(njobs), lz4CopyThreads, b["jobs"].ptr, b["sizes"].ptr, b["offs"].ptr, b["slots"].ptr, b["out"].ptr, njobs)

@@ -417,12 +417,10 @@ func BenchmarkLZ4Compress(b *testing.B) {
 			for _, inflight := range []int{1, 4, 8, 16, 32} {
 				b.Run(fmt.Sprintf("%s/kernel=%s/inflight=%d", input, k.name, inflight), func(b *testing.B) {
 					c.UseSharedMemory(k.smem)
-					b.SetBytes(pl.RawBytes * int64(inflight))
-					var size int64
-					for b.Loop() {
-						size = compressInFlight(b, c, src, int64(len(region)), pl, inflight)
-					}
+					b.SetBytes(pl.RawBytes)
+					size := compressSteady(b, c, src, int64(len(region)), pl, inflight)
 					b.ReportMetric(float64(pl.RawBytes)/float64(size), "ratio")
+					b.ReportMetric(float64(c.ResidentWarps()), "warps/SM")
 				})
 			}
 		}
@@ -437,6 +435,32 @@ func lineitemPlan(tb testing.TB, rows int) ([]byte, *CompressPlan, error) {
 	b := newTestBatch(tb, "lineitem", rows, 200, 0)
 	pl, err := PlanColumnar(partition.SHFC, b.l, b.meta, b.host, b.prows, int64(len(b.region)), 1<<20)
 	return b.region, pl, err
+}
+
+// compressSteady compresses pl's records of the n bytes at src at 32 KiB
+// blocks b.N times, from inflight goroutines that each start the next
+// batch as soon as theirs is done (as the daemon's connections do), and
+// returns the size of the streams of one of them.
+func compressSteady(b *testing.B, c *Compressor, src *Buffer, n int64, pl *CompressPlan, inflight int) int64 {
+	var size, next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range inflight {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				res, err := c.Compress(uintptr(src.ptr), n, pl, 32<<10)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				size.Store(res.Size)
+				res.Release()
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	return size.Load()
 }
 
 // compressInFlight compresses pl's records of the n bytes at src at 32

@@ -21,6 +21,7 @@ func (d *Device) LoadCompressor(ptx []byte, slots int) (*Compressor, error) {
 func (c *Compressor) Close() error            { return ErrNotSupported }
 func (c *Compressor) Slots() int              { return 0 }
 func (c *Compressor) UseSharedMemory(on bool) {}
+func (c *Compressor) ResidentWarps() int      { return 0 }
 func (c *Compressor) Compress(src uintptr, size int64, pl *CompressPlan, blockSize int) (*Compressed, error) {
 	return nil, ErrNotSupported
 }

@@ -45,7 +45,9 @@ func (ds *deviceState) compressor(log *slog.Logger, slots int) (*gpu.Compressor,
 		co.c, co.err = ds.dev.NewCompressor(slots)
 		if co.err != nil {
 			log.Warn("device batches of lz4 map outputs are compressed by the CPU pool: the GPU's lz4 kernels did not load", "device", ds.dev.Ordinal(), "err", co.err)
+			return
 		}
+		log.Info("lz4 kernels loaded", "device", ds.dev.Ordinal(), "slots", slots, "resident_warps_per_sm", co.c.ResidentWarps())
 	})
 	return co.c, co.err
 }
@@ -279,10 +281,17 @@ func planColumnar(ds *deviceState, out *Output, cl *protocol.ColumnarLayout, src
 func (p *Planes) logDeviceTotals(log *slog.Logger) {
 	s := func(n *atomic.Int64) float64 { return float64(n.Load()) / 1e9 }
 	gpuCompressed := &p.dev.compressed
+	var copyRun time.Duration // the staged copies' own time, waits for buffers and admission left out
+	devices := &p.dev.devices
+	devices.mu.Lock()
+	for _, ds := range devices.m {
+		copyRun += ds.pool.Stats().CopyTime
+	}
+	devices.mu.Unlock()
 	log.Info("device batches", "d2h_bytes", p.dev.d2h.bytes.Load(),
 		"gpu_compressed_raw_bytes", gpuCompressed.raw.Load(), "gpu_compressed_stream_bytes", gpuCompressed.streams.Load(),
 		"gpu_summed_stream_bytes", gpuCompressed.summed.Load(),
 		"gpu_compress_s", s(&gpuCompressed.nanos), "gpu_compressed_batches", gpuCompressed.batches.Load(),
 		"gpu_plan_s", s(&gpuCompressed.plan), "gpu_plan_read_s", s(&gpuCompressed.planRead), "gpu_kernels_s", s(&gpuCompressed.kernels),
-		"gpu_copy_out_s", s(&gpuCompressed.copyOut), "gpu_write_s", s(&gpuCompressed.write))
+		"gpu_copy_out_s", s(&gpuCompressed.copyOut), "gpu_copy_run_s", copyRun.Seconds(), "gpu_write_s", s(&gpuCompressed.write))
 }

@@ -39,7 +39,17 @@ typedef unsigned long long u64;
 #define HEADER 21
 #define SEED 0x9747b28cu
 #define MASK 0x0fffffffu
-#define WARPS 4 // warps per block of lz4_compress
+// WARPS is the warps per block of lz4_compress, each compressing a job of
+// its own. One: a block's 8 KiB hash table is given back as soon as its
+// warp is done, where a block of 4 warps held 32 KiB until its slowest
+// job ended (a partition's last block is short). The shared memory then
+// holds 25 warps an SM instead of 24, and on the load generator's batch
+// the kernel runs 1.44 times as fast with 16 batches in flight (H100;
+// docs/benchmarks.md). nvcc -DWARPS=N builds others; the daemon reads
+// the block shape from the kernel's launch bounds.
+#ifndef WARPS
+#define WARPS 1
+#endif
 
 // A job is one framed block: len bytes at src (0: the end mark of a
 // stream), written at scratch+slot, which has room for HEADER+len bytes.
@@ -473,7 +483,7 @@ __device__ __forceinline__ uint4 load_nc(const uint4 *p) {
 // stay aligned) and compresses it from there. Its dynamic shared memory
 // is the hash table, then at least the block size plus 16 bytes. It makes
 // the same bytes as lz4_compress but, measured on an H200, about 1.5 times
-// slower: the shared memory per warp leaves 5 warps per SM instead of 24,
+// slower: the shared memory per warp leaves 5 warps per SM instead of 25,
 // and a batch fits the L2 cache anyway. The daemon uses lz4_compress.
 extern "C" __global__ void __launch_bounds__(32) lz4_compress_smem(const Job *jobs, long long njobs, u8 *scratch, long long *sizes) {
 	extern __shared__ uint4 smem[];

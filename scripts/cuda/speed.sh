@@ -48,7 +48,7 @@ trap 'for p in $pids; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 } >"$sum" 2>&1
 
 if [ "${BENCH:-1}" != 0 ]; then
-	(cd gpu && timeout 300 "$bin/gpu.test" -test.run '^$' -test.bench 'LZ4Compress/.*/kernel=global' -test.benchtime 10x) >"$out/bench.log" 2>&1
+	(cd gpu && timeout 300 "$bin/gpu.test" -test.run '^$' -test.bench 'LZ4Compress/.*/kernel=global' -test.benchtime 200x) >"$out/bench.log" 2>&1
 	echo "kernel benchmark: exit $?" >>"$sum"
 	grep '^Benchmark' "$out/bench.log" | awk '{printf "%-70s %10s %s\n", $1, $5, $6 " " $7 " " $8}' >>"$sum"
 fi
