@@ -5,6 +5,8 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -42,6 +44,61 @@ func BenchmarkCopyToHost(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCopyWait copies n bytes device to host from inflight
+// goroutines at once, each into pinned memory of its own with
+// Device.CopyAsync and a wait that polls for up to spin before it sleeps
+// in the driver (Copy.Wait's is copySpin), as the daemon's copies of
+// compressed batches (7 MiB of the load generator's) and its plans' reads
+// (about 1 MiB) do. It reports MB/s in all and the mean time from queueing
+// a copy to seeing it landed (ms/copy).
+func BenchmarkCopyWait(b *testing.B) {
+	d := device(b)
+	const most = 8 << 20
+	src, err := d.Alloc(most)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Free()
+	for _, n := range []int64{1 << 20, 7 << 20} {
+		for _, inflight := range []int{1, 16} {
+			for _, spin := range []time.Duration{0, copySpin, 2 * time.Millisecond} {
+				b.Run(fmt.Sprintf("bytes=%dMiB/inflight=%d/spin=%v", n>>20, inflight, spin), func(b *testing.B) {
+					pins := make([]*Pinned, inflight)
+					for i := range pins {
+						if pins[i], err = d.AllocPinned(most); err != nil {
+							b.Fatal(err)
+						}
+						defer pins[i].Free()
+					}
+					b.SetBytes(n)
+					var next, waited atomic.Int64
+					var wg sync.WaitGroup
+					b.ResetTimer()
+					for i := range inflight {
+						wg.Go(func() {
+							dst := unsafe.Pointer(&pins[i].Bytes()[0])
+							for next.Add(1) <= int64(b.N) {
+								start := time.Now()
+								c, err := d.CopyAsync(dst, src.Ptr(), n)
+								if err == nil {
+									err = c.wait(spin)
+								}
+								if err != nil {
+									b.Error(err)
+									return
+								}
+								waited.Add(int64(time.Since(start)))
+							}
+						})
+					}
+					wg.Wait()
+					b.ReportMetric(float64(waited.Load())/1e6/float64(b.N), "ms/copy")
+				})
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ package gpu
 #include <cuda.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 extern void shuffledStreamDone(uintptr_t);
 
@@ -92,13 +93,29 @@ static CUresult readerDestroy(CUstream s, CUevent ev) {
 	return r != CUDA_SUCCESS ? r : d;
 }
 
+// waitEvent waits for ev: it polls (cuEventQuery) for up to spin_ns
+// nanoseconds, then sleeps in cuEventSynchronize.
+static CUresult waitEvent(CUevent ev, long long spin_ns) {
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		CUresult r = cuEventQuery(ev);
+		if (r != CUDA_ERROR_NOT_READY) return r;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((long long)(t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) >= spin_ns) {
+			return cuEventSynchronize(ev);
+		}
+	}
+}
+
 // readRound queues count device-to-host copies (n[i] bytes at src[i] into
 // the pinned dst[i]) on s and ev after them, with ctx made current on the
-// calling thread, and waits for ev (cuEventSynchronize: the thread sleeps
-// until the copies have landed). A copy that cannot be queued ends the
-// queueing, but those queued before it are still waited for. *failed is
-// set to the failing step: 0 none, 1 a copy, 2 the event.
-static CUresult readRound(CUcontext ctx, CUstream s, CUevent ev, const uintptr_t *dst, const uintptr_t *src, const size_t *n, int count, int *failed) {
+// calling thread, and waits for ev (waitEvent: polls for up to spin_ns,
+// then the thread sleeps until the copies have landed). A copy that
+// cannot be queued ends the queueing, but those queued before it are
+// still waited for. *failed is set to the failing step: 0 none, 1 a copy,
+// 2 the event.
+static CUresult readRound(CUcontext ctx, CUstream s, CUevent ev, const uintptr_t *dst, const uintptr_t *src, const size_t *n, int count, long long spin_ns, int *failed) {
 	*failed = 0;
 	CUresult r = cuCtxSetCurrent(ctx);
 	if (r != CUDA_SUCCESS) return r;
@@ -108,7 +125,7 @@ static CUresult readRound(CUcontext ctx, CUstream s, CUevent ev, const uintptr_t
 	if (r != CUDA_SUCCESS) *failed = 1;
 	CUresult w = cuEventRecord(ev, s);
 	if (w == CUDA_SUCCESS) {
-		w = cuEventSynchronize(ev);
+		w = waitEvent(ev, spin_ns);
 	} else {
 		CUresult ss = cuStreamSynchronize(s);
 		(void)ss;
@@ -139,6 +156,7 @@ import "C"
 import (
 	"fmt"
 	"runtime/cgo"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -294,13 +312,14 @@ func readerDestroy(s C.CUstream, ev C.CUevent) error {
 
 // readRound makes the copies of n[i] bytes at device address src[i] into
 // pinned host memory at dst[i] on stream s of context ctx, from the
-// calling thread, and returns once they have landed.
-func readRound(ctx C.CUcontext, s C.CUstream, ev C.CUevent, dst, src []uintptr, n []C.size_t) error {
+// calling thread, and returns once they have landed, polling for them for
+// up to spin before it sleeps.
+func readRound(ctx C.CUcontext, s C.CUstream, ev C.CUevent, dst, src []uintptr, n []C.size_t, spin time.Duration) error {
 	if len(n) == 0 {
 		return nil
 	}
 	var failed C.int
-	r := C.readRound(ctx, s, ev, (*C.uintptr_t)(unsafe.Pointer(&dst[0])), (*C.uintptr_t)(unsafe.Pointer(&src[0])), &n[0], C.int(len(n)), &failed)
+	r := C.readRound(ctx, s, ev, (*C.uintptr_t)(unsafe.Pointer(&dst[0])), (*C.uintptr_t)(unsafe.Pointer(&src[0])), &n[0], C.int(len(n)), C.longlong(spin), &failed)
 	op := "cuCtxSetCurrent"
 	switch failed {
 	case 1:

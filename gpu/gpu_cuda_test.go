@@ -118,6 +118,28 @@ func TestOpen(t *testing.T) {
 	}
 }
 
+// TestDeviceConnections: the driver is given 32 hardware queues a device
+// unless the environment the program started with names a count, which
+// is kept (checked in a copy of this test run with 12).
+func TestDeviceConnections(t *testing.T) {
+	want := os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+	if want == "" {
+		want = "32"
+	}
+	if got := DeviceConnections(); got != want {
+		t.Fatalf("CUDA_DEVICE_MAX_CONNECTIONS is %q for the driver, want %q", got, want)
+	}
+	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") != "" {
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestDeviceConnections$", "-test.v")
+	cmd.Env = append(os.Environ(), "CUDA_DEVICE_MAX_CONNECTIONS=12")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestDeviceConnections")) {
+		t.Fatalf("with CUDA_DEVICE_MAX_CONNECTIONS=12: %v\n%s", err, out)
+	}
+}
+
 func TestBufferRoundTrip(t *testing.T) {
 	d := device(t)
 	want := pattern(1<<20 + 13)

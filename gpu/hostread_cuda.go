@@ -17,9 +17,9 @@ import (
 // each level of the column trees is copied at once, asynchronously, on
 // the reader's own stream into the reader's pinned memory, from the
 // calling goroutine's thread with the context made current there, and
-// waited for on one event that puts the thread to sleep until the copies
-// have landed (no polling). A batch of flat columns takes one round trip;
-// each level of lists or maps below them one more.
+// waited for on one event, polled for up to copySpin as Copy.Wait does,
+// then slept on until the copies have landed. A batch of flat columns
+// takes one round trip; each level of lists or maps below them one more.
 //
 // The HostBuffers a Read returns point into the reader's pinned memory:
 // they are valid until the reader's next Read or Close. A reader is for
@@ -141,7 +141,7 @@ func (r *HostReader) copy(cs []hostCopy) error {
 		r.src = append(r.src, r.base+uintptr(c.off))
 		r.n = append(r.n, C.size_t(len(c.dst)))
 	}
-	if err := readRound(r.d.raw, r.stream, r.ev, r.dst, r.src, r.n); err != nil {
+	if err := readRound(r.d.raw, r.stream, r.ev, r.dst, r.src, r.n, copySpin); err != nil {
 		return fmt.Errorf("gpu: device %d: copying %d buffers to the host: %w", r.d.ordinal, len(r.n), err)
 	}
 	return nil

@@ -47,7 +47,7 @@ func (ds *deviceState) compressor(log *slog.Logger, slots int) (*gpu.Compressor,
 			log.Warn("device batches of lz4 map outputs are compressed by the CPU pool: the GPU's lz4 kernels did not load", "device", ds.dev.Ordinal(), "err", co.err)
 			return
 		}
-		log.Info("lz4 kernels loaded", "device", ds.dev.Ordinal(), "slots", slots, "resident_warps_per_sm", co.c.ResidentWarps())
+		log.Info("lz4 kernels loaded", "device", ds.dev.Ordinal(), "slots", slots, "resident_warps_per_sm", co.c.ResidentWarps(), "device_connections", gpu.DeviceConnections())
 	})
 	return co.c, co.err
 }

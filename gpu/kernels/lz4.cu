@@ -30,7 +30,9 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 
 #define FULL 0xffffffffu
-#define HASH_LOG 12
+#ifndef HASH_LOG
+#define HASH_LOG 12 // nvcc -DHASH_LOG=N builds other tables (not lz4ref's bytes: for benchmarks)
+#endif
 #define HASH_SIZE (1 << HASH_LOG)
 #define EMPTY 0xffff
 #define MIN_MATCH 4
