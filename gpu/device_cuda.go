@@ -383,10 +383,11 @@ func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, err
 
 // copySpin bounds how long Wait polls a copy before it blocks in the
 // driver. A copy that lands within it is seen at once; one that shares
-// the copy engines with the copies of other slots (an 8 MiB chunk among
-// 16 takes milliseconds) is waited for asleep, and costs no core. On the
-// H100 node with 16 slots, 200 µs instead of 5 ms took the daemon's CPU
-// from 0.78 to 0.58 s per GB at the same MB/s (docs/benchmarks.md).
+// the copy engines with the copies of many other slots (16 copies of 7
+// MiB at once take about 2 ms each: BenchmarkCopyWait) is waited for
+// asleep, and costs no core. On the H100 node with 16 slots, 200 µs
+// instead of 5 ms took the daemon's CPU from 0.78 to 0.58 s per GB at the
+// same MB/s (docs/benchmarks.md).
 const copySpin = 200 * time.Microsecond
 
 // Wait blocks until the copy has landed. It polls (holding its P, so that
