@@ -463,27 +463,6 @@ func compressSteady(b *testing.B, c *Compressor, src *Buffer, n int64, pl *Compr
 	return size.Load()
 }
 
-// compressInFlight compresses pl's records of the n bytes at src at 32
-// KiB blocks inflight times at once, each from its own goroutine, and
-// returns the size of the streams of one of them.
-func compressInFlight(b *testing.B, c *Compressor, src *Buffer, n int64, pl *CompressPlan, inflight int) int64 {
-	var size atomic.Int64
-	var wg sync.WaitGroup
-	for range inflight {
-		wg.Go(func() {
-			res, err := c.Compress(uintptr(src.ptr), n, pl, 32<<10)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			size.Store(res.Size)
-			res.Release()
-		})
-	}
-	wg.Wait()
-	return size.Load()
-}
-
 func evenOffsets(n int64, parts int) []int64 {
 	o := make([]int64, parts+1)
 	for p := range o {
@@ -538,10 +517,8 @@ func BenchmarkLZ4Phases(b *testing.B) {
 			if err := c.d.do(func() error { return cu.MemcpyHtoD(prof, unsafe.Pointer(&counts[0]), size) }); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(pl.RawBytes * int64(inflight))
-			for b.Loop() {
-				compressInFlight(b, c, src, int64(len(region)), pl, inflight)
-			}
+			b.SetBytes(pl.RawBytes)
+			compressSteady(b, c, src, int64(len(region)), pl, inflight)
 			if err := c.d.do(func() error { return cu.MemcpyDtoH(unsafe.Pointer(&counts[0]), prof, size) }); err != nil {
 				b.Fatal(err)
 			}
