@@ -17,20 +17,36 @@ import (
 
 const benchBytes = 256 << 20
 
+// deviceBuffer allocates n bytes of device memory, freed when the
+// benchmark ends.
+func deviceBuffer(tb testing.TB, d *Device, n int64) *Buffer {
+	tb.Helper()
+	buf, err := d.Alloc(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { buf.Free() })
+	return buf
+}
+
+// pinnedBuffer allocates n bytes of pinned host memory, freed when the
+// benchmark ends.
+func pinnedBuffer(tb testing.TB, d *Device, n int) *Pinned {
+	tb.Helper()
+	pin, err := d.AllocPinned(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { pin.Free() })
+	return pin
+}
+
 // BenchmarkCopyToHost is the baseline for staged copies: one plain
 // cuMemcpyDtoH of benchBytes into pinned memory, and into Go memory.
 func BenchmarkCopyToHost(b *testing.B) {
 	d := device(b)
-	src, err := d.Alloc(benchBytes)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer src.Free()
-	pin, err := d.AllocPinned(benchBytes)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pin.Free()
+	src := deviceBuffer(b, d, benchBytes)
+	pin := pinnedBuffer(b, d, benchBytes)
 	for _, tc := range []struct {
 		name string
 		dst  []byte
@@ -57,21 +73,14 @@ func BenchmarkCopyToHost(b *testing.B) {
 func BenchmarkCopyWait(b *testing.B) {
 	d := device(b)
 	const most = 8 << 20
-	src, err := d.Alloc(most)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer src.Free()
+	src := deviceBuffer(b, d, most)
 	for _, n := range []int64{1 << 20, 7 << 20} {
 		for _, inflight := range []int{1, 16} {
 			for _, spin := range []time.Duration{0, copySpin, 2 * time.Millisecond} {
 				b.Run(fmt.Sprintf("bytes=%dMiB/inflight=%d/spin=%v", n>>20, inflight, spin), func(b *testing.B) {
 					pins := make([]*Pinned, inflight)
 					for i := range pins {
-						if pins[i], err = d.AllocPinned(most); err != nil {
-							b.Fatal(err)
-						}
-						defer pins[i].Free()
+						pins[i] = pinnedBuffer(b, d, most)
 					}
 					b.SetBytes(n)
 					var next, waited atomic.Int64
@@ -106,11 +115,7 @@ func BenchmarkCopyWait(b *testing.B) {
 // by chunk with two copies in flight, as the daemon does.
 func BenchmarkStream(b *testing.B) {
 	d := device(b)
-	src, err := d.Alloc(benchBytes)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer src.Free()
+	src := deviceBuffer(b, d, benchBytes)
 	for _, chunk := range []int{2 << 20, 8 << 20, 16 << 20, 32 << 20} {
 		b.Run(fmt.Sprintf("chunk=%dMiB", chunk>>20), func(b *testing.B) {
 			p, err := NewPool(d, WithChunkSize(chunk), WithPrime(DefaultMaxChunks))
@@ -138,11 +143,7 @@ func BenchmarkStream(b *testing.B) {
 func BenchmarkPoolStart(b *testing.B) {
 	d := device(b)
 	const first = 32 << 20
-	src, err := d.Alloc(first)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer src.Free()
+	src := deviceBuffer(b, d, first)
 	for _, prime := range []int{0, DefaultMaxChunks} {
 		b.Run(fmt.Sprintf("primed=%v", prime > 0), func(b *testing.B) {
 			var ready, firstCopy time.Duration

@@ -390,9 +390,9 @@ func (d *Device) CopyAsync(dst unsafe.Pointer, src uintptr, n int64) (*Copy, err
 // same MB/s (docs/benchmarks.md).
 const copySpin = 200 * time.Microsecond
 
-// Wait blocks until the copy has landed. It polls (holding its P, so that
-// the landing is seen at once) for up to copySpin, then sleeps in the
-// driver (the copy's event is a blocking-sync one). It is not
+// Wait blocks until the copy has landed. It polls for up to copySpin (in
+// the driver call, so that the landing is seen at once), then sleeps in
+// the driver (the copy's event is a blocking-sync one). It is not
 // cancellable: the destination must not be reused before the device is
 // done writing it. Wait must be called once.
 func (c *Copy) Wait() error { return c.wait(copySpin) }
@@ -401,26 +401,10 @@ func (c *Copy) Wait() error { return c.wait(copySpin) }
 // driver at once if the copy has not landed (for work that takes
 // milliseconds, such as kernels queued before the copy).
 func (c *Copy) wait(spin time.Duration) error {
-	start := time.Now()
-	for {
-		done, err := eventDone(c.d.raw, c.ev)
-		if err != nil || done {
-			ferr := eventFinish(c.d.raw, c.ev, err != nil)
-			if err == nil {
-				err = ferr
-			}
-			if err != nil {
-				return fmt.Errorf("gpu: device %d: copy to the host: %w", c.d.ordinal, err)
-			}
-			return nil
-		}
-		if time.Since(start) >= spin {
-			if err := eventFinish(c.d.raw, c.ev, true); err != nil {
-				return fmt.Errorf("gpu: device %d: copy to the host: %w", c.d.ordinal, err)
-			}
-			return nil
-		}
+	if err := eventFinish(c.d.raw, c.ev, spin); err != nil {
+		return fmt.Errorf("gpu: device %d: copy to the host: %w", c.d.ordinal, err)
 	}
+	return nil
 }
 
 // CopyToHost copies n bytes at device address src into dst and waits: a

@@ -60,19 +60,33 @@ static CUresult copyRecord(CUcontext ctx, void *dst, uintptr_t src, size_t n, CU
 	return r;
 }
 
-// eventQuery is cuEventQuery: CUDA_ERROR_NOT_READY while work before the
-// event is pending.
-static CUresult eventQuery(CUcontext ctx, CUevent ev) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
-	return cuEventQuery(ev);
+// waitEvent waits for ev: it polls (cuEventQuery) for up to spin_ns
+// nanoseconds, then sleeps in cuEventSynchronize (at once with spin_ns 0
+// if the first poll finds the work pending). A poll that fails still
+// waits for the work, and its error is the result.
+static CUresult waitEvent(CUevent ev, long long spin_ns) {
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		CUresult r = cuEventQuery(ev);
+		if (r == CUDA_SUCCESS) return r;
+		if (r != CUDA_ERROR_NOT_READY) {
+			cuEventSynchronize(ev);
+			return r;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((long long)(t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) >= spin_ns) {
+			return cuEventSynchronize(ev);
+		}
+	}
 }
 
-// eventFinish waits for the event (block: cuEventSynchronize) and destroys it.
-static CUresult eventFinish(CUcontext ctx, CUevent ev, int block) {
+// eventFinish waits for the event (waitEvent, polling for up to spin_ns)
+// and destroys it.
+static CUresult eventFinish(CUcontext ctx, CUevent ev, long long spin_ns) {
 	CUresult r = cuCtxSetCurrent(ctx);
 	if (r != CUDA_SUCCESS) return r;
-	if (block) r = cuEventSynchronize(ev);
+	r = waitEvent(ev, spin_ns);
 	CUresult d = cuEventDestroy(ev);
 	return r != CUDA_SUCCESS ? r : d;
 }
@@ -91,21 +105,6 @@ static CUresult readerDestroy(CUstream s, CUevent ev) {
 	CUresult r = cuEventDestroy(ev);
 	CUresult d = cuStreamDestroy(s);
 	return r != CUDA_SUCCESS ? r : d;
-}
-
-// waitEvent waits for ev: it polls (cuEventQuery) for up to spin_ns
-// nanoseconds, then sleeps in cuEventSynchronize.
-static CUresult waitEvent(CUevent ev, long long spin_ns) {
-	struct timespec t0, t;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		CUresult r = cuEventQuery(ev);
-		if (r != CUDA_ERROR_NOT_READY) return r;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((long long)(t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) >= spin_ns) {
-			return cuEventSynchronize(ev);
-		}
-	}
 }
 
 // readRound queues count device-to-host copies (n[i] bytes at src[i] into
@@ -249,25 +248,10 @@ func copyEvent(ctx C.CUcontext, dst unsafe.Pointer, src uintptr, n int64, s C.CU
 	return ev, nil
 }
 
-// eventDone reports whether the work before ev has completed.
-func eventDone(ctx C.CUcontext, ev C.CUevent) (bool, error) {
-	switch r := C.eventQuery(ctx, ev); r {
-	case C.CUDA_SUCCESS:
-		return true, nil
-	case C.CUDA_ERROR_NOT_READY:
-		return false, nil
-	default:
-		return false, check("cuEventQuery", r)
-	}
-}
-
-// eventFinish destroys ev, waiting for it first when block is set.
-func eventFinish(ctx C.CUcontext, ev C.CUevent, block bool) error {
-	b := C.int(0)
-	if block {
-		b = 1
-	}
-	return check("cuEventSynchronize", C.eventFinish(ctx, ev, b))
+// eventFinish waits for ev, polling for up to spin before it sleeps in
+// the driver, and destroys it.
+func eventFinish(ctx C.CUcontext, ev C.CUevent, spin time.Duration) error {
+	return check("cuEventSynchronize", C.eventFinish(ctx, ev, C.longlong(spin)))
 }
 
 // setCurrent makes ctx current on the calling thread (lock it first).

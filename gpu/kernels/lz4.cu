@@ -372,8 +372,7 @@ __device__ u32 xxh32(const u8 *src, int n, int lane) {
 			u32 lo = win_load(base, end, lane);
 			u32 hi = __shfl_down_sync(FULL, lo, 1);
 			if (lane == 31) {
-				const u8 *a = base + 128;
-				hi = a < end ? *(const u32 *)a : 0;
+				hi = win_load(base + 128, end, 0);
 			}
 			u32 word = __funnelshift_r(lo, hi, sh);
 			int k = min(8, stripes - s0);
