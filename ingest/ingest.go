@@ -17,6 +17,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
@@ -151,9 +153,22 @@ type Held interface {
 // plane it names, and returns the payload bytes taken in (0 on error). The
 // caller has checked m against its map output (kind, partitions, bounds).
 // log is the connection's.
+//
+// Apply returns (and the caller answers BatchAccepted) only once no record
+// of the batch reads its payload any more: its memfd region is unmapped,
+// its inline frame recycled, whatever the writer's queues still hold of
+// other batches. So the daemon holds one batch's payload per connection
+// at most, and the client may close or reuse its memory at
+// BatchAccepted. While a memfd batch is encoded, the pages its records
+// have read are let go (MADV_DONTNEED) every MemfdResidentBytes, so that
+// a batch larger than the bytes-in-flight limit stays resident only as
+// far as its records in flight read it. On error Apply returns at once:
+// the map output is aborted, and what its records still read is let go
+// when they end.
 func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (int64, error) {
 	var payload []byte
 	release := func() {}
+	var hooks writer.BatchHooks
 	switch m.Plane {
 	case protocol.PlaneInline:
 		payload, release = m.Inline, h.TakeInline()
@@ -162,32 +177,100 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 		if err != nil {
 			return 0, err
 		}
-		payload, release = data, unmap
+		payload = data
+		// A cached mapping stays; its pages go, as an uncached one's do.
+		release = func() { dropPages(data); unmap() }
+		if int64(len(data)) > MemfdResidentBytes {
+			d := newPageDropper(data, m)
+			hooks.Validated, hooks.Read = d.validated, d.read
+		}
 	case protocol.PlaneCUDAIPC:
 		return c.deviceBatch(log, &out, m, h.TakeFD())
 	default:
 		return 0, fmt.Errorf("%w: data plane %v is not supported by this build", errdefs.ErrUnsupported, m.Plane)
 	}
+	done := make(chan struct{})
+	hooks.Done = func() {
+		release()
+		close(done)
+	}
 	var err error
 	switch m.Kind {
 	case protocol.KindOpaque:
-		err = out.Writer.WriteOpaque(c.ctx, payload, m.Opaque.PartitionOffsets, release)
+		err = out.Writer.WriteOpaqueHooks(c.ctx, payload, m.Opaque.PartitionOffsets, hooks)
 	case protocol.KindColumnar:
 		b, cerr := columnar.View(&m.Columnar, payload)
 		if cerr == nil {
 			cerr = out.checkColumns(b)
 		}
 		if cerr != nil {
-			release()
+			hooks.Done()
 			return 0, cerr
 		}
-		err = out.Writer.WriteBatch(c.ctx, b, release)
+		err = out.Writer.WriteBatchHooks(c.ctx, b, hooks)
 	default:
-		release()
+		hooks.Done()
 		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
 		return 0, err
 	}
+	c.awaitRecords(done)
 	return int64(len(payload)), nil
+}
+
+// awaitRecords waits until done is closed (the batch's records no longer
+// read its payload) or the connection ends: then the records still queued
+// let go of the payload when they end, aborted with the connection's map
+// outputs.
+func (c *Conn) awaitRecords(done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-c.ctx.Done():
+	}
+}
+
+// MemfdResidentBytes bounds the pages of a memfd batch that the daemon
+// keeps mapped in its resident set beyond those of the records being
+// encoded: once the records that have read the batch's bytes add up to
+// this much, the batch's pages are let go (MADV_DONTNEED) and read again
+// from the memfd as records need them. A batch of at most this many bytes
+// is mapped whole (MAP_POPULATE).
+const MemfdResidentBytes = 32 << 20
+
+// A pageDropper lets go of the pages of a mapped batch as its records
+// read them: whenever what they read since the last drop (each record's
+// bytes, plus the partly read pages at the ends of its ranges in every
+// buffer) reaches MemfdResidentBytes, and once the batch's checks (which
+// read its offsets and validity) are done.
+type pageDropper struct {
+	data []byte
+	// edges is what a record may read beyond its own bytes: a page at
+	// either end of each buffer it reads.
+	edges int64
+	mu    sync.Mutex
+	since int64
+}
+
+func newPageDropper(data []byte, m *protocol.Batch) *pageDropper {
+	buffers := int64(1)
+	if m.Kind == protocol.KindColumnar {
+		buffers = 3 * int64(len(m.Columnar.Columns)) // validity, offsets, data
+	}
+	return &pageDropper{data: data, edges: 2 * buffers * int64(os.Getpagesize())}
+}
+
+func (d *pageDropper) validated() { dropPages(d.data) }
+
+func (d *pageDropper) read(n int64) {
+	d.mu.Lock()
+	d.since += n + d.edges
+	drop := d.since >= MemfdResidentBytes
+	if drop {
+		d.since = 0
+	}
+	d.mu.Unlock()
+	if drop {
+		dropPages(d.data)
+	}
 }

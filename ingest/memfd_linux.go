@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/shuffled/shuffled/errdefs"
 	"golang.org/x/sys/unix"
@@ -63,8 +64,14 @@ func mapRegion(fd int, st *unix.Stat_t, off, length int64) ([]byte, error) {
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
 	// MAP_POPULATE maps every page now, in one call, rather than one fault
-	// per 4 KiB page while the encoders read.
-	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	// per few pages while the encoders read; only for a region that may
+	// be resident whole (see MemfdResidentBytes): a larger one is
+	// faulted in as its records read it, and let go as they are done.
+	flags := unix.MAP_SHARED
+	if length <= MemfdResidentBytes {
+		flags |= unix.MAP_POPULATE
+	}
+	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, flags)
 	if err != nil {
 		return nil, fmt.Errorf("memfd: mmap %d bytes at %d: %w", off-start+length, start, err)
 	}
@@ -419,4 +426,22 @@ func (c *memfdCache) len() (int, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries), c.bytes
+}
+
+// dropPages lets go of the pages of data, a part of a read-only shared
+// mapping of a memfd, from the process's resident set (MADV_DONTNEED):
+// the memfd keeps them, and a later read maps them again. The pages at
+// either end may hold bytes of data's neighbours: reading those maps
+// them again too.
+func dropPages(data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	start := p &^ (page - 1)
+	end := (p + uintptr(len(data)) + page - 1) &^ (page - 1)
+	// The range is inside data's mapping (mmap maps whole pages), which
+	// its caller keeps mapped throughout.
+	_, _, _ = unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_DONTNEED)
 }
