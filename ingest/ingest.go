@@ -62,8 +62,9 @@ const DefaultMemfdIdleGrace = 2 * time.Second
 // Planes are the daemon's data planes: what the connections share (the
 // devices and their IPC mappings, the device-to-host totals).
 type Planes struct {
-	cfg Config
-	dev devicePlanes
+	cfg      Config
+	dev      devicePlanes
+	resident residentPages // of the memfd batches being applied
 }
 
 // New returns the data planes of cfg. Nothing is opened: a device is at
@@ -159,10 +160,10 @@ type Held interface {
 // its inline frame recycled, whatever the writer's queues still hold of
 // other batches. So the daemon holds one batch's payload per connection
 // at most, and the client may close or reuse its memory at
-// BatchAccepted. While a memfd batch is encoded, the pages its records
+// BatchAccepted. While memfd batches are encoded, the pages their records
 // have read are let go (MADV_DONTNEED) every MemfdResidentBytes, so that
-// a batch larger than the bytes-in-flight limit stays resident only as
-// far as its records in flight read it. On error Apply returns at once:
+// a batch, whatever its size, stays resident only as far as its records
+// read it. On error Apply returns at once:
 // the map output is aborted, and what its records still read is let go
 // when they end.
 func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (int64, error) {
@@ -178,11 +179,13 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 			return 0, err
 		}
 		payload = data
+		d := c.p.resident.add(data, m)
+		hooks.Validated, hooks.Read = d.validated, d.read
 		// A cached mapping stays; its pages go, as an uncached one's do.
-		release = func() { dropPages(data); unmap() }
-		if int64(len(data)) > MemfdResidentBytes {
-			d := newPageDropper(data, m)
-			hooks.Validated, hooks.Read = d.validated, d.read
+		release = func() {
+			c.p.resident.remove(d)
+			dropPages(data)
+			unmap()
 		}
 	case protocol.PlaneCUDAIPC:
 		return c.deviceBatch(log, &out, m, h.TakeFD())
@@ -230,47 +233,79 @@ func (c *Conn) awaitRecords(done <-chan struct{}) {
 	}
 }
 
-// MemfdResidentBytes bounds the pages of a memfd batch that the daemon
-// keeps mapped in its resident set beyond those of the records being
-// encoded: once the records that have read the batch's bytes add up to
-// this much, the batch's pages are let go (MADV_DONTNEED) and read again
-// from the memfd as records need them. A batch of at most this many bytes
-// is mapped whole (MAP_POPULATE).
+// MemfdResidentBytes bounds the pages of memfd batches that the daemon
+// keeps in its resident set beyond those that records are reading: once
+// the records of all the memfd batches being applied have read this much
+// since the last time, the pages of every one of them are let go
+// (MADV_DONTNEED) and read again from their memfds as records need them.
+// A batch's region is never mapped whole up front (no MAP_POPULATE):
+// a page is resident from the first read of it until the next drop, or
+// until its batch ends.
 const MemfdResidentBytes = 32 << 20
 
-// A pageDropper lets go of the pages of a mapped batch as its records
-// read them: whenever what they read since the last drop (each record's
-// bytes, plus the partly read pages at the ends of its ranges in every
-// buffer) reaches MemfdResidentBytes, and once the batch's checks (which
-// read its offsets and validity) are done.
+// residentPages is the daemon's account of the memfd pages its records
+// have read and not let go of: the batches being applied, and what their
+// records read since the last drop.
+type residentPages struct {
+	mu      sync.Mutex // held while pages are dropped: a batch ends (unmaps) after
+	since   int64
+	batches map[*pageDropper]struct{}
+}
+
+// A pageDropper is one memfd batch's share of residentPages.
 type pageDropper struct {
+	r    *residentPages
 	data []byte
 	// edges is what a record may read beyond its own bytes: a page at
 	// either end of each buffer it reads.
 	edges int64
-	mu    sync.Mutex
-	since int64
 }
 
-func newPageDropper(data []byte, m *protocol.Batch) *pageDropper {
+// add counts data, the payload of memfd batch m, among the batches whose
+// pages are let go.
+func (r *residentPages) add(data []byte, m *protocol.Batch) *pageDropper {
 	buffers := int64(1)
 	if m.Kind == protocol.KindColumnar {
 		buffers = 3 * int64(len(m.Columnar.Columns)) // validity, offsets, data
 	}
-	return &pageDropper{data: data, edges: 2 * buffers * int64(os.Getpagesize())}
+	d := &pageDropper{r: r, data: data, edges: 2 * buffers * int64(os.Getpagesize())}
+	r.mu.Lock()
+	if r.batches == nil {
+		r.batches = make(map[*pageDropper]struct{})
+	}
+	r.batches[d] = struct{}{}
+	r.mu.Unlock()
+	return d
 }
 
-func (d *pageDropper) validated() { dropPages(d.data) }
+// remove takes d out before its batch's region is unmapped: no drop
+// touches the region from then on.
+func (r *residentPages) remove(d *pageDropper) {
+	r.mu.Lock()
+	delete(r.batches, d)
+	r.mu.Unlock()
+}
 
+// validated lets go of what the batch's checks read (its offsets and
+// validity, for a columnar batch), before any record reads it.
+func (d *pageDropper) validated() {
+	d.r.mu.Lock()
+	defer d.r.mu.Unlock()
+	dropPages(d.data)
+}
+
+// read counts a record's n bytes read, and lets go of the pages of every
+// batch once the count since the last drop reaches MemfdResidentBytes.
 func (d *pageDropper) read(n int64) {
-	d.mu.Lock()
-	d.since += n + d.edges
-	drop := d.since >= MemfdResidentBytes
-	if drop {
-		d.since = 0
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.since += n + d.edges
+	if r.since < MemfdResidentBytes {
+		return
 	}
-	d.mu.Unlock()
-	if drop {
-		dropPages(d.data)
+	r.since = 0
+	for b := range r.batches {
+		dropPages(b.data)
 	}
 }

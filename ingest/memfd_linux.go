@@ -63,15 +63,12 @@ func mapRegion(fd int, st *unix.Stat_t, off, length int64) ([]byte, error) {
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
-	// MAP_POPULATE maps every page now, in one call, rather than one fault
-	// per few pages while the encoders read; only for a region that may
-	// be resident whole (see MemfdResidentBytes): a larger one is
-	// faulted in as its records read it, and let go as they are done.
-	flags := unix.MAP_SHARED
-	if length <= MemfdResidentBytes {
-		flags |= unix.MAP_POPULATE
-	}
-	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, flags)
+	// No MAP_POPULATE: a page is resident in the daemon only once a
+	// record reads it (a fault maps the pages around it too), and goes
+	// again when the batch ends or MemfdResidentBytes later (see
+	// residentPages): a batch that waits for admission or for the workers
+	// holds none of its pages.
+	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("memfd: mmap %d bytes at %d: %w", off-start+length, start, err)
 	}
@@ -102,8 +99,9 @@ type memfdMapping struct {
 // memfdCache keeps, for one connection, the mappings of sealed memfds that
 // its batches pass more than once (a producer that fills a memfd once and
 // sends it with every batch), so a later batch of the same memfd costs an
-// fstat instead of the seal and hole checks, an mmap that populates every
-// page, and an munmap. A sealed memfd cannot change, shrink or grow, and
+// fstat instead of the seal and hole checks, an mmap and an munmap (its
+// pages are let go of after each batch all the same, see residentPages,
+// and read in again by the next). A sealed memfd cannot change, shrink or grow, and
 // its seals cannot be removed, so what was checked once stays true. A
 // memfd is cached at its second batch, not its first: a client that copies
 // every batch into a new memfd pins none of them. The cache holds at most
