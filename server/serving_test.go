@@ -46,8 +46,8 @@ func (h *testHandshake) Step(body []byte) ([]byte, error) {
 	h.app = app
 	return []byte{1}, nil
 }
-func (h *testHandshake) Done() bool                { return h.app != "" }
-func (h *testHandshake) AppID() string             { return h.app }
+func (h *testHandshake) Done() bool                 { return h.app != "" }
+func (h *testHandshake) AppID() string              { return h.app }
 func (h *testHandshake) Cipher() blockserver.Cipher { return nil }
 
 func testAuth(secret blockserver.SecretFunc) blockserver.Handshake {
