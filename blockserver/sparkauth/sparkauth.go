@@ -58,6 +58,10 @@ type Options struct {
 	// Rand is the source of nonces, salts and ephemeral keys; nil means
 	// crypto/rand. Tests only.
 	Rand io.Reader
+
+	// saslCiphers overrides the ciphers the SASL challenge offers (tests:
+	// the JDK's client picks 3des whenever it is offered).
+	saslCiphers []string
 }
 
 // DefaultMaxSASLBlock is MaxSASLBlock's default: 1 MiB, sixteen times Spark's

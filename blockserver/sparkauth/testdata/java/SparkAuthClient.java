@@ -28,7 +28,8 @@ import org.apache.spark.network.util.TransportConf;
  * HANDSHAKE is "auth" or "none"; CRYPTO and SASL_ENCRYPTION "true"/"false"
  * (spark.network.crypto.enabled, spark.authenticate.enableSaslEncryption);
  * VERSION spark.network.crypto.authEngineVersion; CIPHER
- * spark.network.crypto.cipher. Prints "RESULT NAME OK" or
+ * spark.network.crypto.cipher; an optional ninth field lists the sizes of the
+ * RPCs to send, comma-separated (default 5,200000,1). Prints "RESULT NAME OK" or
  * "RESULT NAME FAIL reason" per case.
  */
 public final class SparkAuthClient {
@@ -45,7 +46,11 @@ public final class SparkAuthClient {
       String name = f[0];
       String result;
       try {
-        result = run(host, port, f[1], f[2], f[3].equals("auth"), f[4], f[5], f[6], f[7]);
+        int[] sizes = {5, 200_000, 1};
+        if (f.length > 8) {
+          sizes = Arrays.stream(f[8].split(",")).mapToInt(Integer::parseInt).toArray();
+        }
+        result = run(host, port, f[1], f[2], f[3].equals("auth"), f[4], f[5], f[6], f[7], sizes);
       } catch (Throwable t) {
         Throwable root = t;
         while (root.getCause() != null && root.getCause() != root) {
@@ -60,7 +65,8 @@ public final class SparkAuthClient {
   }
 
   private static String run(String host, int port, String appId, String secret, boolean handshake,
-      String crypto, String saslEncryption, String version, String cipher) throws Exception {
+      String crypto, String saslEncryption, String version, String cipher, int[] sizes)
+      throws Exception {
     Map<String, String> m = new HashMap<>();
     m.put("spark.network.crypto.enabled", crypto);
     m.put("spark.authenticate.enableSaslEncryption", saslEncryption);
@@ -87,8 +93,9 @@ public final class SparkAuthClient {
       TransportClient client = factory.createClient(host, port);
       try {
         Random rnd = new Random(appId.hashCode());
-        // A small RPC, then one that spans several SASL blocks and GCM segments.
-        for (int size : new int[] {5, 200_000, 1}) {
+        // By default a small RPC, then one that spans several SASL blocks and
+        // GCM segments, then one of a single byte.
+        for (int size : sizes) {
           byte[] payload = new byte[size];
           rnd.nextBytes(payload);
           ByteBuffer reply = client.sendRpcSync(ByteBuffer.wrap(payload), 20_000);
