@@ -457,10 +457,18 @@ func (c *Client) write(id uint32, m protocol.Message, fd int) error {
 
 // Register names the executor this connection writes for and where its
 // map outputs go; it must precede Open. The result lists the directories
-// the daemon resolved.
+// the daemon resolved. To a daemon that announces FeatureServing it always
+// sends the auth tail (req.AuthSecret, empty when the application has no
+// secret), and the result then says where the daemon serves map outputs
+// (Registered.Serve); a secret for a daemon without the feature is
+// ErrUnsupported.
 func (c *Client) Register(ctx context.Context, req protocol.RegisterExecutor) (protocol.Registered, error) {
 	if len(req.IOEncryptionKey) > 0 && c.hello.Features&protocol.FeatureIOEncryption == 0 {
 		return protocol.Registered{}, fmt.Errorf("%w: IO encryption (the daemon does not announce it)", ErrUnsupported)
+	}
+	req.WithAuth = c.hello.Features&protocol.FeatureServing != 0
+	if len(req.AuthSecret) > 0 && !req.WithAuth {
+		return protocol.Registered{}, fmt.Errorf("%w: an authentication secret (the daemon does not announce serving)", ErrUnsupported)
 	}
 	m, err := c.roundTrip(ctx, &req, -1, protocol.TypeRegistered, nil)
 	if err != nil {

@@ -93,6 +93,10 @@ type Metrics struct {
 	DiskFullRefusals   prometheus.Counter     // map outputs refused for lack of space
 	DisksOutOfRotation prometheus.Gauge       // disks taken out of rotation after errors
 
+	// Serving is the block server's (--serve-addr), registered whether it
+	// runs or not.
+	Serving *Serving
+
 	registry *prometheus.Registry
 	limiter  atomic.Pointer[func() (inFlight, peak int64)]
 	health   atomic.Pointer[probes]
@@ -171,6 +175,7 @@ func New() *Metrics {
 		DiskFullRefusals:   counter("disk_full_refusals_total", "Map outputs refused because no disk had room."),
 		DisksOutOfRotation: gauge("disks_out_of_rotation", "Disks taken out of rotation after errors."),
 
+		Serving:  NewServing(),
 		registry: prometheus.NewRegistry(),
 	}
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -196,6 +201,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.registry.MustRegister(m.Serving.collectors()...)
 	for _, kind := range []string{RemovalShuffle, RemovalApplication, RemovalExpired} {
 		m.Removals.WithLabelValues(kind) // export zeros, so rates work from the start
 	}

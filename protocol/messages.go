@@ -63,6 +63,11 @@ const (
 	// FeatureIOEncryption: RegisterExecutor may carry the application's
 	// IO encryption key and OpenMapOutput may set OpenEncrypt.
 	FeatureIOEncryption Features = 1 << 6
+	// FeatureServing: the daemon runs a block server (--serve-addr or
+	// not: the bit says it knows the tails); RegisterExecutor may carry
+	// the auth tail (RegisterExecutor.WithAuth) and Registered then
+	// carries the serve tail (Registered.Serve).
+	FeatureServing Features = 1 << 7
 )
 
 // Negotiate returns the highest version in both [h.MinVersion,
@@ -175,19 +180,33 @@ func (m *ServerHello) Unmarshal(p []byte) error {
 //	string app_id | string executor_id | i32 sub_dirs |
 //	u32 count | count × string local_dir |
 //	(only with a key) u16 length | length × u8 io_encryption_key
+//	(only with WithAuth) u16 key_length (0: none) | io_encryption_key |
+//	                     u16 secret_length | secret_length × u8 auth_secret
 //
 // IOEncryptionKey is the application's IO encryption key (Spark's
 // SecurityManager.getIOEncryptionKey, 16, 24 or 32 bytes), absent (the
 // payload ends after the local dirs) when the executor encrypts nothing.
 // It is a secret: it never appears in text (Secret), and Unmarshal
 // clears its bytes in the payload it decodes once it has copied them.
+//
+// WithAuth (feature bit 7, FeatureServing) sends both tails: the key's,
+// with length 0 when there is no key, then the auth secret's, with length
+// 0 when there is none; only then does Registered carry the serve tail.
+// AuthSecret is the application's authentication secret (Spark's
+// SecurityManager.getSecretKey with spark.authenticate=true), at most
+// MaxAuthSecret bytes, a Secret like the key.
 type RegisterExecutor struct {
 	AppID           string
 	ExecutorID      string
 	LocalDirs       []string
 	SubDirs         int32
 	IOEncryptionKey Secret
+	WithAuth        bool
+	AuthSecret      Secret
 }
+
+// MaxAuthSecret bounds RegisterExecutor.AuthSecret.
+const MaxAuthSecret = 1024
 
 // Secret is bytes that never appear in text: it formats and logs as
 // [redacted] (or [none] when empty), whatever the verb.
@@ -233,6 +252,12 @@ func (m *RegisterExecutor) Validate() error {
 	if n := len(m.IOEncryptionKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		return invalid("RegisterExecutor", "IOEncryptionKey", "length %d, want 16, 24 or 32 bytes (spark.io.encryption.keySizeBits 128, 192, 256)", n)
 	}
+	if len(m.AuthSecret) > 0 && !m.WithAuth {
+		return invalid("RegisterExecutor", "AuthSecret", "set without WithAuth")
+	}
+	if n := len(m.AuthSecret); n > MaxAuthSecret {
+		return invalid("RegisterExecutor", "AuthSecret", "length %d exceeds %d bytes", n, MaxAuthSecret)
+	}
 	return nil
 }
 
@@ -244,9 +269,13 @@ func (m *RegisterExecutor) Append(dst []byte) []byte {
 	for _, dir := range m.LocalDirs {
 		dst = appendString(dst, dir)
 	}
-	if len(m.IOEncryptionKey) > 0 {
+	if len(m.IOEncryptionKey) > 0 || m.WithAuth {
 		dst = appendU16(dst, uint16(len(m.IOEncryptionKey)))
 		dst = append(dst, m.IOEncryptionKey...)
+	}
+	if m.WithAuth {
+		dst = appendU16(dst, uint16(len(m.AuthSecret)))
+		dst = append(dst, m.AuthSecret...)
 	}
 	return dst
 }
@@ -265,12 +294,24 @@ func (m *RegisterExecutor) Unmarshal(p []byte) error {
 	}
 	if d.err == nil && d.off < len(d.p) { // a key follows
 		n := int(d.u16("IOEncryptionKey.length"))
-		if d.err == nil && (n == 0 || n > maxKeyLen) {
-			d.err = fmt.Errorf("%w: RegisterExecutor.IOEncryptionKey: length %d, want 16, 24 or 32 bytes", ErrMalformed, n)
+		// Length 0 says "no key" only before an auth tail.
+		if d.err == nil && (n == 0 && len(d.p)-d.off < 2 || n > maxKeyLen) {
+			d.err = fmt.Errorf("%w: RegisterExecutor.IOEncryptionKey: length %d, want 16, 24 or 32 bytes (0 only when the auth tail follows)", ErrMalformed, n)
 		}
-		if src := d.bytes("IOEncryptionKey", n); src != nil {
+		if src := d.bytes("IOEncryptionKey", n); src != nil && n > 0 {
 			m.IOEncryptionKey = bytes.Clone(src)
 			clear(src) // a reused frame buffer does not keep the key
+		}
+	}
+	if d.err == nil && d.off < len(d.p) { // the auth tail
+		m.WithAuth = true
+		n := int(d.u16("AuthSecret.length"))
+		if d.err == nil && n > MaxAuthSecret {
+			d.err = fmt.Errorf("%w: RegisterExecutor.AuthSecret: length %d exceeds %d bytes", ErrMalformed, n, MaxAuthSecret)
+		}
+		if src := d.bytes("AuthSecret", n); src != nil && n > 0 {
+			m.AuthSecret = bytes.Clone(src)
+			clear(src)
 		}
 	}
 	if err := d.finish(); err != nil {
@@ -280,12 +321,31 @@ func (m *RegisterExecutor) Unmarshal(p []byte) error {
 }
 
 // Registered answers RegisterExecutor with the directories the daemon
-// resolved and will write into.
+// resolved and will write into, and, when the RegisterExecutor carried the
+// auth tail (WithAuth), where the daemon serves map outputs.
 //
-//	u32 count | count × string dir
+//	u32 count | count × string dir |
+//	(only after WithAuth) string serve_host | i32 serve_port | u8 serve_flags
 type Registered struct {
-	Dirs []string
+	Dirs  []string
+	Serve *ServeInfo
 }
+
+// ServeInfo is Registered's serve tail: the host and port executors
+// publish as their map outputs' location (Host "" and Port 0 when the
+// daemon does not serve), and its flags.
+type ServeInfo struct {
+	Host  string
+	Port  int32
+	Flags ServeFlags
+}
+
+// ServeFlags are ServeInfo's flags.
+type ServeFlags uint8
+
+// ServeRequireAuth: the daemon serves only authenticated connections
+// (--serve-require-auth).
+const ServeRequireAuth ServeFlags = 1 << 0
 
 func (*Registered) Type() Type { return TypeRegistered }
 
@@ -298,6 +358,19 @@ func (m *Registered) Validate() error {
 			return err
 		}
 	}
+	if v := m.Serve; v != nil {
+		if err := checkText("Registered", "Serve.Host", v.Host, MaxClientNameLen); err != nil {
+			return err
+		}
+		switch {
+		case v.Port < 0 || v.Port > 65535:
+			return invalid("Registered", "Serve.Port", "%d out of range [0, 65535]", v.Port)
+		case (v.Host == "") != (v.Port == 0):
+			return invalid("Registered", "Serve.Port", "%d with host %q: both are set when serving, both empty when not", v.Port, v.Host)
+		case v.Flags&^ServeRequireAuth != 0:
+			return invalid("Registered", "Serve.Flags", "%#x has unknown bits", uint8(v.Flags))
+		}
+	}
 	return nil
 }
 
@@ -305,6 +378,11 @@ func (m *Registered) Append(dst []byte) []byte {
 	dst = appendU32(dst, uint32(len(m.Dirs)))
 	for _, dir := range m.Dirs {
 		dst = appendString(dst, dir)
+	}
+	if v := m.Serve; v != nil {
+		dst = appendString(dst, v.Host)
+		dst = appendI32(dst, v.Port)
+		dst = appendU8(dst, uint8(v.Flags))
 	}
 	return dst
 }
@@ -317,6 +395,9 @@ func (m *Registered) Unmarshal(p []byte) error {
 		for i := range m.Dirs {
 			m.Dirs[i] = d.str("Dirs", MaxPathLen)
 		}
+	}
+	if d.err == nil && d.off < len(d.p) { // the serve tail
+		m.Serve = &ServeInfo{Host: d.str("Serve.Host", MaxClientNameLen), Port: d.i32("Serve.Port"), Flags: ServeFlags(d.u8("Serve.Flags"))}
 	}
 	if err := d.finish(); err != nil {
 		return err

@@ -160,6 +160,10 @@ type Config struct {
 	// first device batch pays (docs/benchmarks.md, "GPU", measures both).
 	// A build without the GPU data plane accepts it and ignores it.
 	CUDAStagingPrime bool
+	// Serve configures the block server that serves map outputs to
+	// Spark's reducers (config_serving.go).
+	Serve ServeConfig
+
 	// NoCUDACompress keeps a daemon with the GPU data plane from
 	// compressing the device batches of lz4 map outputs on the GPU
 	// (--no-cuda-compress): they are copied to the host and compressed by

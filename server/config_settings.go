@@ -23,7 +23,7 @@ func (s setting) env() string {
 
 // settings lists every field of c with a fresh flag.Value bound to it.
 func (c *Config) settings() []setting {
-	return []setting{
+	return append([]setting{
 		{"socket", "Unix socket `path` clients connect to", stringValue(&c.SocketPath, nil)},
 		{"allowed-roots", "comma-separated `dirs` under which registered Spark local dirs may lie (repeatable)", pathListValue(&c.AllowedRoots)},
 		{"root", "the daemon's own root `dirs` (comma-separated, one per disk), for executors that register no local dirs", stringValue(&c.Root, nil)},
@@ -58,7 +58,7 @@ func (c *Config) settings() []setting {
 		{"cuda-staging-prime", "open every CUDA device and pin its staging buffers at startup, not at the first device batch (cuda builds only: no effect in others)", boolValue(&c.CUDAStagingPrime)},
 		{"no-cuda-compress", "compress device batches of lz4 map outputs on the CPU pool, not on the GPU (cuda builds only: no effect in others)", boolValue(&c.NoCUDACompress)},
 		{"cuda-compress-slots", fmt.Sprintf("device batches each GPU compresses at once (`count`, 1-%d; 0: %d); each holds scratch of about three times the largest batch (cuda builds only: no effect in others)", MaxCUDACompressSlots, ingest.DefaultCompressSlots), intValue(&c.CUDACompressSlots)},
-	}
+	}, c.Serve.settings()...)
 }
 
 // BindFlags registers a flag for every field on fs, with the field's current

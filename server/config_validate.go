@@ -128,6 +128,7 @@ func (c *Config) Validate() error {
 	if c.Retention < 0 {
 		bad("retention", "must be >= 0 (0 keeps outputs until removed), got %v", c.Retention)
 	}
+	c.Serve.validate(bad)
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log-format", "must be text or json, got %q", c.LogFormat)
 	}

@@ -96,6 +96,7 @@ func (s *Server) removeShuffle(app string, shuffle int32) (protocol.Removed, err
 // (registry.forget).
 func (s *Server) removeApplication(app, kind string) (protocol.Removed, error) {
 	s.keys.forget(app)
+	s.forgetServing(app)
 	aborted, end := s.abortOutputs(app, -1)
 	defer end()
 	n, freed, err := s.disks.RemoveApplication(app)

@@ -19,6 +19,7 @@ type registration struct {
 	root          *shufflefile.Root // the opened local dirs; closed when the session ends
 	dirs          []string
 	key           *appKey // the IO encryption key registered, if any; released when the session ends
+	secret        bool    // an auth secret was registered (its bytes are serving's alone)
 }
 
 func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
@@ -31,8 +32,12 @@ func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
 	}
 	sess.reg = reg
 	sess.log = sess.log.With("app", reg.app, "executor", reg.executor)
-	sess.log.Info("executor registered", "dirs", reg.dirs, "io_encryption", reg.key != nil)
-	sess.send(id, &protocol.Registered{Dirs: reg.dirs})
+	sess.log.Info("executor registered", "dirs", reg.dirs, "io_encryption", reg.key != nil, "auth_secret", reg.secret)
+	r := &protocol.Registered{Dirs: reg.dirs}
+	if m.WithAuth {
+		r.Serve = sess.s.serveInfo()
+	}
+	sess.send(id, r)
 	return nil
 }
 
@@ -53,6 +58,7 @@ func (s *Server) unregister(reg *registration) {
 // checked that uid owns the application, so that no other uid's
 // registration ever places or changes a key.
 func (s *Server) registerExecutor(uid uint32, m *protocol.RegisterExecutor) (*registration, error) {
+	defer m.AuthSecret.Clear()
 	key, err := ioKey(m)
 	if err != nil {
 		return nil, err
@@ -63,6 +69,19 @@ func (s *Server) registerExecutor(uid uint32, m *protocol.RegisterExecutor) (*re
 	}
 	if key != nil {
 		if reg.key, err = s.keys.bind(reg.app, uid, key); err != nil {
+			s.unregister(reg)
+			return nil, err
+		}
+	}
+	if m.WithAuth {
+		var hashed *shufflefile.SparkHashed
+		if reg.root != nil {
+			if h, ok := reg.root.Layout().(shufflefile.SparkHashed); ok {
+				hashed = &h
+			}
+		}
+		reg.secret = len(m.AuthSecret) > 0
+		if err := s.bindServing(reg.app, reg.executor, uid, m.AuthSecret, hashed); err != nil {
 			s.unregister(reg)
 			return nil, err
 		}

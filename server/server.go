@@ -67,6 +67,8 @@ type Server struct {
 
 	keys ioKeys // IO encryption keys, in memory only
 
+	serving serving // the block server and what it serves (serving.go)
+
 	mu struct {
 		sync.Mutex
 		listeners map[net.Listener]struct{}
@@ -214,6 +216,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.mu.uidState = make(map[uint32]int64)
 	s.mu.opened = sync.NewCond(&s.mu.Mutex)
 	s.stop = make(chan struct{})
+	if err := s.startServing(); err != nil {
+		s.planes.Close()
+		s.eng.Close()
+		return nil, err
+	}
 	s.loops.Add(1)
 	go s.housekeeping()
 	return s, nil
@@ -439,6 +446,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.mu.listeners {
 		ln.Close()
 	}
+	s.mu.Unlock()
+	s.stopServing()
+	s.mu.Lock()
 	var idle chan struct{}
 	if s.mu.open > 0 {
 		if s.mu.idle == nil {

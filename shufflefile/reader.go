@@ -237,6 +237,12 @@ func checksumData(data io.ReaderAt, name string, offsets []int64, alg checksum.A
 	return sums, nil
 }
 
+// File returns the open data file, for a caller that sends its byte
+// ranges itself (sendfile); nil after Close. It stays the MapOutput's:
+// do not close it, and do not move its offset while another goroutine
+// reads through Partition.
+func (m *MapOutput) File() vfs.File { return m.data }
+
 // Close closes the data file. Later calls return nil.
 func (m *MapOutput) Close() error {
 	if m.data == nil {
