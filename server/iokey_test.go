@@ -182,8 +182,8 @@ func TestIOKeyLifecycle(t *testing.T) {
 	if _, err := c1.RemoveApplication(ctx, "app-k"); err != nil {
 		t.Fatal(err)
 	}
-	if err := open(c1, 4); protocol.CodeOf(err) != protocol.CodeFailedPrecondition || !strings.Contains(err.Error(), "forgotten") {
-		t.Errorf("encrypted Open after RemoveApplication = %v, want FailedPrecondition: key forgotten", err)
+	if err := open(c1, 4); protocol.CodeOf(err) != protocol.CodeFailedPrecondition || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("encrypted Open after RemoveApplication = %v, want FailedPrecondition: the registration ended", err)
 	}
 	d.s.keys.mu.Lock()
 	if n := len(d.s.keys.apps); n != 0 {
