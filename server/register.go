@@ -89,6 +89,10 @@ func (s *Server) registerExecutor(uid uint32, m *protocol.RegisterExecutor) (*re
 			s.unregister(reg)
 			return nil, err
 		}
+	} else if s.keys.held(reg.app) {
+		s.unregister(reg)
+		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: absent, but the executors of application %q connected now registered one: "+
+			"its map outputs are encrypted (spark.io.encryption.enabled), and an executor without the key could write none of them", errdefs.ErrFailedPrecondition, reg.app)
 	}
 	return reg, nil
 }
