@@ -17,6 +17,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
@@ -60,8 +62,9 @@ const DefaultMemfdIdleGrace = 2 * time.Second
 // Planes are the daemon's data planes: what the connections share (the
 // devices and their IPC mappings, the device-to-host totals).
 type Planes struct {
-	cfg Config
-	dev devicePlanes
+	cfg      Config
+	dev      devicePlanes
+	resident residentPages // of the memfd batches being applied
 }
 
 // New returns the data planes of cfg. Nothing is opened: a device is at
@@ -151,9 +154,22 @@ type Held interface {
 // plane it names, and returns the payload bytes taken in (0 on error). The
 // caller has checked m against its map output (kind, partitions, bounds).
 // log is the connection's.
+//
+// Apply returns (and the caller answers BatchAccepted) only once no record
+// of the batch reads its payload any more: its memfd region is unmapped,
+// its inline frame recycled, whatever the writer's queues still hold of
+// other batches. So the daemon holds one batch's payload per connection
+// at most, and the client may close or reuse its memory at
+// BatchAccepted. While memfd batches are encoded, the pages their records
+// have read are let go (MADV_DONTNEED) every MemfdResidentBytes, so that
+// a batch, whatever its size, stays resident only as far as its records
+// read it. On error Apply returns at once:
+// the map output is aborted, and what its records still read is let go
+// when they end.
 func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (int64, error) {
 	var payload []byte
 	release := func() {}
+	var hooks writer.BatchHooks
 	switch m.Plane {
 	case protocol.PlaneInline:
 		payload, release = m.Inline, h.TakeInline()
@@ -162,32 +178,134 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 		if err != nil {
 			return 0, err
 		}
-		payload, release = data, unmap
+		payload = data
+		d := c.p.resident.add(data, m)
+		hooks.Validated, hooks.Read = d.validated, d.read
+		// A cached mapping stays; its pages go, as an uncached one's do.
+		release = func() {
+			c.p.resident.remove(d)
+			dropPages(data)
+			unmap()
+		}
 	case protocol.PlaneCUDAIPC:
 		return c.deviceBatch(log, &out, m, h.TakeFD())
 	default:
 		return 0, fmt.Errorf("%w: data plane %v is not supported by this build", errdefs.ErrUnsupported, m.Plane)
 	}
+	done := make(chan struct{})
+	hooks.Done = func() {
+		release()
+		close(done)
+	}
 	var err error
 	switch m.Kind {
 	case protocol.KindOpaque:
-		err = out.Writer.WriteOpaque(c.ctx, payload, m.Opaque.PartitionOffsets, release)
+		err = out.Writer.WriteOpaqueHooks(c.ctx, payload, m.Opaque.PartitionOffsets, hooks)
 	case protocol.KindColumnar:
 		b, cerr := columnar.View(&m.Columnar, payload)
 		if cerr == nil {
 			cerr = out.checkColumns(b)
 		}
 		if cerr != nil {
-			release()
+			hooks.Done()
 			return 0, cerr
 		}
-		err = out.Writer.WriteBatch(c.ctx, b, release)
+		err = out.Writer.WriteBatchHooks(c.ctx, b, hooks)
 	default:
-		release()
+		hooks.Done()
 		return 0, fmt.Errorf("%w: Batch.kind %v", errdefs.ErrUnsupported, m.Kind)
 	}
 	if err != nil {
 		return 0, err
 	}
+	c.awaitRecords(done)
 	return int64(len(payload)), nil
+}
+
+// awaitRecords waits until done is closed (the batch's records no longer
+// read its payload) or the connection ends: then the records still queued
+// let go of the payload when they end, aborted with the connection's map
+// outputs.
+func (c *Conn) awaitRecords(done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-c.ctx.Done():
+	}
+}
+
+// MemfdResidentBytes bounds the pages of memfd batches that the daemon
+// keeps in its resident set beyond those that records are reading: once
+// the records of all the memfd batches being applied have read this much
+// since the last time, the pages of every one of them are let go
+// (MADV_DONTNEED) and read again from their memfds as records need them.
+// A batch's region is never mapped whole up front (no MAP_POPULATE):
+// a page is resident from the first read of it until the next drop, or
+// until its batch ends.
+const MemfdResidentBytes = 32 << 20
+
+// residentPages is the daemon's account of the memfd pages its records
+// have read and not let go of: the batches being applied, and what their
+// records read since the last drop.
+type residentPages struct {
+	mu      sync.Mutex // held while pages are dropped: a batch ends (unmaps) after
+	since   int64
+	batches map[*pageDropper]struct{}
+}
+
+// A pageDropper is one memfd batch's share of residentPages.
+type pageDropper struct {
+	r    *residentPages
+	data []byte
+	// edges is what a record may read beyond its own bytes: a page at
+	// either end of each buffer it reads.
+	edges int64
+}
+
+// add counts data, the payload of memfd batch m, among the batches whose
+// pages are let go.
+func (r *residentPages) add(data []byte, m *protocol.Batch) *pageDropper {
+	buffers := int64(1)
+	if m.Kind == protocol.KindColumnar {
+		buffers = 3 * int64(len(m.Columnar.Columns)) // validity, offsets, data
+	}
+	d := &pageDropper{r: r, data: data, edges: 2 * buffers * int64(os.Getpagesize())}
+	r.mu.Lock()
+	if r.batches == nil {
+		r.batches = make(map[*pageDropper]struct{})
+	}
+	r.batches[d] = struct{}{}
+	r.mu.Unlock()
+	return d
+}
+
+// remove takes d out before its batch's region is unmapped: no drop
+// touches the region from then on.
+func (r *residentPages) remove(d *pageDropper) {
+	r.mu.Lock()
+	delete(r.batches, d)
+	r.mu.Unlock()
+}
+
+// validated lets go of what the batch's checks read (its offsets and
+// validity, for a columnar batch), before any record reads it.
+func (d *pageDropper) validated() {
+	d.r.mu.Lock()
+	defer d.r.mu.Unlock()
+	dropPages(d.data)
+}
+
+// read counts a record's n bytes read, and lets go of the pages of every
+// batch once the count since the last drop reaches MemfdResidentBytes.
+func (d *pageDropper) read(n int64) {
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.since += n + d.edges
+	if r.since < MemfdResidentBytes {
+		return
+	}
+	r.since = 0
+	for b := range r.batches {
+		dropPages(b.data)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
+	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -455,5 +456,68 @@ func TestMemfdCacheIdleReplacedMemfd(t *testing.T) {
 		if n, _ := c.len(); n != i+1 {
 			t.Errorf("after memfd %d the cache holds %d mappings, want %d", i, n, i+1)
 		}
+	}
+}
+
+// rssShmem returns this process's RssShmem in bytes.
+func rssShmem(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssShmem:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				t.Fatalf("RssShmem %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no RssShmem in /proc/self/status")
+	return 0
+}
+
+// mapsName reports whether /proc/self/maps has a mapping of name.
+func mapsName(t *testing.T, name string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(b, []byte(name))
+}
+
+// TestApplyMemfdHoldsOnlyWhatIsRead checks a memfd batch larger than
+// MemfdResidentBytes: while its records wait for the worker, none of its
+// pages is resident in the process (the region is not populated, and what
+// the writer's checks read is let go); Apply returns only once no record
+// reads it, with the region unmapped (the client may close the memfd and
+// get its pages back at BatchAccepted).
+func TestApplyMemfdHoldsOnlyWhatIsRead(t *testing.T) {
+	data := make([]byte, MemfdResidentBytes+16<<20)
+	for i := range data {
+		data[i] = byte(i / 512)
+	}
+	const name = "apply-held"
+	fd := namedTestMemfd(t, name, data, 0)
+	m := opaqueBatch(protocol.PlaneMemfd, data, 64)
+	m.Region = protocol.Region{Offset: 0, Length: int64(len(data))}
+	base := rssShmem(t)
+	h := &testHeld{fd: dupFD(t, fd)}
+	n, err, unmapped := applyHeld(t, m, h, func() bool { return !mapsName(t, "memfd:"+name) }, func() {
+		if !mapsName(t, "memfd:"+name) {
+			t.Error("the batch's region is not mapped while its records wait")
+		}
+		if got := rssShmem(t) - base; got > 1<<20 {
+			t.Errorf("%d KiB of the batch resident while its records wait for a worker, want none (at most 1 MiB)", got>>10)
+		}
+	})
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("Apply = %d, %v; want %d, nil", n, err, len(data))
+	}
+	if !unmapped {
+		t.Error("Apply returned with the batch's region still mapped")
 	}
 }

@@ -190,6 +190,14 @@ type Report struct {
 	// daemon its peak_rss_bytes figure ("daemon"), omitted if it has none.
 	PeakRSSBytes  int64  `json:"peak_rss_bytes,omitempty"`
 	PeakRSSSource string `json:"peak_rss_source,omitempty"`
+	// DaemonPeak* are the peaks, while the tasks ran, of a daemon in a
+	// process of its own (a child, or an external one whose /proc this
+	// process may read), sampled from /proc/PID/status every 10 ms: VmRSS,
+	// and of it RssShmem (the memfd pages it maps) and RssAnon. Omitted
+	// for the embedded daemon.
+	DaemonPeakVmRSSBytes    int64 `json:"daemon_peak_vmrss_bytes,omitempty"`
+	DaemonPeakRssShmemBytes int64 `json:"daemon_peak_rss_shmem_bytes,omitempty"`
+	DaemonPeakRssAnonBytes  int64 `json:"daemon_peak_rss_anon_bytes,omitempty"`
 
 	// Verified is set when the run was verified; VerifiedPartitions counts
 	// the partitions compared.
@@ -429,6 +437,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("peak RSS", "%s  (this process: load generator and embedded daemon)", size(r.PeakRSSBytes))
 	default:
 		row("peak RSS", "%s  (the daemon)", size(r.PeakRSSBytes))
+	}
+	if r.DaemonPeakVmRSSBytes > 0 {
+		row("daemon memory", "peak VmRSS %s, RssShmem %s, RssAnon %s  (its /proc status, every 10 ms)",
+			size(r.DaemonPeakVmRSSBytes), size(r.DaemonPeakRssShmemBytes), size(r.DaemonPeakRssAnonBytes))
 	}
 	if r.ExistingOutputs > 0 {
 		row("already committed", "%d map outputs: an earlier attempt's files were kept", r.ExistingOutputs)

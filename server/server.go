@@ -18,6 +18,7 @@ import (
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/metrics"
+	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
@@ -131,6 +132,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = metrics.New()
 	}
+	codes := make([]string, 0, 16)
+	for _, c := range protocol.Codes() {
+		codes = append(codes, c.String())
+	}
+	s.metrics.ExportCodes(codes)
 	var err error
 	if s.codec, err = codec.Parse(cfg.DefaultCodec); err != nil {
 		return nil, fmt.Errorf("server: --codec: %w", err)

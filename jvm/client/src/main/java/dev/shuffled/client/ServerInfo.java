@@ -32,6 +32,12 @@ public record ServerInfo(int version, long maxFrame, long maxInline, long featur
    * java.util.List, int, byte[])}). The client sends a key only when this bit is announced.
    */
   public static final long FEATURE_IO_ENCRYPTION = 1L << 6;
+  /**
+   * Feature bit 7: the daemon runs a block server that serves committed map outputs to Spark's
+   * reducers. RegisterExecutor then carries the application's auth secret (empty for none) and
+   * Registered names the address executors publish ({@link ShuffledClient#serving()}).
+   */
+  public static final long FEATURE_SERVING = 1L << 7;
 
   /** Whether the daemon announced every bit of {@code feature}. */
   public boolean has(long feature) {

@@ -43,9 +43,16 @@ public final class ShuffledClient implements AutoCloseable {
    */
   public static final int MAX_PARTITIONS = Wire.MAX_PARTITIONS;
 
-  /** What register sent, sent again on every reconnect; ioKey is a secret (or null). */
+  /**
+   * What register sent, sent again on every reconnect; ioKey and authSecret are secrets (or null).
+   */
   private record Registration(
-      String appId, String executorId, List<String> dirs, int subDirs, byte[] ioKey) {
+      String appId,
+      String executorId,
+      List<String> dirs,
+      int subDirs,
+      byte[] ioKey,
+      byte[] authSecret) {
     @Override
     public String toString() {
       return appId + "/" + executorId;
@@ -57,6 +64,8 @@ public final class ShuffledClient implements AutoCloseable {
   private final Object lock = new Object();
   private Connection conn; // guarded by lock
   private Registration registration; // guarded by lock
+  /** Where the daemon serves, from the last Registered; null when it does not. */
+  private Serving serving; // guarded by lock
   private boolean closed; // guarded by lock
   /** A reconnect is in progress (outside the lock; see current(Duration)). Guarded by lock. */
   private boolean dialing;
@@ -180,7 +189,11 @@ public final class ShuffledClient implements AutoCloseable {
       c = dial(options.withConnectTimeout(bound));
       if (r != null) {
         // Registering again belongs to the attempt: bounded by what is left of it.
-        sendRegister(c, r, Duration.ofNanos(Math.max(1_000_000, deadline - System.nanoTime())));
+        Resolved again =
+            sendRegister(c, r, Duration.ofNanos(Math.max(1_000_000, deadline - System.nanoTime())));
+        synchronized (lock) {
+          serving = again.serving();
+        }
       }
     } catch (InterruptedIOException e) {
       if (!(e instanceof SocketTimeoutException)) {
@@ -239,7 +252,10 @@ public final class ShuffledClient implements AutoCloseable {
         failed);
   }
 
-  private static List<String> sendRegister(Connection c, Registration r, Duration timeout)
+  /** What one RegisterExecutor resolved: the dirs, and where the daemon serves (or null). */
+  private record Resolved(List<String> dirs, Serving serving) {}
+
+  private static Resolved sendRegister(Connection c, Registration r, Duration timeout)
       throws IOException {
     if (r.ioKey != null && !c.info().has(ServerInfo.FEATURE_IO_ENCRYPTION)) {
       throw new ShuffledException(
@@ -247,15 +263,51 @@ public final class ShuffledClient implements AutoCloseable {
           "the daemon does not announce io-encryption (feature bit 6): it cannot encrypt",
           "register executor " + r.appId + "/" + r.executorId);
     }
+    // To a daemon that serves, both tails always (empty when there is no secret): the auth tail
+    // is what makes it answer where it serves. To one that does not, no secret at all.
+    boolean tails = c.info().has(ServerInfo.FEATURE_SERVING);
+    byte[] secret = tails ? (r.authSecret == null ? new byte[0] : r.authSecret) : null;
+    String what = "register executor " + r.appId + "/" + r.executorId;
     Wire.Registered res =
         (Wire.Registered)
             c.call(
-                new Wire.Register(r.appId, r.executorId, r.subDirs, r.dirs, r.ioKey),
+                new Wire.Register(r.appId, r.executorId, r.subDirs, r.dirs, r.ioKey, secret),
                 null,
                 -1,
-                "register executor " + r.appId + "/" + r.executorId,
+                what,
                 timeout);
-    return res.dirs();
+    Serving serving = null;
+    if (tails) {
+      if (res.serve() == null) {
+        c.close();
+        throw new ProtocolException(
+            what + ": Registered lacks the serving tail, although the daemon announces serving"
+                + " (feature bit 7) and RegisterExecutor carried the auth secret tail");
+      }
+      if (res.serve().port() != 0) {
+        serving =
+            new Serving(
+                res.serve().host(),
+                res.serve().port(),
+                (res.serve().flags() & Wire.SERVE_REQUIRE_AUTH) != 0);
+      }
+    } else if (res.serve() != null) {
+      c.close();
+      throw new ProtocolException(
+          what + ": Registered carries a serving tail, although RegisterExecutor carried none");
+    }
+    return new Resolved(res.dirs(), serving);
+  }
+
+  /**
+   * Where the daemon serves this executor's committed map outputs to Spark's reducers, as the last
+   * registration (or registration again, after a reconnect) answered; null before {@link
+   * #register}, or when the daemon does not serve (no feature bit 7, or its block server is off).
+   */
+  public Serving serving() {
+    synchronized (lock) {
+      return serving;
+    }
   }
 
   /** The handshake answer of the current connection. */
@@ -319,6 +371,34 @@ public final class ShuffledClient implements AutoCloseable {
   public List<String> register(
       String appId, String executorId, List<String> localDirs, int subDirs, byte[] ioEncryptionKey)
       throws IOException {
+    return register(appId, executorId, localDirs, subDirs, ioEncryptionKey, null);
+  }
+
+  /**
+   * {@link #register(String, String, List, int, byte[])} with the application's auth secret
+   * (Spark's {@code SecurityManager.getSecretKey()} under {@code spark.authenticate}), for a daemon
+   * that serves map outputs (feature bit 7): its block server then serves this application's
+   * blocks only to connections that authenticate with this secret (Spark's SASL or AuthEngine
+   * handshake), and {@link #serving()} says where it serves. The secret is sent only over the
+   * socket and only to such a daemon; to a daemon that serves, the client always sends the auth
+   * tail (empty without a secret), as the protocol asks. Like the IO key, the client keeps a copy
+   * to register again on reconnect and puts it in no message or text it makes.
+   *
+   * @param authSecret 1..1024 bytes, or null for none
+   * @throws IllegalArgumentException for an empty or longer secret
+   */
+  public List<String> register(
+      String appId,
+      String executorId,
+      List<String> localDirs,
+      int subDirs,
+      byte[] ioEncryptionKey,
+      byte[] authSecret)
+      throws IOException {
+    if (authSecret != null && (authSecret.length == 0 || authSecret.length > Wire.MAX_AUTH_SECRET)) {
+      throw new IllegalArgumentException(
+          "authSecret: " + authSecret.length + " bytes, want 1.." + Wire.MAX_AUTH_SECRET);
+    }
     name("appId", appId);
     name("executorId", executorId);
     List<String> dirs = List.copyOf(localDirs);
@@ -343,15 +423,21 @@ public final class ShuffledClient implements AutoCloseable {
     }
     Registration r =
         new Registration(
-            appId, executorId, dirs, subDirs, ioEncryptionKey == null ? null : ioEncryptionKey.clone());
+            appId,
+            executorId,
+            dirs,
+            subDirs,
+            ioEncryptionKey == null ? null : ioEncryptionKey.clone(),
+            authSecret == null ? null : authSecret.clone());
     synchronized (lock) {
       if (registration != null) {
         throw new IllegalStateException(
             "already registered as " + registration.appId + "/" + registration.executorId);
       }
-      List<String> resolved = sendRegister(current(), r, options.requestTimeout());
+      Resolved resolved = sendRegister(current(), r, options.requestTimeout());
       registration = r;
-      return resolved;
+      serving = resolved.serving();
+      return resolved.dirs();
     }
   }
 

@@ -65,6 +65,8 @@ final class Wire {
   static final int MAX_SHUFFLES = 1 << 20;
   static final int MAX_APPLICATIONS = 1 << 16;
   static final int MAX_ERROR_MESSAGE = 65535;
+  /** RegisterExecutor's auth_secret is 0..1024 bytes (feature bit 7). */
+  static final int MAX_AUTH_SECRET = 1024;
   static final int MIN_MAX_FRAME = 1 << 16;
 
   static String typeName(int t) {
@@ -184,14 +186,27 @@ final class Wire {
 
   /**
    * RegisterExecutor. {@code ioEncryptionKey} is the application's IO encryption key (16, 24 or
-   * 32 bytes), or null: a secret, sent only when set (the payload then goes on after the local
-   * dirs with its u16 length and bytes), and never part of {@link #toString()}.
+   * 32 bytes), or null. {@code authSecret} is the application's auth secret (0..1024 bytes; empty
+   * for none), or null for no auth tail: with it, both tails go on after the local dirs (the io key
+   * tail with length 0 when there is no key), which only a daemon with feature bit 7 (serving)
+   * reads; without it, the io key tail alone when there is a key. Both are secrets, never part of
+   * {@link #toString()}.
    */
   record Register(
-      String appId, String executorId, int subDirs, List<String> localDirs, byte[] ioEncryptionKey)
+      String appId,
+      String executorId,
+      int subDirs,
+      List<String> localDirs,
+      byte[] ioEncryptionKey,
+      byte[] authSecret)
       implements Msg {
     Register(String appId, String executorId, int subDirs, List<String> localDirs) {
-      this(appId, executorId, subDirs, localDirs, null);
+      this(appId, executorId, subDirs, localDirs, null, null);
+    }
+
+    Register(
+        String appId, String executorId, int subDirs, List<String> localDirs, byte[] ioKey) {
+      this(appId, executorId, subDirs, localDirs, ioKey, null);
     }
 
     public int type() {
@@ -203,7 +218,11 @@ final class Wire {
       for (String s : localDirs) {
         e.str(s);
       }
-      if (ioEncryptionKey != null) {
+      if (authSecret != null) {
+        byte[] key = ioEncryptionKey == null ? new byte[0] : ioEncryptionKey;
+        e.u16(key.length).bytes(key);
+        e.u16(authSecret.length).bytes(authSecret);
+      } else if (ioEncryptionKey != null) {
         e.u16(ioEncryptionKey.length).bytes(ioEncryptionKey);
       }
     }
@@ -218,13 +237,26 @@ final class Wire {
         dirs.add(d.str("LocalDirs", MAX_PATH));
       }
       byte[] key = null;
+      byte[] secret = null;
       if (d.remaining() > 0) {
         int len = d.u16("IOEncryptionKey.length");
-        d.check(validKeyLength(len), "IOEncryptionKey", "length " + len + ", want 16, 24 or 32 bytes");
-        key = d.raw("IOEncryptionKey", len);
+        if (len == 0) {
+          d.check(d.remaining() > 0, "IOEncryptionKey",
+              "length 0 (no key) is allowed only when the auth secret tail follows");
+        } else {
+          d.check(validKeyLength(len), "IOEncryptionKey",
+              "length " + len + ", want 16, 24 or 32 bytes");
+          key = d.raw("IOEncryptionKey", len);
+        }
+      }
+      if (d.remaining() > 0) {
+        int len = d.u16("AuthSecret.length");
+        d.check(len <= MAX_AUTH_SECRET, "AuthSecret",
+            "length " + len + ", want 0.." + MAX_AUTH_SECRET + " bytes");
+        secret = d.raw("AuthSecret", len);
       }
       d.finish();
-      return new Register(app, exec, sub, List.copyOf(dirs), key);
+      return new Register(app, exec, sub, List.copyOf(dirs), key, secret);
     }
 
     @Override
@@ -234,7 +266,8 @@ final class Wire {
           && executorId.equals(r.executorId)
           && subDirs == r.subDirs
           && localDirs.equals(r.localDirs)
-          && Arrays.equals(ioEncryptionKey, r.ioEncryptionKey);
+          && Arrays.equals(ioEncryptionKey, r.ioEncryptionKey)
+          && Arrays.equals(authSecret, r.authSecret);
     }
 
     @Override
@@ -246,7 +279,9 @@ final class Wire {
     public String toString() {
       return "Register[appId=" + appId + ", executorId=" + executorId + ", subDirs=" + subDirs
           + ", localDirs=" + localDirs + ", ioEncryptionKey="
-          + (ioEncryptionKey == null ? "[none]" : "[redacted]") + "]";
+          + (ioEncryptionKey == null ? "[none]" : "[redacted]") + ", authSecret="
+          + (authSecret == null ? "[no tail]" : authSecret.length == 0 ? "[empty]" : "[redacted]")
+          + "]";
     }
   }
 
@@ -255,7 +290,21 @@ final class Wire {
     return n == 16 || n == 24 || n == 32;
   }
 
-  record Registered(List<String> dirs) implements Msg {
+  /** Registered's serving tail: host "" and port 0 when the daemon does not serve. */
+  record Serve(String host, int port, int flags) {}
+
+  /** Registered.serve_flags bit 0: the block server requires authentication of every app. */
+  static final int SERVE_REQUIRE_AUTH = 0x01;
+
+  /**
+   * Registered. {@code serve} is the serving tail, present only when RegisterExecutor carried the
+   * auth tail (feature bit 7), else null.
+   */
+  record Registered(List<String> dirs, Serve serve) implements Msg {
+    Registered(List<String> dirs) {
+      this(dirs, null);
+    }
+
     public int type() {
       return REGISTER | RESPONSE;
     }
@@ -265,6 +314,9 @@ final class Wire {
       for (String s : dirs) {
         e.str(s);
       }
+      if (serve != null) {
+        e.str(serve.host()).i32(serve.port()).u8(serve.flags());
+      }
     }
 
     static Registered decode(Dec d) throws ProtocolException {
@@ -273,8 +325,18 @@ final class Wire {
       for (int i = 0; i < n; i++) {
         dirs.add(d.str("Dirs", MAX_PATH));
       }
+      Serve serve = null;
+      if (d.remaining() > 0) {
+        String host = d.str("ServeHost", MAX_NAME);
+        int port = d.i32("ServePort");
+        int flags = d.u8("ServeFlags");
+        d.check(port >= 0 && port <= 65535, "ServePort", port + ", want 0..65535");
+        d.check(host.isEmpty() == (port == 0), "ServePort",
+            port + " with serve_host \"" + host + "\": want both set or \"\" and 0");
+        serve = new Serve(host, port, flags);
+      }
       d.finish();
-      return new Registered(List.copyOf(dirs));
+      return new Registered(List.copyOf(dirs), serve);
     }
   }
 

@@ -67,6 +67,8 @@ public final class SparkSuite {
   private boolean full = true;
   private boolean encryption;
   private Path otherJar;
+  /** Whether the serving checks run: by default with the full checks; --serving overrides. */
+  private Boolean serving;
   private final List<String> failures = new ArrayList<>();
   private int checks;
 
@@ -87,7 +89,7 @@ public final class SparkSuite {
     for (String k : List.of("--daemon", "--work", "--plugin-jar")) {
       if (!a.containsKey(k) || !(checks.equals("full") || checks.equals("light"))) {
         System.err.println("usage: SparkSuite --daemon BIN --work DIR --plugin-jar JAR"
-            + " [--checks full|light] [--encryption true] [--other-jar JAR]");
+            + " [--checks full|light] [--encryption true] [--other-jar JAR] [--serving true|false]");
         System.exit(2);
       }
     }
@@ -97,6 +99,7 @@ public final class SparkSuite {
     s.full = checks.equals("full");
     s.encryption = Boolean.parseBoolean(a.getOrDefault("--encryption", "false"));
     s.otherJar = a.containsKey("--other-jar") ? Path.of(a.get("--other-jar")) : null;
+    s.serving = a.containsKey("--serving") ? Boolean.parseBoolean(a.get("--serving")) : null;
     long t0 = System.nanoTime();
     int status;
     try {
@@ -165,6 +168,9 @@ public final class SparkSuite {
             }
             rowChecksums(spark, l);
           });
+      if (Boolean.TRUE.equals(serving)) {
+        servingChecks();
+      }
       return failures.isEmpty() ? 0 : 1;
     }
 
@@ -269,6 +275,9 @@ public final class SparkSuite {
         this::failsWithoutDaemon);
 
     externalShuffleService();
+    if (!Boolean.FALSE.equals(serving)) {
+      servingChecks();
+    }
     return failures.isEmpty() ? 0 : 1;
   }
 
@@ -319,8 +328,10 @@ public final class SparkSuite {
         spark.stop();
         if (removes) {
           long r = removals("application") - r0;
-          check(r == 1, "stop: the driver removed application " + app + " from the daemon ("
-              + r + " RemoveApplication)");
+          // Serving: the driver also removes it through the block server (ShuffledDataIO).
+          boolean served = Boolean.parseBoolean(conf.get("spark.shuffled.serving.enabled", "false"));
+          check(served ? r >= 1 : r == 1, "stop: the driver removed application " + app
+              + " from the daemon (" + r + " removals of the application)");
         }
         if (noFallbacks.remove(name)) {
           noFallbackLogged(app);
@@ -787,6 +798,319 @@ public final class SparkSuite {
             + (mapped.value() - mappedBefore) + " records mapped again)");
   }
 
+  // --- serving: the daemon's block server ------------------------------------
+
+  /** The daemon's block server port while the serving checks run. */
+  private int servePort;
+
+  /**
+   * The daemon serves its map outputs (--serve-addr): Spark's reducers fetch them from it after
+   * their executors died (SIGKILL) or were released by dynamic allocation, with zero map tasks
+   * rerun, with spark.authenticate (SASL, then AuthEngine), and a flipped byte in a served file is
+   * diagnosed as Spark diagnoses it against its own shuffle service. Spark's sort shuffle in the
+   * same executor loss reruns its map tasks, for contrast.
+   */
+  private void servingChecks() throws Exception {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      servePort = s.getLocalPort();
+    }
+    daemon.kill();
+    daemon.start(List.of("--serve-addr", "127.0.0.1:" + servePort));
+    try {
+      context("serving: executors SIGKILLed after the map stage; a flipped byte in a served file",
+          served(2), (spark, l) -> {
+            executorLoss(spark, l, "serving", true);
+            corruptBlock(spark, l);
+          });
+      context("sort shuffle: executors SIGKILLed after the map stage (contrast)", base(2),
+          (spark, l) -> executorLoss(spark, l, "sort shuffle", false));
+      context("serving: dynamic allocation, no shuffle service, no shuffle tracking",
+          served(2).set("spark.dynamicAllocation.enabled", "true")
+              .set("spark.dynamicAllocation.shuffleTracking.enabled", "false")
+              .set("spark.shuffle.service.enabled", "false")
+              .set("spark.dynamicAllocation.minExecutors", "0")
+              .set("spark.dynamicAllocation.initialExecutors", "2")
+              .set("spark.dynamicAllocation.maxExecutors", "2")
+              .set("spark.dynamicAllocation.executorIdleTimeout", "3s")
+              .set("spark.dynamicAllocation.schedulerBacklogTimeout", "1s"),
+          this::dynamicAllocation);
+      String secret = "shuffled-suite-" + Long.toHexString(System.nanoTime());
+      context("serving: spark.authenticate=true (SASL); executors SIGKILLed",
+          served(2).set("spark.authenticate", "true").set("spark.authenticate.secret", secret),
+          (spark, l) -> executorLoss(spark, l, "serving, SASL", true));
+      context("serving: spark.authenticate=true, spark.network.crypto.enabled=true (AuthEngine);"
+              + " executors SIGKILLed",
+          served(2).set("spark.authenticate", "true").set("spark.authenticate.secret", secret)
+              .set("spark.network.crypto.enabled", "true"),
+          (spark, l) -> executorLoss(spark, l, "serving, AuthEngine", true));
+    } finally {
+      daemon.kill();
+      daemon.start();
+    }
+  }
+
+  /**
+   * The plugin with serving on; reducers fetch every block that is not their own executor's
+   * through the daemon's block server, not from the files (host-local reads are Spark's own, the
+   * same with or without the daemon).
+   */
+  private SparkConf served(int executors) {
+    return plugin(executors)
+        .set("spark.shuffled.serving.enabled", "true")
+        .set("spark.shuffle.readHostLocalDisk", "false");
+  }
+
+  /** reduceByKey over 4 map tasks of 50,000 records, counting the records mapped. */
+  private static JavaRDD<String> lossJob(SparkSession spark, LongAccumulator mapped) {
+    int per = 50_000;
+    JavaPairRDD<Integer, Long> pairs = Jobs.generate(spark, 4, per, s -> {
+      List<Tuple2<Integer, Long>> out = new ArrayList<>(per);
+      for (int i = s * per; i < (s + 1) * per; i++) {
+        out.add(new Tuple2<>(i % 5000, (long) i));
+      }
+      mapped.add(out.size());
+      return out.iterator();
+    });
+    return pairs.reduceByKey(Long::sum, 8).map(t -> t._1() + "=" + t._2());
+  }
+
+  /**
+   * A job's map stage; every executor that ran a map task SIGKILLed; the same job again: with
+   * serving, its reduce stage reads the map outputs from the daemon and no map task runs again;
+   * with Spark's sort shuffle, the map tasks run again.
+   */
+  private void executorLoss(SparkSession spark, Tasks l, String label, boolean served)
+      throws Exception {
+    JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    LongAccumulator mapped = sc.sc().longAccumulator("mapped");
+    JavaRDD<String> rows = lossJob(spark, mapped);
+    l.reset(spark);
+    String first = Jobs.fingerprint(rows);
+    l.drain(spark);
+    check(first.equals(expected.get("reduceByKey")), label + ": first run gives " + first);
+    if (served) {
+      servedLocations(label);
+    }
+    Set<String> writers = new TreeSet<>(l.mapTasksByExecutor.keySet());
+    if (!killExecutors(spark, l, writers, label)) {
+      return;
+    }
+    long mappedBefore = mapped.value();
+    long chunks0 = served ? daemon.metric("shuffled_serve_chunks_total") : 0;
+    l.reset(spark);
+    long t0 = System.nanoTime();
+    String second = Jobs.fingerprint(rows);
+    l.drain(spark);
+    double took = (System.nanoTime() - t0) / 1e9;
+    check(second.equals(expected.get("reduceByKey")), String.format("%s: after the SIGKILL of"
+        + " executors %s (every one that ran a map task), the job gives %s (%.1f s)", label,
+        writers, second, took));
+    long again = mapped.value() - mappedBefore;
+    if (served) {
+      long chunks = daemon.metric("shuffled_serve_chunks_total") - chunks0;
+      check(l.mapTasks.get() == 0 && again == 0 && chunks > 0, label + ": zero map tasks rerun ("
+          + l.mapTasks.get() + " ran, " + again + " records mapped again); the daemon served "
+          + chunks + " blocks (shuffled_serve_chunks_total)");
+    } else {
+      check(l.mapTasks.get() > 0 && again > 0, label + ": Spark reran " + l.mapTasks.get()
+          + " map tasks (" + again + " records mapped again): their outputs died with their"
+          + " executors");
+    }
+  }
+
+  /** The map statuses of the newest shuffle name the daemon's block server. */
+  private void servedLocations(String label) {
+    org.apache.spark.MapOutputTrackerMaster tracker =
+        (org.apache.spark.MapOutputTrackerMaster)
+            org.apache.spark.SparkEnv.get().mapOutputTracker();
+    int newest = newestShuffle(tracker);
+    Set<String> where = new TreeSet<>();
+    boolean all = newest >= 0;
+    if (newest >= 0) {
+      for (org.apache.spark.scheduler.MapStatus st :
+          tracker.shuffleStatuses().get(newest).get().mapStatuses()) {
+        org.apache.spark.storage.BlockManagerId loc = st == null ? null : st.location();
+        where.add(loc == null ? "missing" : loc.executorId() + "@" + loc.host() + ":" + loc.port());
+        all &= loc != null && loc.port() == servePort;
+      }
+    }
+    check(all, label + ": the map statuses of shuffle " + newest + " name the daemon's block"
+        + " server (port " + servePort + "): " + where);
+  }
+
+  private static int newestShuffle(org.apache.spark.MapOutputTrackerMaster tracker) {
+    int[] newest = {-1};
+    tracker.shuffleStatuses().keys().foreach(k -> {
+      newest[0] = Math.max(newest[0], (Integer) k);
+      return null;
+    });
+    return newest[0];
+  }
+
+  /**
+   * SIGKILLs the JVMs of executors {@code ids} of this application and waits until the driver
+   * has removed them; whether it did.
+   */
+  private boolean killExecutors(SparkSession spark, Tasks l, Set<String> ids, String label)
+      throws Exception {
+    String app = spark.sparkContext().applicationId();
+    List<ProcessHandle> jvms = ProcessHandle.allProcesses()
+        .filter(h -> {
+          String cmd = h.info().commandLine().orElse("");
+          if (!cmd.contains("CoarseGrainedExecutorBackend") || !cmd.contains(app)) {
+            return false;
+          }
+          for (String id : ids) {
+            if (cmd.matches(".*--executor-id " + id + "( .*|$)")) {
+              return true;
+            }
+          }
+          return false;
+        })
+        .toList();
+    check(!ids.isEmpty() && jvms.size() == ids.size(),
+        label + ": found the JVMs of executors " + ids + " (" + jvms.size() + ")");
+    if (ids.isEmpty() || jvms.size() != ids.size()) {
+      return false;
+    }
+    for (ProcessHandle h : jvms) {
+      h.destroyForcibly(); // SIGKILL
+    }
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (!l.removedExecutors.containsAll(ids) && System.nanoTime() < deadline) {
+      Thread.sleep(100);
+    }
+    boolean gone = l.removedExecutors.containsAll(ids);
+    check(gone, label + ": the driver removed the killed executors " + ids);
+    return gone;
+  }
+
+  /**
+   * Dynamic allocation with neither the shuffle service nor shuffle tracking (Spark refuses to
+   * start without reliable storage): the executors that ran the map stage idle out and are
+   * removed while their map outputs are still referenced; the job again reads them from the
+   * daemon on new executors, with zero map tasks rerun.
+   */
+  private void dynamicAllocation(SparkSession spark, Tasks l) throws Exception {
+    JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    LongAccumulator mapped = sc.sc().longAccumulator("mapped");
+    JavaRDD<String> rows = lossJob(spark, mapped);
+    l.reset(spark);
+    String first = Jobs.fingerprint(rows);
+    l.drain(spark);
+    check(first.equals(expected.get("reduceByKey")), "dynamic allocation: first run " + first);
+    Set<String> writers = new TreeSet<>(l.mapTasksByExecutor.keySet());
+    long t0 = System.nanoTime();
+    long deadline = t0 + 90_000_000_000L;
+    while (!l.removedExecutors.containsAll(writers) && System.nanoTime() < deadline) {
+      Thread.sleep(200);
+    }
+    check(!writers.isEmpty() && l.removedExecutors.containsAll(writers), String.format(
+        "dynamic allocation: the executors %s that ran the map stage idled out and were removed"
+            + " (%.1f s; removed: %s)", writers, (System.nanoTime() - t0) / 1e9,
+        l.removedExecutors));
+    long mappedBefore = mapped.value();
+    long chunks0 = daemon.metric("shuffled_serve_chunks_total");
+    l.reset(spark);
+    String second = Jobs.fingerprint(rows);
+    l.drain(spark);
+    long chunks = daemon.metric("shuffled_serve_chunks_total") - chunks0;
+    long again = mapped.value() - mappedBefore;
+    check(second.equals(expected.get("reduceByKey")) && l.mapTasks.get() == 0 && again == 0
+            && chunks > 0,
+        "dynamic allocation: the job again on new executors " + l.addedExecutors + " gives "
+            + second + ", " + l.mapTasks.get() + " map tasks rerun, " + again
+            + " records mapped again, " + chunks + " blocks served by the daemon");
+  }
+
+  /**
+   * A byte flipped in a served data file, after its executors died: the reducer's fetch from the
+   * daemon fails to decompress, Spark asks the daemon to diagnose it (DiagnoseCorruption, with
+   * the checksum of what it read), and the daemon, recomputing the partition's checksum from the
+   * file, answers DISK_ISSUE, as Spark's own shuffle service does for the same file
+   * (ShuffleChecksumHelper.diagnoseCorruption): the fetch failure names it, and the stage retry
+   * gives the right result.
+   */
+  private void corruptBlock(SparkSession spark, Tasks l) throws Exception {
+    JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    LongAccumulator mapped = sc.sc().longAccumulator("mapped-corrupt");
+    JavaRDD<String> rows = lossJob(spark, mapped);
+    l.reset(spark);
+    Jobs.fingerprint(rows);
+    l.drain(spark);
+    org.apache.spark.MapOutputTrackerMaster tracker =
+        (org.apache.spark.MapOutputTrackerMaster)
+            org.apache.spark.SparkEnv.get().mapOutputTracker();
+    int shuffle = newestShuffle(tracker);
+    Set<String> writers = new TreeSet<>(l.mapTasksByExecutor.keySet());
+    if (!killExecutors(spark, l, writers, "corruption")) {
+      return;
+    }
+    String flipped = flipAByte(shuffle);
+    check(flipped != null, "corruption: flipped a byte of shuffle " + shuffle + ": " + flipped);
+    if (flipped == null) {
+      return;
+    }
+    l.reset(spark);
+    String again = Jobs.fingerprint(rows);
+    l.drain(spark);
+    String diagnosis = l.failures.stream().filter(f -> f.contains("corrupted")).findFirst()
+        .orElse(l.failures.isEmpty() ? "no task failed" : l.failures.get(0));
+    check(diagnosis.contains("DISK_ISSUE"), "corruption: the fetch failure names the daemon's"
+        + " diagnosis DISK_ISSUE, as Spark's shuffle service gives: " + firstLines(diagnosis, 3));
+    check(again.equals(expected.get("reduceByKey")),
+        "corruption: the stage retry gives the right result " + again);
+  }
+
+  /**
+   * Flips one byte in the middle of the largest partition of a map output of {@code shuffle} in
+   * the executors' local dirs; returns the file and offset, or null when none was found.
+   */
+  private String flipAByte(int shuffle) throws IOException {
+    Map<String, Path> files = new java.util.HashMap<>();
+    try (Stream<Path> s = Files.walk(localRoot)) {
+      s.filter(p -> p.getFileName().toString().startsWith("shuffle_" + shuffle + "_"))
+          .forEach(p -> files.put(p.getFileName().toString(), p));
+    }
+    for (Map.Entry<String, Path> e : files.entrySet()) {
+      String name = e.getKey();
+      if (!name.endsWith(".index")) {
+        continue;
+      }
+      Path data = files.get(name.replace(".index", ".data"));
+      if (data == null) {
+        continue;
+      }
+      ByteBuffer index = ByteBuffer.wrap(Files.readAllBytes(e.getValue()));
+      long best = -1;
+      long bestLen = 0;
+      for (int i = 0; i + 16 <= index.capacity(); i += 8) {
+        long len = index.getLong(i + 8) - index.getLong(i);
+        if (len > bestLen) {
+          bestLen = len;
+          best = index.getLong(i);
+        }
+      }
+      if (bestLen < 64) {
+        continue;
+      }
+      long at = best + bestLen / 2;
+      try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(data,
+          java.nio.file.StandardOpenOption.READ, java.nio.file.StandardOpenOption.WRITE)) {
+        ByteBuffer b = ByteBuffer.allocate(1);
+        ch.read(b, at);
+        b.put(0, (byte) (b.get(0) ^ 0x5a)).position(0);
+        ch.write(b, at);
+      }
+      return data.getFileName() + " at byte " + at + " (a partition of " + bestLen + " bytes)";
+    }
+    return null;
+  }
+
+  private static String firstLines(String s, int n) {
+    return String.join(" | ", s.lines().limit(n).toList());
+  }
+
   private static void waitForPort(int port, Process p) throws Exception {
     long deadline = System.nanoTime() + 60_000_000_000L;
     while (true) {
@@ -1078,6 +1402,19 @@ public final class SparkSuite {
     final AtomicLong killedMapTasks = new AtomicLong(); // of the failed ones
     final List<String> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
     final Map<String, Integer> mapTasksByExecutor = new ConcurrentHashMap<>();
+    /** Executors removed and added since the context started (never reset). */
+    final Set<String> removedExecutors = ConcurrentHashMap.newKeySet();
+    final Set<String> addedExecutors = ConcurrentHashMap.newKeySet();
+
+    @Override
+    public void onExecutorRemoved(org.apache.spark.scheduler.SparkListenerExecutorRemoved e) {
+      removedExecutors.add(e.executorId());
+    }
+
+    @Override
+    public void onExecutorAdded(org.apache.spark.scheduler.SparkListenerExecutorAdded e) {
+      addedExecutors.add(e.executorId());
+    }
 
     void reset(SparkSession spark) throws Exception {
       drain(spark);

@@ -34,13 +34,23 @@ final class DaemonLink implements AutoCloseable {
       boolean fallback,
       java.time.Duration connectTimeout,
       dev.shuffled.client.DataPlane dataPlane,
-      boolean encryption) {
+      boolean encryption,
+      boolean serving) {
     Settings(
         java.nio.file.Path socket,
         boolean fallback,
         java.time.Duration connectTimeout,
         dev.shuffled.client.DataPlane dataPlane) {
-      this(socket, fallback, connectTimeout, dataPlane, false);
+      this(socket, fallback, connectTimeout, dataPlane, false, false);
+    }
+
+    Settings(
+        java.nio.file.Path socket,
+        boolean fallback,
+        java.time.Duration connectTimeout,
+        dev.shuffled.client.DataPlane dataPlane,
+        boolean encryption) {
+      this(socket, fallback, connectTimeout, dataPlane, encryption, false);
     }
   }
 
@@ -63,13 +73,29 @@ final class DaemonLink implements AutoCloseable {
   DaemonLink(ShuffledConf conf) {
     this(
         new Settings(
-            conf.socket, conf.fallback, conf.connectTimeout, conf.dataPlane, conf.encryption));
+            conf.socket,
+            conf.fallback,
+            conf.connectTimeout,
+            conf.dataPlane,
+            conf.encryption,
+            conf.serving),
+        conf.serving && conf.authenticate);
   }
 
   /** Package-private for the tests (a ShuffledConf needs a SparkConf). */
   DaemonLink(Settings conf) {
-    this.conf = conf;
+    this(conf, false);
   }
+
+  private DaemonLink(Settings conf, boolean sendSecret) {
+    this.conf = conf;
+    this.sendSecret = sendSecret;
+  }
+
+  /** Serving and spark.authenticate: the executor hands the app's secret to the daemon. */
+  private final boolean sendSecret;
+  /** Warned that serving is wanted but this node's daemon does not serve; guarded by this. */
+  private boolean warnedNotServing;
 
   /**
    * The registered client for map outputs, or null when this executor writes with Spark's own
@@ -87,25 +113,36 @@ final class DaemonLink implements AutoCloseable {
    *     SocketTimeoutException}), with fallback on too
    */
   ShuffledClient forWriting() throws IOException {
-    return forWriting(DaemonLink::sparkExecutor);
+    return forWriting(this::sparkExecutor);
   }
 
   /**
    * What the executor registers: its application, id and DiskBlockManager dirs, and the
    * application's IO encryption key (null when Spark has none: spark.io.encryption.enabled off).
    */
-  record Executor(String app, String executor, List<String> dirs, int subDirs, byte[] ioKey) {
+  record Executor(
+      String app,
+      String executor,
+      List<String> dirs,
+      int subDirs,
+      byte[] ioKey,
+      byte[] authSecret) {
     Executor(String app, String executor, List<String> dirs, int subDirs) {
-      this(app, executor, dirs, subDirs, null);
+      this(app, executor, dirs, subDirs, null, null);
+    }
+
+    Executor(String app, String executor, List<String> dirs, int subDirs, byte[] ioKey) {
+      this(app, executor, dirs, subDirs, ioKey, null);
     }
 
     @Override
     public String toString() {
-      return app + "/" + executor + " " + dirs + (ioKey == null ? "" : " (IO encryption key)");
+      return app + "/" + executor + " " + dirs + (ioKey == null ? "" : " (IO encryption key)")
+          + (authSecret == null ? "" : " (auth secret)");
     }
   }
 
-  private static Executor sparkExecutor() {
+  private Executor sparkExecutor() {
     SparkEnv env = SparkEnv.get();
     DiskBlockManager disks = env.blockManager().diskBlockManager();
     List<String> dirs = new ArrayList<>();
@@ -113,7 +150,29 @@ final class DaemonLink implements AutoCloseable {
       dirs.add(d.getAbsolutePath());
     }
     return new Executor(
-        env.conf().getAppId(), env.executorId(), dirs, disks.subDirsPerLocalDir(), ioKey(env));
+        env.conf().getAppId(),
+        env.executorId(),
+        dirs,
+        disks.subDirsPerLocalDir(),
+        ioKey(env),
+        sendSecret ? authSecret(env) : null);
+  }
+
+  /**
+   * The application's auth secret, {@code SparkEnv.get.securityManager.getSecretKey}, as the bytes
+   * Spark's own handshakes use (its UTF-8: SASL's password and AuthEngine's key material are made
+   * from the string), or null when Spark has none.
+   */
+  private static byte[] authSecret(SparkEnv env) {
+    Object sm = env.securityManager();
+    try {
+      Object key = sm.getClass().getMethod("getSecretKey").invoke(sm);
+      return key instanceof String k && !k.isEmpty()
+          ? k.getBytes(java.nio.charset.StandardCharsets.UTF_8)
+          : null;
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("SecurityManager.getSecretKey: " + e, e);
+    }
   }
 
   /**
@@ -181,14 +240,27 @@ final class DaemonLink implements AutoCloseable {
                   + " encryption key");
         }
       }
-      List<String> resolved = client.register(app, executor, who.dirs(), who.subDirs(), key);
+      byte[] secret = who.authSecret();
+      if (secret != null && secret.length > MAX_AUTH_SECRET) {
+        LOG.warn("shuffled: the application's spark.authenticate secret has {} bytes, more than the"
+            + " {} the daemon takes: this executor's map outputs are served by the executor, not"
+            + " the daemon", secret.length, MAX_AUTH_SECRET);
+        secret = null;
+        tooLongSecret = true;
+      }
+      List<String> resolved =
+          client.register(app, executor, who.dirs(), who.subDirs(), key, secret);
       registered = true;
       appId = app;
       unreachable = false;
       lastFailure = null;
+      dev.shuffled.client.Serving served = client.serving();
       LOG.info(
-          "shuffled: executor {} of {} writes its shuffle output through the daemon at {} into {}{}",
-          executor, app, conf.socket(), resolved, key == null ? "" : ", IO-encrypted");
+          "shuffled: executor {} of {} writes its shuffle output through the daemon at {} into {}{}{}",
+          executor, app, conf.socket(), resolved, key == null ? "" : ", IO-encrypted",
+          !conf.serving() || served == null ? ""
+              : ", served by the daemon at " + served.host() + ":" + served.port()
+                  + (secret == null ? "" : " (authenticated)"));
       return client;
     } catch (IOException | RuntimeException e) {
       if (client != null) {
@@ -217,6 +289,40 @@ final class DaemonLink implements AutoCloseable {
       lastFailure = new IOException(what + " (" + ShuffledConf.FALLBACK + "=false)", e);
       throw lastFailure;
     }
+  }
+
+  /** The most auth secret bytes RegisterExecutor carries (docs/protocol.md). */
+  static final int MAX_AUTH_SECRET = 1024;
+
+  /** The application's secret was too long to hand over: the daemon cannot serve it. */
+  private boolean tooLongSecret;
+
+  /**
+   * Where this executor's map outputs are served, when serving is on and the daemon it registered
+   * with serves them (after a reconnect, as the daemon answered then); null otherwise: its map
+   * statuses then name the executor, as without serving. Warns once when serving is on and the
+   * daemon does not serve, or serves only authenticated applications and this one has no secret.
+   */
+  synchronized dev.shuffled.client.Serving serving() {
+    if (!conf.serving() || !registered || client == null || tooLongSecret) {
+      return null;
+    }
+    dev.shuffled.client.Serving s = client.serving();
+    String why = null;
+    if (s == null) {
+      why = "does not serve map outputs (no --serve-addr, or a daemon without serving)";
+    } else if (s.requireAuth() && !sendSecret) {
+      why = "serves only authenticated applications (--serve-require-auth) and this one runs"
+          + " without spark.authenticate";
+      s = null;
+    }
+    if (why != null && !warnedNotServing) {
+      warnedNotServing = true;
+      LOG.warn("shuffled: {}=true, but the daemon at {} {}: this executor's map outputs are"
+          + " served by the executor and lost with it (Spark then reruns their map tasks)",
+          ShuffledConf.SERVING, conf.socket(), why);
+    }
+    return s;
   }
 
   /** Whether this process's map outputs went through Spark's writer for want of a daemon. */

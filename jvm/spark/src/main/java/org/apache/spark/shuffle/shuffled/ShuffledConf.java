@@ -24,6 +24,9 @@ final class ShuffledConf {
   static final String DATA_PLANE = "spark.shuffled.dataPlane";
   static final String CONNECT_TIMEOUT = "spark.shuffled.connectTimeout";
   static final String RECONNECT_TIMEOUT = "spark.shuffled.reconnectTimeout";
+  static final String SERVING = "spark.shuffled.serving.enabled";
+  /** Spark's ShuffleDataIO setting, which serving sets to {@link ShuffledDataIO} when unset. */
+  static final String IO_PLUGIN = "spark.shuffle.sort.io.plugin.class";
 
   static final String CHECKSUM_ALGORITHM = "spark.shuffle.checksum.algorithm";
   static final String LZ4_BLOCK_SIZE = "spark.io.compression.lz4.blockSize";
@@ -66,6 +69,16 @@ final class ShuffledConf {
   final boolean encryption;
   /** spark.io.crypto.cipher.transformation (Spark's default AES/CTR/NoPadding). */
   final String cipher;
+  /**
+   * spark.shuffled.serving.enabled and nothing that rules it out ({@link #servingOff}): executors
+   * publish the daemon's block server as their map outputs' location where the daemon serves, and
+   * the driver reports reliable shuffle storage ({@link ShuffledDataIO}).
+   */
+  final boolean serving;
+  /** Why serving is off although spark.shuffled.serving.enabled=true, for a warning; or null. */
+  final String servingOff;
+  /** spark.authenticate: executors hand the application's secret to a daemon that serves. */
+  final boolean authenticate;
 
   ShuffledConf(SparkConf conf) {
     String s = conf.get(SOCKET, DEFAULT_SOCKET).trim();
@@ -139,6 +152,26 @@ final class ShuffledConf {
 
     encryption = booleanSetting(conf, "spark.io.encryption.enabled", false);
     cipher = conf.get(CIPHER_TRANSFORMATION, SPARK_CIPHER).trim();
+
+    authenticate = booleanSetting(conf, "spark.authenticate", false);
+    boolean wanted = booleanSetting(conf, SERVING, false);
+    servingOff = wanted ? servingOff(conf.get("spark.ssl.rpc.enabled", "false").trim()) : null;
+    serving = wanted && servingOff == null;
+  }
+
+  /**
+   * Why serving cannot be on for an application whose {@code spark.ssl.rpc.enabled} is {@code
+   * tls}, or null. Spark 4's reducers then open TLS connections to every block location, and the
+   * daemon's block server speaks no TLS: its location would fail every fetch, so the executors
+   * keep serving their own map outputs.
+   */
+  static String servingOff(String tls) {
+    if (tls.equalsIgnoreCase("true")) {
+      return SERVING + "=true, but spark.ssl.rpc.enabled=true: Spark's reducers would fetch over"
+          + " TLS, which the daemon's block server does not speak; executors serve their own map"
+          + " outputs (lost with them), and Spark's storage is not reported reliable";
+    }
+    return null;
   }
 
   /** Spark's internal spark.io.crypto.cipher.transformation, and the one value the daemon writes. */

@@ -77,7 +77,28 @@ public class ShuffledShuffleManager extends SortShuffleManager {
     if (isDriver && unsupported == null && conf.codecNote != null) {
       LOG.warn("shuffled: {}", conf.codecNote);
     }
+    if (isDriver && conf.servingOff != null) {
+      LOG.warn("shuffled: {}", conf.servingOff);
+    }
+    if (isDriver && conf.serving) {
+      // The driver's SparkConf is the one SparkContext loads the ShuffleDataIO from, after the
+      // shuffle manager (3.5 and 4.x alike): reliable storage needs ours.
+      String io = sparkConf.get(ShuffledConf.IO_PLUGIN, null);
+      if (io == null || io.equals(LOCAL_DISK_IO)) {
+        sparkConf.set(ShuffledConf.IO_PLUGIN, ShuffledDataIO.class.getName());
+      } else if (!io.equals(ShuffledDataIO.class.getName())) {
+        LOG.warn("shuffled: {}=true, but {}={}: Spark does not know that the daemons keep the"
+            + " map outputs of lost executors, and reruns their map tasks (set it to {})",
+            ShuffledConf.SERVING, ShuffledConf.IO_PLUGIN, io, ShuffledDataIO.class.getName());
+      }
+    }
   }
+
+  /** Spark's default ShuffleDataIO, which serving replaces with {@link ShuffledDataIO}. */
+  static final String LOCAL_DISK_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO";
+
+  /** Set once this executor's files are kept at its exit for the daemon to serve. */
+  private final AtomicBoolean keepingFiles = new AtomicBoolean();
 
   /**
    * Fails, naming both versions, when this jar is not built for the running Spark (SparkShim), so
@@ -135,7 +156,14 @@ public class ShuffledShuffleManager extends SortShuffleManager {
       return super.getWriter(handle, mapId, context, metrics);
     }
     daemonMaps.computeIfAbsent(h.shuffleId(), id -> ConcurrentHashMap.newKeySet()).add(mapId);
-    BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
+    BlockManagerId own = SparkEnv.get().blockManager().shuffleServerId();
+    if (link.serving() != null && keepingFiles.compareAndSet(false, true)) {
+      // The daemon serves this executor's map outputs from its local dirs after it exits: an
+      // executor without the external shuffle service deletes them at a graceful exit (a dynamic
+      // allocation release), as it does when no shuffle service serves them; keep them, as Spark
+      // does when one does. The driver removes shuffles and the application from the daemons.
+      SparkEnv.get().blockManager().diskBlockManager().deleteFilesOnStop_$eq(false);
+    }
     return new ShuffledShuffleWriter<>(
         client,
         h,
@@ -145,7 +173,13 @@ public class ShuffledShuffleManager extends SortShuffleManager {
         conf.openOptions(),
         conf.batchBytes,
         conf.reconnectTimeout,
-        (lengths, rowChecksum) -> SparkShim.mapStatus(location, lengths, mapId, rowChecksum),
+        // Where the daemon serves at the commit (it may have restarted since), else the executor.
+        (lengths, rowChecksum) -> {
+          dev.shuffled.client.Serving s = link.serving();
+          BlockManagerId location =
+              s == null ? own : SparkShim.daemonLocation(own.executorId(), s.host(), s.port());
+          return SparkShim.mapStatus(location, lengths, mapId, rowChecksum);
+        },
         // A daemon at its bounds (ResourceExhausted at Open): Spark's writer takes the task.
         () -> ShuffledShuffleManager.super.getWriter(handle, mapId, context, metrics),
         // A task that fails after the commit: its files go, as Spark's writers remove theirs.

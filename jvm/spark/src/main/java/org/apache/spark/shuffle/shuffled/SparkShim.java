@@ -159,6 +159,29 @@ final class SparkShim {
   }
 
   /**
+   * The topology info that marks a map status location as a daemon's block server rather than an
+   * executor's block manager. Spark uses a location's topology info only to place RDD block
+   * replicas, never for shuffle blocks; the driver's {@link ShuffledDataIO} finds the daemons that
+   * hold a shuffle's outputs by it, to remove them.
+   */
+  static final String DAEMON_TOPOLOGY = "shuffled-daemon";
+
+  /**
+   * The location a map status names when the daemon serves the output: the executor id that
+   * registered and wrote it (the daemon resolves the files from that registration, and reducers
+   * in the same executor still read them locally), at the daemon's host and port.
+   */
+  static BlockManagerId daemonLocation(String executorId, String host, int port) {
+    return BlockManagerId.apply(executorId, host, port, scala.Option.apply(DAEMON_TOPOLOGY));
+  }
+
+  /** Whether {@code location} is a daemon's block server ({@link #daemonLocation}). */
+  static boolean isDaemonLocation(BlockManagerId location) {
+    scala.Option<String> t = location.topologyInfo();
+    return t.isDefined() && DAEMON_TOPOLOGY.equals(t.get());
+  }
+
+  /**
    * The dependency's row checksums, one per partition, for a map task to update (the dependency
    * is deserialized afresh for each task, so they are the task's own); null when this Spark has
    * none or the shuffle wants none.

@@ -36,6 +36,7 @@ final class FakeDaemon implements AutoCloseable {
   static final int INVALID_ARGUMENT = 1;
   static final long FEATURE_LAST_BATCH = 1L << 5;
   static final long FEATURE_IO_ENCRYPTION = 1L << 6;
+  static final long FEATURE_SERVING = 1L << 7;
   static final int LAST = 0x01;
 
   final Path socket;
@@ -47,6 +48,13 @@ final class FakeDaemon implements AutoCloseable {
   /** Error codes the next Opens are answered with, in order. */
   private final java.util.Queue<Integer> openErrors =
       new java.util.concurrent.ConcurrentLinkedQueue<>();
+  /**
+   * Registered's serving tail, answered when RegisterExecutor carries the auth tail: host ("" for
+   * a daemon whose block server is off), port and flags; set before the client registers.
+   */
+  volatile String serveHost = "";
+  volatile int servePort;
+  volatile int serveFlags;
   /** The max_frame ServerHello announces; set before the client connects. */
   volatile int maxFrame = 1 << 20;
   private final ServerSocketChannel server;
@@ -103,6 +111,11 @@ final class FakeDaemon implements AutoCloseable {
           case REGISTER -> {
             byte[] dir = "/var/lib/shuffled/app/exec".getBytes(StandardCharsets.UTF_8);
             answer.putInt(1).putShort((short) dir.length).put(dir);
+            if (authTail(p.duplicate().order(ByteOrder.LITTLE_ENDIAN))) {
+              byte[] host = serveHost.getBytes(StandardCharsets.UTF_8);
+              answer.putShort((short) host.length).put(host).putInt(servePort)
+                  .put((byte) serveFlags);
+            }
           }
           case OPEN -> answer.putLong(types.size());
           case BATCH -> batches.add(batch(p));
@@ -126,6 +139,39 @@ final class FakeDaemon implements AutoCloseable {
     } catch (IOException | RuntimeException e) {
       // the client hung up, close(), or a frame this fake does not read: the session is over
     }
+  }
+
+  /** Whether a RegisterExecutor payload carries the auth secret tail (after the io key's). */
+  static boolean authTail(ByteBuffer p) {
+    skipString(p); // app_id
+    skipString(p); // executor_id
+    p.getInt(); // sub_dirs
+    int dirs = p.getInt();
+    for (int i = 0; i < dirs; i++) {
+      skipString(p);
+    }
+    if (!p.hasRemaining()) {
+      return false;
+    }
+    skipString(p); // the io key's tail: u16 length and bytes
+    return p.hasRemaining();
+  }
+
+  private static void skipString(ByteBuffer p) {
+    int n = Short.toUnsignedInt(p.getShort());
+    p.position(p.position() + n);
+  }
+
+  /** The auth secret a RegisterExecutor payload carries; null without the tail. */
+  static byte[] authSecret(byte[] register) {
+    ByteBuffer p = ByteBuffer.wrap(register).order(ByteOrder.LITTLE_ENDIAN);
+    if (!authTail(p.duplicate().order(ByteOrder.LITTLE_ENDIAN))) {
+      return null;
+    }
+    authTail(p); // moves p to the secret's length
+    byte[] s = new byte[Short.toUnsignedInt(p.getShort())];
+    p.get(s);
+    return s;
   }
 
   /** Answers each of the next {@code times} Opens with Error {@code code}. */
