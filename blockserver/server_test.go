@@ -85,7 +85,8 @@ func TestFetchFailures(t *testing.T) {
 		want string
 	}{
 		{"unknown executor", (&FetchShuffleBlocks{AppID: "app-1", ExecID: "2", MapIDs: []int64{1}, ReduceIDs: [][]int32{{0}}}).Append(nil), "unknown executor"},
-		{"path in app id", (&OpenBlocks{AppID: "../x", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0"}}).Append(nil), "contains '/'"},
+		{"path in app id", (&OpenBlocks{AppID: "a/../x", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0"}}).Append(nil), "contains '/'"},
+		{"dot app id", (&OpenBlocks{AppID: "..", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0"}}).Append(nil), "app_id"},
 		{"rdd block", (&OpenBlocks{AppID: "app-1", ExecID: "1", BlockIDs: []string{"rdd_1_2"}}).Append(nil), "only shuffle blocks"},
 		{"two shuffles", (&OpenBlocks{AppID: "app-1", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0", "shuffle_1_1_0"}}).Append(nil), "one stream reads one shuffle"},
 		{"empty batch range", (&FetchShuffleBlocks{AppID: "app-1", ExecID: "1", MapIDs: []int64{1}, ReduceIDs: [][]int32{{1, 1}}, Batch: true}).Append(nil), "not a range"},
