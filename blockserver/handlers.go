@@ -255,7 +255,10 @@ func (c *conn) executor(app, exec string) (*execRef, error) {
 	}
 	ex, err := c.s.cfg.Store.Executor(app, exec)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrUnknownExecutor) {
+			return nil, err
+		}
+		return nil, c.hidden(err, fmt.Sprintf("executor %q of application %q", exec, app))
 	}
 	ref := &execRef{key: k, ex: ex, refs: 1}
 	c.execs[k] = ref
@@ -333,11 +336,11 @@ func (c *conn) mapOutput(st *stream, mapID int64) (*shufflefile.MapOutput, error
 	}
 	mo, err := st.ref.ex.Open(shufflefile.ID{Shuffle: st.shuffle, Map: mapID}, checksum.None)
 	if err != nil {
+		what := fmt.Sprintf("map output %d/%d of executor %q of application %q", st.shuffle, mapID, st.ref.key.exec, st.ref.key.app)
 		if isNotExist(err) {
-			return nil, fmt.Errorf("map output %d/%d of executor %q of application %q is not committed on this node: %w",
-				st.shuffle, mapID, st.ref.key.exec, st.ref.key.app, err)
+			return nil, fmt.Errorf("%w: %s is not committed on this node", fs.ErrNotExist, what)
 		}
-		return nil, err
+		return nil, c.hidden(err, what)
 	}
 	st.cur = mo
 	return mo, nil
@@ -467,7 +470,7 @@ func (c *conn) removeBlocks(m *RemoveBlocks) ([]byte, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, c.hidden(err, fmt.Sprintf("removing blocks of executor %q of application %q", m.ExecID, m.AppID))
 	}
 	return AppendBlocksRemoved(nil, removed), nil
 }
@@ -481,8 +484,22 @@ func (c *conn) removeOutputs(m *RemoveOutputs) ([]byte, error) {
 	}
 	outputs, bytes, err := c.s.cfg.Store.Remove(m.AppID, m.ShuffleID)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrUnknownExecutor) {
+			return nil, err
+		}
+		return nil, c.hidden(err, fmt.Sprintf("removing shuffle %d of application %q", m.ShuffleID, m.AppID))
 	}
 	c.s.log.Info("block server: outputs removed", "app", m.AppID, "shuffle", m.ShuffleID, "outputs", outputs, "bytes", bytes, "remote", c.nc.RemoteAddr())
 	return AppendRemoved(nil, outputs, bytes), nil
+}
+
+// errIO is a failure of the daemon's files, whose detail (paths, errnos)
+// stays in its log.
+var errIO = errors.New("blockserver: I/O error")
+
+// hidden logs err and returns an error for the client that names what
+// failed but not the daemon's paths.
+func (c *conn) hidden(err error, what string) error {
+	c.s.log.Warn("block server: request failed", "what", what, "remote", c.nc.RemoteAddr(), "err", err)
+	return fmt.Errorf("%w: %s failed on this node (the daemon's log has why)", errIO, what)
 }

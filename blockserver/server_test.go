@@ -64,9 +64,12 @@ func TestFetchShuffleBlocks(t *testing.T) {
 	if len(got) != 2 || string(got[0]) != p2[2] || string(got[1]) != p1[0]+p1[1]+p1[2] {
 		t.Errorf("OpenBlocks blocks = %q", got)
 	}
-	if n := st.open; n != 0 {
-		t.Errorf("%d executor handles open after every stream ended, want 0", n)
-	}
+	// The last chunk's stream ends just after its bytes are sent.
+	waitFor(t, func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.open == 0
+	})
 }
 
 func TestFetchFailures(t *testing.T) {
@@ -82,7 +85,8 @@ func TestFetchFailures(t *testing.T) {
 		want string
 	}{
 		{"unknown executor", (&FetchShuffleBlocks{AppID: "app-1", ExecID: "2", MapIDs: []int64{1}, ReduceIDs: [][]int32{{0}}}).Append(nil), "unknown executor"},
-		{"path in app id", (&OpenBlocks{AppID: "../x", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0"}}).Append(nil), "contains '/'"},
+		{"path in app id", (&OpenBlocks{AppID: "a/../x", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0"}}).Append(nil), "contains '/'"},
+		{"dot app id", (&OpenBlocks{AppID: "..", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0"}}).Append(nil), "app_id"},
 		{"rdd block", (&OpenBlocks{AppID: "app-1", ExecID: "1", BlockIDs: []string{"rdd_1_2"}}).Append(nil), "only shuffle blocks"},
 		{"two shuffles", (&OpenBlocks{AppID: "app-1", ExecID: "1", BlockIDs: []string{"shuffle_0_1_0", "shuffle_1_1_0"}}).Append(nil), "one stream reads one shuffle"},
 		{"empty batch range", (&FetchShuffleBlocks{AppID: "app-1", ExecID: "1", MapIDs: []int64{1}, ReduceIDs: [][]int32{{1, 1}}, Batch: true}).Append(nil), "not a range"},
@@ -294,8 +298,11 @@ func TestLocalDirsAndRemoval(t *testing.T) {
 		t.Errorf("other map output = %q, %v", got, err)
 	}
 	body, err = c.RPC((&RemoveOutputs{AppID: "app-1", ShuffleID: -1}).Append(nil))
-	if err != nil || !bytes.Equal(body, AppendRemoved(nil, 3, 300)) || len(st.removed) != 1 || st.removed[0] != "app-1/-1" {
-		t.Errorf("RemoveOutputs = % x, %v, store saw %v", body, err, st.removed)
+	st.mu.Lock()
+	removed := st.removed
+	st.mu.Unlock()
+	if err != nil || !bytes.Equal(body, AppendRemoved(nil, 3, 300)) || len(removed) != 1 || removed[0] != "app-1/-1" {
+		t.Errorf("RemoveOutputs = % x, %v, store saw %v", body, err, removed)
 	}
 }
 
