@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,26 +22,34 @@ import (
 
 func loadKATs(t *testing.T) []kat {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "kat", "*.json"))
+	ks, err := readKATs()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ks
+}
+
+func readKATs() ([]kat, error) {
+	files, err := filepath.Glob(filepath.Join("testdata", "kat", "*.json"))
+	if err != nil {
+		return nil, err
+	}
 	if len(files) == 0 {
-		t.Fatal("no testdata/kat/*.json")
+		return nil, errors.New("no testdata/kat/*.json")
 	}
 	var ks []kat
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		var k kat
 		if err := json.Unmarshal(b, &k); err != nil {
-			t.Fatalf("%s: %v", f, err)
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		ks = append(ks, k)
 	}
-	return ks
+	return ks, nil
 }
 
 type replay struct {
