@@ -29,7 +29,7 @@ var ErrNotYetKnown = errdefs.New(errdefs.ErrFailedPrecondition, "sparkauth: Auth
 //     version 1. The segments' tags then confirm the key.
 //   - CTR: decrypted with each version's key, the bytes must read as a frame
 //     header: a length in [9, 2^31] and a message type below 13 (Spark's
-//     Message.Type). A wrong key passes this with a chance of about 2^-35.
+//     Message.Type). A wrong key passes this with a chance below 2^-36.
 //
 // When no candidate fits, or more than one does, the read fails
 // (ErrCorrupt): the client's settings are not ones Spark has.
