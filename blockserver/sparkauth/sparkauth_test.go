@@ -2,7 +2,9 @@ package sparkauth
 
 import (
 	"bytes"
+	"crypto/cipher"
 	"crypto/rand"
+	"crypto/rc4"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -301,5 +303,120 @@ func TestAECipherBeforeRead(t *testing.T) {
 	}
 	if s := c.String(); !strings.Contains(s, "not yet") {
 		t.Errorf("String = %q", s)
+	}
+}
+
+// saslClientLayer is the client's side of newSASLLayer: it encrypts with
+// Kcc and Kic, decrypts with Kcs and Kis.
+func saslClientLayer(t *testing.T, ha1 [16]byte, name string) *saslLayer {
+	t.Helper()
+	l, err := newSASLLayer(ha1, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcc := md5Concat(ha1[:], magicSealC2S)
+	kcs := md5Concat(ha1[:], magicSealS2C)
+	c := &saslLayer{name: name}
+	c.out.mac, c.in.mac = l.in.mac, l.out.mac
+	switch name {
+	case "rc4":
+		c.out.stream, _ = rc4NewCipher(kcc)
+		c.in.stream, _ = rc4NewCipher(kcs)
+	case "3des":
+		out, _ := tripleDES(kcc)
+		in, _ := tripleDES(kcs)
+		c.out.block = cipher.NewCBCEncrypter(out, kcc[8:16])
+		c.in.block = cipher.NewCBCDecrypter(in, kcs[8:16])
+	}
+	return c
+}
+
+func rc4NewCipher(k []byte) (cipher.Stream, error) { return rc4.NewCipher(k) }
+
+// Frames announced with BeginFrame and written in pieces, and plain Writes,
+// read back as the same stream: SASL both ways, GCM.
+func TestFrameWriters(t *testing.T) {
+	sizes := []int{1, 21, 7000, 65535, 65536, 65537, 2*65536 + 5, gcmPlainSegment, gcmPlainSegment + 1, 3 * gcmPlainSegment}
+	write := func(t *testing.T, fw FrameWriter) []byte {
+		var all []byte
+		for i, n := range sizes {
+			p := make([]byte, n)
+			rand.Read(p)
+			all = append(all, p...)
+			if i%2 == 1 { // a plain Write
+				if m, err := fw.Write(p); m != n || err != nil {
+					t.Fatalf("Write(%d) = %d, %v", n, m, err)
+				}
+				continue
+			}
+			if err := fw.BeginFrame(int64(n)); err != nil {
+				t.Fatal(err)
+			}
+			for len(p) > 0 {
+				k := min(len(p), 5000)
+				if m, err := fw.Write(p[:k]); m != k || err != nil {
+					t.Fatalf("Write(%d) in a frame = %d, %v", k, m, err)
+				}
+				p = p[k:]
+			}
+		}
+		return all
+	}
+	for _, name := range []string{"rc4", "3des"} {
+		var ha1 [16]byte
+		rand.Read(ha1[:])
+		srv, err := newSASLLayer(ha1, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := saslClientLayer(t, ha1, name)
+		var wire bytes.Buffer
+		want := write(t, (&saslCipher{layer: srv}).WrapWriter(&wire))
+		got, err := io.ReadAll((&saslCipher{layer: cli}).WrapReader(&wire))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("sasl %s server to client: %d bytes, %v; want %d", name, len(got), err, len(want))
+		}
+		wire.Reset()
+		want = write(t, (&saslCipher{layer: cli}).WrapWriter(&wire))
+		got, err = io.ReadAll((&saslCipher{layer: srv}).WrapReader(&wire))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("sasl %s client to server: %d bytes, %v; want %d", name, len(got), err, len(want))
+		}
+	}
+	for _, keyLen := range []int{16, 32} {
+		key := make([]byte, keyLen)
+		rand.Read(key)
+		var wire bytes.Buffer
+		want := write(t, newGCMWriter(key, &wire, rand.Reader))
+		got, err := io.ReadAll(newGCMReader(key, &wire))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("gcm key %d: %d bytes, %v; want %d", keyLen, len(got), err, len(want))
+		}
+	}
+}
+
+func TestFrameWriterMisuse(t *testing.T) {
+	var ha1 [16]byte
+	layer, _ := newSASLLayer(ha1, "rc4")
+	keys, _ := aeSessionKeys(make([]byte, 32), nil)
+	s, _ := newCTR(keys.v2, keys.inputIV)
+	for name, fw := range map[string]FrameWriter{
+		"sasl": (&saslCipher{layer: layer}).WrapWriter(io.Discard),
+		"gcm":  newGCMWriter(make([]byte, 16), io.Discard, rand.Reader),
+		"ctr":  &ctrWriter{s: s, w: io.Discard},
+	} {
+		if err := fw.BeginFrame(10); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fw.Write(make([]byte, 11)); !errors.Is(err, ErrFrame) {
+			t.Errorf("%s: Write past the frame = %v, want ErrFrame", name, err)
+		}
+		fw.Write(make([]byte, 4))
+		if err := fw.BeginFrame(3); !errors.Is(err, ErrFrame) {
+			t.Errorf("%s: BeginFrame within a frame = %v, want ErrFrame", name, err)
+		}
+		if err := fw.BeginFrame(-1); !errors.Is(err, ErrFrame) {
+			t.Errorf("%s: BeginFrame(-1) = %v, want ErrFrame", name, err)
+		}
 	}
 }
