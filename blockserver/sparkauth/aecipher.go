@@ -85,6 +85,9 @@ func (c *aeCipher) setUp() {
 	c.users--
 	if c.users == 0 {
 		c.keys.wipe()
+		if !c.mode.gcm { // CTR's streams hold their own key schedules now
+			clear(c.mode.key)
+		}
 	}
 }
 

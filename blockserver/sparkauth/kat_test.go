@@ -188,3 +188,59 @@ func TestKnownAnswersTampered(t *testing.T) {
 		}
 	}
 }
+
+// The reader and the writer of a Cipher run in two goroutines, as a block
+// server runs them (the writer after the first request was read): the
+// server's bytes are still the recording's.
+func TestCipherReaderWriterGoroutines(t *testing.T) {
+	for _, k := range loadKATs(t) {
+		if k.Cipher == "" {
+			continue
+		}
+		in, _ := hex.DecodeString(k.In)
+		want, _ := hex.DecodeString(k.Out)
+		srv := NewServer(func(string) ([]byte, bool) { return []byte(k.Secret), true }, katOptions(k.Case))
+		br := bufio.NewReader(bytes.NewReader(in))
+		var out bytes.Buffer
+		for !srv.Done() {
+			f, err := readFrame(br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reply, err := srv.Step(f.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeResponse(&out, f.id, reply)
+		}
+		c := srv.Cipher()
+		r, w := c.WrapReader(br), c.WrapWriter(&out)
+		frames := make(chan frame)
+		go func() {
+			defer close(frames)
+			for {
+				f, err := readFrame(r)
+				if err != nil {
+					return
+				}
+				frames <- f
+			}
+		}()
+		done := make(chan error)
+		go func() {
+			for f := range frames {
+				if err := writeResponse(w, f.id, f.body); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		if err := <-done; err != nil {
+			t.Fatalf("%s/%s: %v", k.Spark, k.Case, err)
+		}
+		if !bytes.Equal(out.Bytes(), want) || c.String() != k.Cipher {
+			t.Errorf("%s/%s: server bytes differ from the recording, or cipher %q", k.Spark, k.Case, c.String())
+		}
+	}
+}
