@@ -91,7 +91,7 @@ func replayKAT(k kat, in []byte, secret string) (rp replay) {
 	var w io.Writer = &out
 	if c := srv.Cipher(); c != nil {
 		r, w = c.WrapReader(br), c.WrapWriter(&out)
-		defer func() { rp.cipher = c.String() }()
+		defer func() { rp.cipher = fmt.Sprint(c) }()
 	}
 	for {
 		f, err := readFrame(r)
@@ -239,8 +239,8 @@ func TestCipherReaderWriterGoroutines(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("%s/%s: %v", k.Spark, k.Case, err)
 		}
-		if !bytes.Equal(out.Bytes(), want) || c.String() != k.Cipher {
-			t.Errorf("%s/%s: server bytes differ from the recording, or cipher %q", k.Spark, k.Case, c.String())
+		if !bytes.Equal(out.Bytes(), want) || fmt.Sprint(c) != k.Cipher {
+			t.Errorf("%s/%s: server bytes differ from the recording, or cipher %q", k.Spark, k.Case, fmt.Sprint(c))
 		}
 	}
 }

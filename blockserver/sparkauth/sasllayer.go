@@ -213,6 +213,12 @@ type saslCipher struct {
 	maxBlock int
 }
 
+var (
+	_ Cipher       = (*saslCipher)(nil)
+	_ fmt.Stringer = (*saslCipher)(nil)
+	_ fmt.Stringer = (*aeCipher)(nil)
+)
+
 // saslOutBlock is the plaintext per block the writer wraps.
 const saslOutBlock = 64 << 10
 

@@ -109,10 +109,11 @@ type Cipher interface {
 	// learns the client's settings from the reader: write only after the
 	// first request was read (the protocol's order anyway).
 	WrapWriter(w io.Writer) FrameWriter
-	// String names the protocol and cipher, e.g. "sasl auth-conf 3des" or
-	// "authengine v2 AES/CTR/NoPadding"; never key material.
-	String() string
 }
+
+// The Ciphers a Server returns are also fmt.Stringers naming the protocol
+// and cipher, e.g. "sasl auth-conf 3des" or "authengine v2
+// AES/CTR/NoPadding" (never key material); fmt.Sprint(c) gives it.
 
 // FrameWriter encrypts the outbound frame stream.
 //
@@ -313,7 +314,7 @@ func (s *Server) Cipher() Cipher {
 func (s *Server) String() string {
 	st := [...]string{"new", "challenged", "done", "failed"}[s.state]
 	if s.cipher != nil {
-		return fmt.Sprintf("sparkauth.Server{%s, app %q, %s}", st, s.appID, s.cipher)
+		return fmt.Sprintf("sparkauth.Server{%s, app %q, %v}", st, s.appID, s.cipher)
 	}
 	return fmt.Sprintf("sparkauth.Server{%s, %s, app %q}", st, s.mech, s.appID)
 }
