@@ -1054,8 +1054,9 @@ public final class SparkSuite {
     l.reset(spark);
     String again = Jobs.fingerprint(rows);
     l.drain(spark);
-    String diagnosis = l.failures.stream().filter(f -> f.contains("corrupted")).findFirst()
-        .orElse(l.failures.isEmpty() ? "no task failed" : l.failures.get(0));
+    String diagnosis = l.anyTaskFailures.stream().filter(f -> f.contains("corrupted"))
+        .findFirst().orElse(l.anyTaskFailures.isEmpty() ? "no task failed"
+            : l.anyTaskFailures.get(0));
     check(diagnosis.contains("DISK_ISSUE"), "corruption: the fetch failure names the daemon's"
         + " diagnosis DISK_ISSUE, as Spark's shuffle service gives: " + firstLines(diagnosis, 3));
     check(again.equals(expected.get("reduceByKey")),
@@ -1401,6 +1402,8 @@ public final class SparkSuite {
     final AtomicLong failedMapTasks = new AtomicLong();
     final AtomicLong killedMapTasks = new AtomicLong(); // of the failed ones
     final List<String> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
+    /** Why tasks of any kind failed (a reducer's FetchFailed among them). */
+    final List<String> anyTaskFailures = new java.util.concurrent.CopyOnWriteArrayList<>();
     final Map<String, Integer> mapTasksByExecutor = new ConcurrentHashMap<>();
     /** Executors removed and added since the context started (never reset). */
     final Set<String> removedExecutors = ConcurrentHashMap.newKeySet();
@@ -1423,6 +1426,7 @@ public final class SparkSuite {
       failedMapTasks.set(0);
       killedMapTasks.set(0);
       failures.clear();
+      anyTaskFailures.clear();
       mapTasksByExecutor.clear();
     }
 
@@ -1432,6 +1436,9 @@ public final class SparkSuite {
 
     @Override
     public void onTaskEnd(SparkListenerTaskEnd e) {
+      if (e.reason() != Success$.MODULE$ && e.reason() instanceof org.apache.spark.TaskFailedReason r) {
+        anyTaskFailures.add(r.toErrorString());
+      }
       if (!"ShuffleMapTask".equals(e.taskType())) {
         return;
       }
