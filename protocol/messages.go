@@ -273,10 +273,14 @@ func (m *RegisterExecutor) Unmarshal(p []byte) error {
 			clear(src) // a reused frame buffer does not keep the key
 		}
 	}
-	if err := d.finish(); err != nil {
-		return err
+	err := d.finish()
+	if err == nil {
+		err = m.Validate()
 	}
-	return m.Validate()
+	if err != nil {
+		m.IOEncryptionKey.Clear() // a message refused keeps no copy of the key either
+	}
+	return err
 }
 
 // Registered answers RegisterExecutor with the directories the daemon

@@ -225,7 +225,14 @@ func (sess *session) serve() {
 			continue
 		}
 		m, err := protocol.DecodeFrame(&f) // closes f.FD on error
+		// A RegisterExecutor's payload may carry the IO encryption key:
+		// once the request is applied or refused, no copy of its bytes is
+		// left but the expanded key (scrubKey).
+		secret := f.Type == protocol.TypeRegister
 		if err != nil {
+			if secret {
+				scrubKey(rd, f.Payload, nil)
+			}
 			if sess.hello {
 				sess.failUndecoded(&f, err)
 			}
@@ -240,6 +247,9 @@ func (sess *session) serve() {
 			h.inline = f.Payload // the writer holds the payload; the batch's release recycles it
 		}
 		more := sess.handle1(rd, f.ID, m, &h)
+		if secret {
+			scrubKey(rd, f.Payload, m)
+		}
 		h.release()
 		if !isBatch {
 			putFrame(f.Payload)
@@ -247,6 +257,18 @@ func (sess *session) serve() {
 		if !more {
 			return
 		}
+	}
+}
+
+// scrubKey zeroes what a RegisterExecutor frame left in memory once it was
+// applied or refused: the reader's buffer, the payload and the decoded
+// message's key (m may be nil: the frame did not decode). The key itself
+// lives on expanded, in its iocrypt.Key, for as long as it is bound.
+func scrubKey(rd *protocol.Reader, payload []byte, m protocol.Message) {
+	rd.Scrub()
+	clear(payload)
+	if r, ok := m.(*protocol.RegisterExecutor); ok {
+		r.IOEncryptionKey.Clear()
 	}
 }
 
