@@ -29,6 +29,9 @@ type session struct {
 	conn *net.UnixConn
 	cred unixsock.Cred
 	log  *slog.Logger
+	// connLog is log before a registration named the application and
+	// executor in it (dropEnded goes back to it).
+	connLog *slog.Logger
 
 	ctx    context.Context // cancelled when the session ends
 	cancel context.CancelFunc
@@ -288,6 +291,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 		sess.hello = true
 		sess.conn.SetReadDeadline(time.Time{}) // --hello-timeout met
 		sess.log = sess.log.With("client", hello.Client)
+		sess.connLog = sess.log
 		// An allowed peer that completed the handshake gets its frames
 		// allocated whole; before, a declared length costs only what
 		// arrives.
