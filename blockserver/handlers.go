@@ -105,6 +105,9 @@ func (c *conn) openBlocks(m *OpenBlocks) ([]byte, error) {
 	if len(m.BlockIDs) == 0 {
 		return nil, fmt.Errorf("%w: OpenBlocks.block_ids is empty", errBadRequest)
 	}
+	if err := c.fits(len(m.BlockIDs)); err != nil {
+		return nil, err
+	}
 	chunks := make([]chunk, len(m.BlockIDs))
 	var shuffle int32
 	for i, id := range m.BlockIDs {
@@ -179,8 +182,8 @@ func (c *conn) fetchShuffleBlocks(m *FetchShuffleBlocks) ([]byte, error) {
 	if m.Batch {
 		n = len(m.MapIDs)
 	}
-	if n > maxChunks {
-		return nil, fmt.Errorf("%w: FetchShuffleBlocks names %d blocks, more than %d", errLimit, n, maxChunks)
+	if err := c.fits(n); err != nil {
+		return nil, err
 	}
 	chunks := make([]chunk, 0, n)
 	for i, mapID := range m.MapIDs {
@@ -205,15 +208,29 @@ func (c *conn) fetchShuffleBlocks(m *FetchShuffleBlocks) ([]byte, error) {
 	return c.openStream(m.AppID, m.ExecID, m.ShuffleID, chunks)
 }
 
+// fits checks, before a stream of n blocks is built, that this
+// connection may open it: its stream count and state stay within their
+// bounds. (The server-wide bound is taken in openStream.)
+func (c *conn) fits(n int) error {
+	lim := c.s.lim
+	cost := int64(streamCost) + int64(chunkCost)*int64(n)
+	switch {
+	case n > maxChunks:
+		return fmt.Errorf("%w: %d blocks in one stream, more than %d", errLimit, n, maxChunks)
+	case len(c.streams) >= lim.MaxStreams:
+		return fmt.Errorf("%w: this connection has %d streams open, the most one may have; fetch their chunks first", errLimit, len(c.streams))
+	case c.streamMem+cost > lim.StreamMemory:
+		return fmt.Errorf("%w: this connection's open streams hold %d bytes; %d more blocks would pass its bound of %d bytes", errLimit, c.streamMem, n, lim.StreamMemory)
+	}
+	return nil
+}
+
 // openStream registers a stream of chunks and returns its StreamHandle.
 func (c *conn) openStream(app, exec string, shuffle int32, chunks []chunk) ([]byte, error) {
 	lim := c.s.lim
 	cost := int64(streamCost + chunkCost*len(chunks))
-	switch {
-	case len(c.streams) >= lim.MaxStreams:
-		return nil, fmt.Errorf("%w: this connection has %d streams open, the most one may have; fetch their chunks first", errLimit, len(c.streams))
-	case c.streamMem+cost > lim.StreamMemory:
-		return nil, fmt.Errorf("%w: this connection's open streams hold %d bytes; %d more blocks would pass its bound of %d bytes", errLimit, c.streamMem, len(chunks), lim.StreamMemory)
+	if err := c.fits(len(chunks)); err != nil {
+		return nil, err
 	}
 	if c.s.streams.Add(cost) > lim.TotalStreamMemory {
 		c.s.streams.Add(-cost)
