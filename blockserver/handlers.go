@@ -42,6 +42,7 @@ type stream struct {
 	next    int
 	cost    int64
 	cur     *shufflefile.MapOutput // the map output of the last chunk sent
+	used    time.Time              // opened, or its last chunk asked
 }
 
 // message answers a block-transfer message: the RpcResponse body, or an
@@ -214,6 +215,9 @@ func (c *conn) fetchShuffleBlocks(m *FetchShuffleBlocks) ([]byte, error) {
 func (c *conn) fits(n int) error {
 	lim := c.s.lim
 	cost := int64(streamCost) + int64(chunkCost)*int64(n)
+	if len(c.streams) >= lim.MaxStreams || c.streamMem+cost > lim.StreamMemory {
+		c.dropStale()
+	}
 	switch {
 	case n > maxChunks:
 		return fmt.Errorf("%w: %d blocks in one stream, more than %d", errLimit, n, maxChunks)
@@ -242,9 +246,22 @@ func (c *conn) openStream(app, exec string, shuffle int32, chunks []chunk) ([]by
 		return nil, err
 	}
 	id := c.s.newStreamID()
-	c.streams[id] = &stream{ref: ref, shuffle: shuffle, chunks: chunks, cost: cost}
+	c.streams[id] = &stream{ref: ref, shuffle: shuffle, chunks: chunks, cost: cost, used: time.Now()}
 	c.streamMem += cost
 	return AppendStreamHandle(nil, id, int32(len(chunks))), nil
+}
+
+// dropStale closes the streams of this connection whose chunks nobody
+// asked for within IdleTimeout: a reducer whose task was killed leaves
+// its streams unfetched on a connection its executor keeps, and Spark's
+// client gives up a request after spark.network.timeout anyway.
+func (c *conn) dropStale() {
+	cut := time.Now().Add(-c.s.lim.IdleTimeout)
+	for id, st := range c.streams {
+		if st.used.Before(cut) {
+			c.endStream(id)
+		}
+	}
 }
 
 // endStream closes a stream and gives back what it held.
@@ -304,6 +321,7 @@ func (c *conn) fetchChunk(m *ChunkFetchRequest) error {
 	}
 	ch := st.chunks[st.next]
 	st.next++
+	st.used = time.Now()
 	last := st.next == len(st.chunks)
 	mo, err := c.mapOutput(st, ch.mapID)
 	if err == nil && int(ch.end) > mo.NumPartitions() {

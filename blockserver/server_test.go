@@ -505,3 +505,42 @@ func TestStreamBounds(t *testing.T) {
 		t.Errorf("limit failures = %v, want 2", got)
 	}
 }
+
+// TestStaleStreams: streams nobody fetched from within IdleTimeout (a
+// killed task's) make room for new ones instead of filling the bound.
+func TestStaleStreams(t *testing.T) {
+	st := newFakeStore(t)
+	st.commit(t, "app-1", "1", shufflefile.ID{Shuffle: 0, Map: 1}, "a", "b")
+	_, addr := startServer(t, Config{Store: st, Limits: Limits{MaxStreams: 2, IdleTimeout: 300 * time.Millisecond}})
+	c := dial(t, addr)
+	one := (&FetchShuffleBlocks{AppID: "app-1", ExecID: "1", MapIDs: []int64{1}, ReduceIDs: [][]int32{{0, 1}}}).Append(nil)
+	stale, _, err := c.Open(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Open(one); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Open(one); err == nil {
+		t.Fatal("a third stream at once accepted")
+	}
+	// Past the idle timeout, but with requests in between so that the
+	// connection stays open.
+	for range 4 {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := c.RPC((&GetLocalDirsForExecutors{AppID: "app-1", ExecIDs: []string{"1"}}).Append(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sid, _, err := c.Open(one)
+	if err != nil {
+		t.Fatalf("a stream once the others went stale: %v", err)
+	}
+	if _, err := c.FetchChunk(stale, 0, io.Discard); err == nil || !strings.Contains(err.Error(), "not open") {
+		t.Errorf("a stale stream's chunk: %v, want the stream closed", err)
+	}
+	var b bytes.Buffer
+	if _, err := c.FetchChunk(sid, 0, &b); err != nil || b.String() != "a" {
+		t.Errorf("the new stream's chunk = %q, %v", b.String(), err)
+	}
+}
