@@ -22,7 +22,7 @@ func (r *registry) owners() map[string]owner {
 	out := make(map[string]owner, len(r.apps))
 	for name, a := range r.apps {
 		if !a.tombstone() {
-			out[name] = owner{a.uid, a.sessions}
+			out[name] = owner{a.uid, len(a.regs)}
 		}
 	}
 	return out

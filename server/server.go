@@ -300,6 +300,11 @@ func (s *Server) admitOutput(o *output) error {
 		return fmt.Errorf("%w: map output %d/%d of application %q: a removal of its shuffle or application is in progress",
 			errRemoving, o.id.Shuffle, o.id.Map, o.app)
 	}
+	// A removal ends the registrations before its end takes s.mu: an Open
+	// admitted after it sees that its registration ended.
+	if o.reg != nil && o.reg.ended.Load() {
+		return endedError(o.reg)
+	}
 	if s.mu.admitted >= s.cfg.MaxOpenOutputs {
 		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errdefs.ErrResourceExhausted, s.mu.admitted)
 	}

@@ -30,16 +30,11 @@ func (h *authHandshake) Cipher() blockserver.Cipher {
 	return authCipher{c}
 }
 
-// authCipher adapts a sparkauth.Cipher: its writer encrypts whatever part
-// of the frame stream each Write carries, so a frame's length need not be
-// known ahead (BeginFrame does nothing).
+// authCipher adapts a sparkauth.Cipher (whose FrameWriter is
+// blockserver's).
 type authCipher struct{ c sparkauth.Cipher }
 
 func (a authCipher) WrapReader(r io.Reader) io.Reader { return a.c.WrapReader(r) }
 func (a authCipher) WrapWriter(w io.Writer) blockserver.FrameWriter {
-	return frameWriter{a.c.WrapWriter(w)}
+	return a.c.WrapWriter(w)
 }
-
-type frameWriter struct{ io.Writer }
-
-func (frameWriter) BeginFrame(int64) error { return nil }

@@ -204,7 +204,7 @@ func (s *testServer) serve(raw net.Conn) {
 	var w io.Writer = c
 	if ci := srv.Cipher(); ci != nil {
 		r, w = ci.WrapReader(br), ci.WrapWriter(c)
-		defer func() { res.cipher = ci.String() }()
+		defer func() { res.cipher = fmt.Sprint(ci) }()
 	}
 	for {
 		f, err := readFrame(r)

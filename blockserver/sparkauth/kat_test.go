@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,26 +22,34 @@ import (
 
 func loadKATs(t *testing.T) []kat {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "kat", "*.json"))
+	ks, err := readKATs()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ks
+}
+
+func readKATs() ([]kat, error) {
+	files, err := filepath.Glob(filepath.Join("testdata", "kat", "*.json"))
+	if err != nil {
+		return nil, err
+	}
 	if len(files) == 0 {
-		t.Fatal("no testdata/kat/*.json")
+		return nil, errors.New("no testdata/kat/*.json")
 	}
 	var ks []kat
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		var k kat
 		if err := json.Unmarshal(b, &k); err != nil {
-			t.Fatalf("%s: %v", f, err)
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		ks = append(ks, k)
 	}
-	return ks
+	return ks, nil
 }
 
 type replay struct {
@@ -82,7 +91,7 @@ func replayKAT(k kat, in []byte, secret string) (rp replay) {
 	var w io.Writer = &out
 	if c := srv.Cipher(); c != nil {
 		r, w = c.WrapReader(br), c.WrapWriter(&out)
-		defer func() { rp.cipher = c.String() }()
+		defer func() { rp.cipher = fmt.Sprint(c) }()
 	}
 	for {
 		f, err := readFrame(r)
@@ -176,6 +185,62 @@ func TestKnownAnswersTampered(t *testing.T) {
 		}
 		if !errors.Is(rp.readErr, ErrCorrupt) || len(rp.requests) != 0 {
 			t.Errorf("%s/%s: tampered request: %d requests, error %v; want none and ErrCorrupt", k.Spark, k.Case, len(rp.requests), rp.readErr)
+		}
+	}
+}
+
+// The reader and the writer of a Cipher run in two goroutines, as a block
+// server runs them (the writer after the first request was read): the
+// server's bytes are still the recording's.
+func TestCipherReaderWriterGoroutines(t *testing.T) {
+	for _, k := range loadKATs(t) {
+		if k.Cipher == "" {
+			continue
+		}
+		in, _ := hex.DecodeString(k.In)
+		want, _ := hex.DecodeString(k.Out)
+		srv := NewServer(func(string) ([]byte, bool) { return []byte(k.Secret), true }, katOptions(k.Case))
+		br := bufio.NewReader(bytes.NewReader(in))
+		var out bytes.Buffer
+		for !srv.Done() {
+			f, err := readFrame(br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reply, err := srv.Step(f.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeResponse(&out, f.id, reply)
+		}
+		c := srv.Cipher()
+		r, w := c.WrapReader(br), c.WrapWriter(&out)
+		frames := make(chan frame)
+		go func() {
+			defer close(frames)
+			for {
+				f, err := readFrame(r)
+				if err != nil {
+					return
+				}
+				frames <- f
+			}
+		}()
+		done := make(chan error)
+		go func() {
+			for f := range frames {
+				if err := writeResponse(w, f.id, f.body); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		if err := <-done; err != nil {
+			t.Fatalf("%s/%s: %v", k.Spark, k.Case, err)
+		}
+		if !bytes.Equal(out.Bytes(), want) || fmt.Sprint(c) != k.Cipher {
+			t.Errorf("%s/%s: server bytes differ from the recording, or cipher %q", k.Spark, k.Case, fmt.Sprint(c))
 		}
 	}
 }

@@ -136,8 +136,12 @@ func TestAdminCommands(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "removed application app-1: 1 map output, ") {
 		t.Errorf("rm app-1 = %v: %q", err, out)
 	}
-	if list, err := c.ListApplications(ctx); err != nil || len(list) != 1 || list[0].MapOutputs != 0 {
-		t.Errorf("after rm: ListApplications = %+v, %v; want app-1 (still connected) with nothing", list, err)
+	// The removal ended the registration of the executor still connected.
+	if list, err := c.ListApplications(ctx); err != nil || len(list) != 0 {
+		t.Errorf("after rm: ListApplications = %+v, %v; want none", list, err)
+	}
+	if _, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 0, MapID: 9, NumPartitions: 1, Kind: protocol.KindOpaque}); protocol.CodeOf(err) != protocol.CodeFailedPrecondition {
+		t.Errorf("after rm: Open on the removed application's connection = %v, want FailedPrecondition", err)
 	}
 }
 

@@ -69,6 +69,8 @@ public final class SparkSuite {
   private Path otherJar;
   /** Whether the serving checks run: by default with the full checks; --serving overrides. */
   private Boolean serving;
+  /** --serving only: the baseline of the job the serving checks run, then those checks alone. */
+  private boolean servingOnly;
   private final List<String> failures = new ArrayList<>();
   private int checks;
 
@@ -89,7 +91,7 @@ public final class SparkSuite {
     for (String k : List.of("--daemon", "--work", "--plugin-jar")) {
       if (!a.containsKey(k) || !(checks.equals("full") || checks.equals("light"))) {
         System.err.println("usage: SparkSuite --daemon BIN --work DIR --plugin-jar JAR"
-            + " [--checks full|light] [--encryption true] [--other-jar JAR] [--serving true|false]");
+            + " [--checks full|light] [--encryption true] [--other-jar JAR] [--serving true|false|only]");
         System.exit(2);
       }
     }
@@ -99,7 +101,9 @@ public final class SparkSuite {
     s.full = checks.equals("full");
     s.encryption = Boolean.parseBoolean(a.getOrDefault("--encryption", "false"));
     s.otherJar = a.containsKey("--other-jar") ? Path.of(a.get("--other-jar")) : null;
-    s.serving = a.containsKey("--serving") ? Boolean.parseBoolean(a.get("--serving")) : null;
+    s.servingOnly = "only".equals(a.get("--serving"));
+    s.serving = a.containsKey("--serving") ? s.servingOnly || Boolean.parseBoolean(a.get("--serving"))
+        : null;
     long t0 = System.nanoTime();
     int status;
     try {
@@ -121,8 +125,8 @@ public final class SparkSuite {
 
     // Spark's own sort shuffle gives the expected result of every job, and, from 4.1 on, the row
     // checksums of its map tasks (turned on here for 4.1, where they are off by default).
-    List<Jobs.Named> jobs =
-        full ? Jobs.ALL : Jobs.ALL.stream().filter(j -> j != Jobs.SLOW).toList();
+    List<Jobs.Named> jobs = servingOnly ? List.of(Jobs.REDUCE_BY_KEY)
+        : full ? Jobs.ALL : Jobs.ALL.stream().filter(j -> j != Jobs.SLOW).toList();
     SparkConf baseline = base(2);
     if (ROW_CHECKSUMS) {
       baseline.set(ROW_CHECKSUM_CONF, "true");
@@ -147,6 +151,10 @@ public final class SparkSuite {
               + " reported row checksums " + expectedChecksums);
     }
 
+    if (servingOnly) {
+      servingChecks();
+      return failures.isEmpty() ? 0 : 1;
+    }
     // The plugin on this Spark's defaults, as a user runs it.
     defaults(jobs);
     if (otherJar != null) {
@@ -1054,10 +1062,12 @@ public final class SparkSuite {
     l.reset(spark);
     String again = Jobs.fingerprint(rows);
     l.drain(spark);
-    String diagnosis = l.failures.stream().filter(f -> f.contains("corrupted")).findFirst()
-        .orElse(l.failures.isEmpty() ? "no task failed" : l.failures.get(0));
+    String diagnosis = l.anyTaskFailures.stream().filter(f -> f.contains("corrupted"))
+        .findFirst().orElse(l.anyTaskFailures.isEmpty() ? "no task failed"
+            : l.anyTaskFailures.get(0));
     check(diagnosis.contains("DISK_ISSUE"), "corruption: the fetch failure names the daemon's"
-        + " diagnosis DISK_ISSUE, as Spark's shuffle service gives: " + firstLines(diagnosis, 3));
+        + " diagnosis DISK_ISSUE, as Spark's shuffle service gives: " + firstLines(diagnosis, 3)
+        + " (" + l.mapTasks.get() + " map tasks ran again)");
     check(again.equals(expected.get("reduceByKey")),
         "corruption: the stage retry gives the right result " + again);
   }
@@ -1102,7 +1112,9 @@ public final class SparkSuite {
         b.put(0, (byte) (b.get(0) ^ 0x5a)).position(0);
         ch.write(b, at);
       }
-      return data.getFileName() + " at byte " + at + " (a partition of " + bestLen + " bytes)";
+      long dataFiles = files.keySet().stream().filter(n -> n.endsWith(".data")).count();
+      return data + " at byte " + at + " (a partition of " + bestLen + " bytes; " + dataFiles
+          + " data files of the shuffle)";
     }
     return null;
   }
@@ -1401,6 +1413,8 @@ public final class SparkSuite {
     final AtomicLong failedMapTasks = new AtomicLong();
     final AtomicLong killedMapTasks = new AtomicLong(); // of the failed ones
     final List<String> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
+    /** Why tasks of any kind failed (a reducer's FetchFailed among them). */
+    final List<String> anyTaskFailures = new java.util.concurrent.CopyOnWriteArrayList<>();
     final Map<String, Integer> mapTasksByExecutor = new ConcurrentHashMap<>();
     /** Executors removed and added since the context started (never reset). */
     final Set<String> removedExecutors = ConcurrentHashMap.newKeySet();
@@ -1423,6 +1437,7 @@ public final class SparkSuite {
       failedMapTasks.set(0);
       killedMapTasks.set(0);
       failures.clear();
+      anyTaskFailures.clear();
       mapTasksByExecutor.clear();
     }
 
@@ -1432,6 +1447,9 @@ public final class SparkSuite {
 
     @Override
     public void onTaskEnd(SparkListenerTaskEnd e) {
+      if (e.reason() != Success$.MODULE$ && e.reason() instanceof org.apache.spark.TaskFailedReason r) {
+        anyTaskFailures.add(r.toErrorString());
+      }
       if (!"ShuffleMapTask".equals(e.taskType())) {
         return;
       }
