@@ -21,7 +21,8 @@
 # this secret on both servers' sides; empty: off), CRYPTO (false;
 # spark.network.crypto.enabled), VERSION (1), CIPHER (AES/CTR/NoPadding),
 # SASL_ENCRYPTION (false), DAEMON (host:port), DAEMON_PID, APP (app-bench),
-# EXEC (0), JAVA (java), JAVAC (javac).
+# EXEC (0), JAVA (java), JAVAC (javac), BIN (a directory with prebuilt
+# shuffled and populate binaries for DAEMON=auto, on a machine without Go).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,7 +67,11 @@ echo "# MAPS=$MAPS REDUCES=$REDUCES BLOCK_BYTES=$BLOCK_BYTES ROUNDS=$ROUNDS BATC
 run layout "$tmp/shuffle" "$MAPS" "$REDUCES" "$BLOCK_BYTES"
 
 if [ "$DAEMON" = auto ]; then
-	(cd "$root" && go build -o "$tmp/bin/" ./cmd/shuffled ./scripts/bench-fetch/populate)
+	if [ -n "${BIN:-}" ]; then
+		mkdir -p "$tmp/bin" && cp "$BIN/shuffled" "$BIN/populate" "$tmp/bin/"
+	else
+		(cd "$root" && go build -o "$tmp/bin/" ./cmd/shuffled ./scripts/bench-fetch/populate)
+	fi
 	mkdir -p "$tmp/root"
 	"$tmp/bin/shuffled" serve -socket "$tmp/sock" -root "$tmp/root" -serve-addr 127.0.0.1:0 >"$tmp/daemon.log" 2>&1 &
 	dpid=$!
