@@ -1044,17 +1044,25 @@ public final class SparkSuite {
     LongAccumulator mapped = sc.sc().longAccumulator("mapped-corrupt");
     JavaRDD<String> rows = lossJob(spark, mapped);
     l.reset(spark);
+    long since = System.currentTimeMillis() - 2000; // file times may be coarse
     Jobs.fingerprint(rows);
     l.drain(spark);
     org.apache.spark.MapOutputTrackerMaster tracker =
         (org.apache.spark.MapOutputTrackerMaster)
             org.apache.spark.SparkEnv.get().mapOutputTracker();
     int shuffle = newestShuffle(tracker);
+    Set<Long> mapIds = new TreeSet<>();
+    for (org.apache.spark.scheduler.MapStatus st :
+        tracker.shuffleStatuses().get(shuffle).get().mapStatuses()) {
+      if (st != null) {
+        mapIds.add(st.mapId());
+      }
+    }
     Set<String> writers = new TreeSet<>(l.mapTasksByExecutor.keySet());
     if (!killExecutors(spark, l, writers, "corruption")) {
       return;
     }
-    String flipped = flipAByte(shuffle);
+    String flipped = flipAByte(shuffle, mapIds, since);
     check(flipped != null, "corruption: flipped a byte of shuffle " + shuffle + ": " + flipped);
     if (flipped == null) {
       return;
@@ -1076,11 +1084,24 @@ public final class SparkSuite {
    * Flips one byte in the middle of the largest partition of a map output of {@code shuffle} in
    * the executors' local dirs; returns the file and offset, or null when none was found.
    */
-  private String flipAByte(int shuffle) throws IOException {
+  private String flipAByte(int shuffle, Set<Long> mapIds, long since) throws IOException {
+    // Only this application's map outputs of the shuffle: files of earlier applications with
+    // the same names may linger in the local dirs (Spark's workers delete them asynchronously).
     Map<String, Path> files = new java.util.HashMap<>();
     try (Stream<Path> s = Files.walk(localRoot)) {
-      s.filter(p -> p.getFileName().toString().startsWith("shuffle_" + shuffle + "_"))
-          .forEach(p -> files.put(p.getFileName().toString(), p));
+      s.filter(p -> {
+        String n = p.getFileName().toString();
+        if (!n.startsWith("shuffle_" + shuffle + "_")) {
+          return false;
+        }
+        String[] parts = n.split("[_.]");
+        try {
+          return mapIds.contains(Long.parseLong(parts[2]))
+              && Files.getLastModifiedTime(p).toMillis() >= since;
+        } catch (IOException | RuntimeException e) {
+          return false;
+        }
+      }).forEach(p -> files.put(p.getFileName().toString(), p));
     }
     for (Map.Entry<String, Path> e : files.entrySet()) {
       String name = e.getKey();
