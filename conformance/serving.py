@@ -310,9 +310,18 @@ class Serving:
         sock, proc = self.start(args.daemon, args.tmp, "serve",
                                 ["--allowed-roots", spark, "--serve-addr", "127.0.0.1:0",
                                  "--metrics-addr", "127.0.0.1:%d" % self.mport])
+        ra_sock, ra_proc = None, None
         try:
+            ra_sock, ra_proc = self.start(args.daemon, args.tmp, "serve-auth",
+                                          ["--serve-addr", "127.0.0.1:0", "--serve-require-auth"])
             self.sock = sock
             self.registration()
+            self.sock = ra_sock
+            ra = self.conn("ra-open", "e1")
+            self.ra_addr = (ra.serve[0], ra.serve[1])
+            ra.close()
+            timers = self.start_timers()
+            self.sock = sock
             self.fetches()
             self.chunk_rules()
             self.local_dirs()
@@ -321,11 +330,78 @@ class Serving:
             self.auth()
             self.hostile()
             self.removal()
+            self.require_auth(ra_sock)
+            self.join_timers(timers)
             self.connection_cap()
         finally:
             rc = self.stop(proc)
-        check(rc == 0, "the serving daemon exited %d on SIGTERM" % rc)
-        self.require_auth()
+            rc2 = self.stop(ra_proc) if ra_proc else 0
+        check(rc == 0 and rc2 == 0, "the serving daemons exited %d and %d on SIGTERM" % (rc, rc2))
+
+    def start_timers(self):
+        """Connections that the bounds of section 6 close after 30 s (or must not), watched from
+        threads while the other checks run."""
+        results = {}
+
+        def watch(name, addr, first, keep_sending=None):
+            t0 = time.time()
+            try:
+                s = socket.create_connection(addr, timeout=5)
+                if first:
+                    s.sendall(first)
+                while True:
+                    try:
+                        got = s.recv(65536)
+                        if not got:
+                            break
+                        if not (name == "sasl-started" and got[8] == RPC_RESPONSE):  # the challenge
+                            results[name] = ("answered", got[:40])
+                            return
+                    except socket.timeout:
+                        if keep_sending:
+                            s.sendall(keep_sending)
+                    except (ConnectionResetError, BrokenPipeError):
+                        break
+                    if time.time() - t0 > 45:
+                        results[name] = ("open", 45)
+                        s.close()
+                        return
+                results[name] = ("closed", time.time() - t0)
+                s.close()
+            except Exception as e:
+                results[name] = ("error", repr(e))
+
+        specs = [
+            ("frame-incomplete", self.addr, struct.pack(">qB", 100, RPC_REQUEST) + b"\0" * 10, None),
+            ("sasl-started", self.addr, frame(RPC_REQUEST, struct.pack(">qi", 1, len(sasl_message("srv-secret", b""))) + sasl_message("srv-secret", b"")), None),
+            ("require-auth-silent", self.ra_addr, b"", None),
+            ("require-auth-oneway", self.ra_addr, b"", frame(ONE_WAY, struct.pack(">i", 1) + b"x")),
+        ]
+        import threading
+        threads = [threading.Thread(target=watch, args=sp) for sp in specs]
+        for t in threads:
+            t.start()
+        plain = BlockConn(self.addr, timeout=60)  # no secret, no handshake: only the idle bound (120 s)
+        return threads, results, plain, time.time()
+
+    def join_timers(self, timers):
+        threads, results, plain, t0 = timers
+        for t in threads:
+            t.join(60)
+        for name, (lo, hi) in (("frame-incomplete", (29, 40)), ("sasl-started", (29, 40)),
+                               ("require-auth-silent", (29, 40)), ("require-auth-oneway", (29, 40))):
+            got = results.get(name)
+            check(got and got[0] == "closed" and lo <= got[1] <= hi,
+                  "%s: %r, want closed %d to %d s after connecting (serving.md section 6)" % (name, got, lo, hi))
+        check(time.time() - t0 < 110, "the timers took over 110 s")
+        plain.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 12345, 0))
+        typ, _ = plain.recv_frame()
+        check(typ == CHUNK_FETCH_FAILURE, "a connection without a handshake, silent %.0f s, answered type %d" % (time.time() - t0, typ))
+        plain.close()
+        self.ok("serving: a frame's bytes not all there closed after 30 s; a handshake begun and not finished "
+                "closed 30 s after connecting; with --serve-require-auth a silent connection, and one sending "
+                "OneWayMessages, closed 30 s after connecting; a connection with no handshake (no secret) "
+                "still served after %.0f s" % (time.time() - t0))
 
     def conn(self, app, execu, secret=b"", **kw):
         c = Conn(self.sock)
@@ -346,7 +422,7 @@ class Serving:
         host, port, flags = c.serve
         check(host == "127.0.0.1" and 1 <= port <= 65535 and flags == 0,
               "Registered's serve tail %r for --serve-addr 127.0.0.1:0, want 127.0.0.1, the bound port, flags 0" % (c.serve,))
-        self.addr = (host, port)
+        self.addr = self.main_addr = (host, port)
         self.open = c
         self.open_where = s.flat(c)
         # An executor with Spark local dirs, and one of an application with a secret.
@@ -810,34 +886,28 @@ class Serving:
         self.ok("serving: 4096 idle connections served, the next closed at accept and counted in "
                 "shuffled_serve_connections_refused_total")
 
-    def require_auth(self):
-        args = self.suite.args
-        sock, proc = self.start(args.daemon, args.tmp, "serve-auth",
-                                ["--serve-addr", "127.0.0.1:0", "--serve-require-auth"])
-        try:
-            self.sock = sock
-            c = self.conn("ra-open", "e1")
-            host, port, flags = c.serve
-            check(flags == 1 and port > 0, "serve tail %r with --serve-require-auth, want flags 1" % (c.serve,))
-            self.addr = (host, port)
-            a = self.conn("ra-secret", "e1", secret=b"s3cret")
-            where = self.suite.flat(a)
-            segs = self.write(a, where, 1, 0, 4)
-            b = self.tcp()
-            self.refused(b, b.rpc_raw(open_blocks("ra-open", "e1", ["shuffle_1_0_0"])), "authentication required",
-                         "a request without a handshake under --serve-require-auth")
-            b = self.tcp()
-            b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 0, 0))
-            check(b.closed(), "a ChunkFetchRequest first: not closed (or answered)")
-            b = self.tcp()
-            sasl_auth(b, "ra-secret", b"s3cret")
-            _, got = b.fetch_all(fetch_shuffle_blocks("ra-secret", "e1", 1, [0], [[0, 1, 2, 3]], False))
-            check(got == segs, "blocks after SASL under --serve-require-auth")
-            b.close()
-            c.close()
-            a.close()
-        finally:
-            rc = self.stop(proc)
-        check(rc == 0, "the --serve-require-auth daemon exited %d on SIGTERM" % rc)
+    def require_auth(self, sock):
+        self.sock = sock
+        c = self.conn("ra-open", "e1")
+        host, port, flags = c.serve
+        check(flags == 1 and port > 0, "serve tail %r with --serve-require-auth, want flags 1" % (c.serve,))
+        self.addr = (host, port)
+        a = self.conn("ra-secret", "e1", secret=b"s3cret")
+        where = self.suite.flat(a)
+        segs = self.write(a, where, 1, 0, 4)
+        b = self.tcp()
+        self.refused(b, b.rpc_raw(open_blocks("ra-open", "e1", ["shuffle_1_0_0"])), "authentication required",
+                     "a request without a handshake under --serve-require-auth")
+        b = self.tcp()
+        b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 0, 0))
+        check(b.closed(), "a ChunkFetchRequest first: not closed (or answered)")
+        b = self.tcp()
+        sasl_auth(b, "ra-secret", b"s3cret")
+        _, got = b.fetch_all(fetch_shuffle_blocks("ra-secret", "e1", 1, [0], [[0, 1, 2, 3]], False))
+        check(got == segs, "blocks after SASL under --serve-require-auth")
+        b.close()
+        c.close()
+        a.close()
+        self.addr = self.main_addr
         self.ok("serving --serve-require-auth: serve_flags 1; a request first RpcFailure `authentication "
                 "required` and closed; a ChunkFetchRequest first closed unanswered; SASL then blocks")
