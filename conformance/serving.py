@@ -901,7 +901,16 @@ class Serving:
         b = self.tcp()
         b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 0, 0))
         check(b.closed(), "a ChunkFetchRequest first: not closed (or answered)")
+        # Messages that read nothing are answered as ever, and a handshake may follow them.
         b = self.tcp()
+        b.send(STREAM_REQUEST, bstr("s"))
+        typ, _ = b.recv_frame()
+        check(typ == STREAM_FAILURE, "a StreamRequest first under --serve-require-auth: type %d" % typ)
+        b.send(ONE_WAY, struct.pack(">i", 1) + b"x")
+        b.send(MERGED_META_REQUEST, struct.pack(">q", 7) + bstr("ra-secret") + struct.pack(">iii", 1, 0, 0))
+        typ, f = b.recv_frame()
+        check(typ == RPC_FAILURE and struct.unpack_from(">q", f)[0] == 7,
+              "a MergedBlockMetaRequest first under --serve-require-auth: type %d" % typ)
         sasl_auth(b, "ra-secret", b"s3cret")
         _, got = b.fetch_all(fetch_shuffle_blocks("ra-secret", "e1", 1, [0], [[0, 1, 2, 3]], False))
         check(got == segs, "blocks after SASL under --serve-require-auth")
@@ -910,4 +919,5 @@ class Serving:
         a.close()
         self.addr = self.main_addr
         self.ok("serving --serve-require-auth: serve_flags 1; a request first RpcFailure `authentication "
-                "required` and closed; a ChunkFetchRequest first closed unanswered; SASL then blocks")
+                "required` and closed; a ChunkFetchRequest first closed unanswered; StreamRequest, OneWayMessage, "
+                "MergedBlockMetaRequest answered as ever, then SASL and blocks")
