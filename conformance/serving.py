@@ -337,6 +337,7 @@ class Serving:
             rc = self.stop(proc)
             rc2 = self.stop(ra_proc) if ra_proc else 0
         check(rc == 0 and rc2 == 0, "the serving daemons exited %d and %d on SIGTERM" % (rc, rc2))
+        self.restart()
 
     def start_timers(self):
         """Connections that the bounds of section 6 close after 30 s (or must not), watched from
@@ -694,6 +695,26 @@ class Serving:
             raise Fail("a connection authenticated for srv-secret read srv-open")
         except RpcFailed as e:
             check("not authorized" in e.error, "RpcFailure %r, serving.md says `not authorized`" % e.error)
+        # RemoveOutputs of the whole application, from the authenticated connection: it forgets
+        # the application's secret and registrations (section 2).
+        listed = self.sec.shuffles("srv-secret")
+        b2 = self.tcp()
+        sasl_auth(b2, "srv-secret", self.secret)
+        r = BReader(b2.rpc(bytes([REMOVE_OUTPUTS]) + bstr("srv-secret") + struct.pack(">i", -1)))
+        got = (r.i64(), r.i64())
+        r.done()
+        check(got == (sum(m for _, m, _ in listed), sum(x for _, _, x in listed)) and got[0] > 0,
+              "RemoveOutputs -1 of srv-secret: %r, ListShuffles said %r" % (got, listed))
+        try:
+            b2.rpc(open_blocks("srv-secret", "e1", ["shuffle_1_0_0"]))
+            raise Fail("an application removed with RemoveOutputs -1 still served")
+        except RpcFailed as e:
+            check("has not registered with this daemon since it started" in e.error, "after RemoveOutputs -1: %r" % e.error)
+        b2.close()
+        x = Conn(self.sock)
+        x.do_hello()
+        register_serving(x, "srv-secret", "e5", b"another secret")
+        x.close()
         # A second handshake: RpcFailure, closed.
         self.refused(b, b.rpc_raw(sasl_message("srv-secret", b"")), "already authenticated", "a second handshake")
         # A wrong secret: RpcFailure `Authentication failed.`, then closed.
@@ -720,7 +741,71 @@ class Serving:
         check(b.closed(), "a ChunkFetchRequest in the middle of a handshake: not closed, or answered")
         self.ok("serving: SASL DIGEST-MD5 (qop auth) with the registered secret, then blocks; that connection "
                 "may not read another application (`not authorized`); a second handshake, a wrong secret, an "
-                "application without one, an unknown one, a request mid-handshake close the connection")
+                "application without one, an unknown one, a request mid-handshake close the connection; RemoveOutputs -1 after "
+                "the handshake removes the application and forgets its secret")
+
+    def restart(self):
+        """serving.md section 5: after a restart an application is refused until one of its
+        executors registers with the auth tail; then its outputs, those of executors gone since
+        (Spark local dirs and the daemon's root) included, are served again, with its secret."""
+        args = self.suite.args
+        spark = os.path.join(args.tmp, "serve-restart-spark")
+        local = os.path.join(spark, "blockmgr-r")
+        os.makedirs(local)
+        flags = ["--allowed-roots", spark, "--serve-addr", "127.0.0.1:0"]
+        sock, proc = self.start(args.daemon, args.tmp, "serve-restart", flags)
+        from layout import spark_path
+        try:
+            self.sock = sock
+            secret = b"restart-secret"
+            f = self.conn("srv-r", "e-flat", secret=secret)
+            fw = self.suite.flat(f)
+            flat = self.write(f, fw, 1, 0, 4)
+            d = self.conn("srv-r", "e-spark", secret=secret, local_dirs=[local], sub_dirs=8)
+            spark_segs = self.write(d, lambda name: spark_path([local], 8, name), 1, 1, 4)
+            addr = (f.serve[0], f.serve[1])
+            f.close()
+            d.close()
+            proc.kill()
+            proc.wait()
+            os.remove(sock)
+            sock, proc = self.start(args.daemon, args.tmp, "serve-restart", flags)
+            self.sock = sock
+            # The same address? Not promised with port 0: learn it again from a registration
+            # of another application.
+            o = self.conn("srv-r-other", "e1")
+            addr = (o.serve[0], o.serve[1])
+            b = BlockConn(addr)
+            try:
+                b.rpc(open_blocks("srv-r", "e-flat", ["shuffle_1_0_0"]))
+                raise Fail("an application not registered since the restart served")
+            except RpcFailed as e:
+                check("has not registered with this daemon since it started" in e.error,
+                      "RpcFailure %r, want `has not registered with this daemon since it started`" % e.error)
+            b.close()
+            n = self.conn("srv-r", "e-new", secret=secret)
+            b = BlockConn(addr)
+            try:
+                b.rpc(open_blocks("srv-r", "e-flat", ["shuffle_1_0_0"]))
+                raise Fail("an application with a secret served without a handshake after the restart")
+            except RpcFailed:
+                pass
+            b = BlockConn(addr)
+            sasl_auth(b, "srv-r", secret)
+            _, got = b.fetch_all(open_blocks("srv-r", "e-spark", ["shuffle_1_1_%d" % p for p in range(4)]))
+            check(got == spark_segs, "blocks of an executor gone since the restart (Spark local dirs)")
+            sid, k = b.stream(open_blocks("srv-r", "e-flat", ["shuffle_1_0_%d" % p for p in range(4)]))
+            got = [b.chunk(sid, j) for j in range(k)]
+            check(got == [("ok", x) for x in flat], "blocks of an executor gone since the restart (daemon's root)")
+            b.close()
+            n.close()
+            o.close()
+        finally:
+            rc = self.stop(proc)
+        check(rc == 0, "the restarted serving daemon exited %d on SIGTERM" % rc)
+        self.ok("serving, restart: an application refused (`has not registered with this daemon since it "
+                "started`) until an executor registers again; then, after SASL with its secret, the blocks of an "
+                "executor gone since (Spark local dirs, the daemon's root) served")
 
     def refused(self, b, rid, text, what):
         """The next frame is RpcFailure for rid whose error starts with text; then closed."""
