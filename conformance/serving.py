@@ -16,7 +16,7 @@ import time
 import urllib.request
 
 from fail import Fail, check
-from wire import Conn, Reader, i32, lst, string, u16
+from wire import Conn, Reader, expect_error, i32, lst, string, u16
 from codec import CHECKSUMS
 
 
@@ -39,16 +39,22 @@ DISK_ISSUE, NETWORK_ISSUE, UNKNOWN_ISSUE, CHECKSUM_VERIFY_PASS, UNSUPPORTED_ALGO
 # ---------------------------------------------------------------------------
 # The socket side: RegisterExecutor with the auth tail (protocol.md, "Serving")
 
-def register_serving(c, app, execu, secret=b"", local_dirs=(), sub_dirs=0):
-    """RegisterExecutor with both tails' worth: no IO key (length 0), then the auth tail.
-    Returns (dirs, serve_host, serve_port, serve_flags)."""
-    payload = (string(app) + string(execu) + i32(sub_dirs) + lst(list(local_dirs), string) +
-               u16(0) + u16(len(secret)) + secret)
-    r = c.call(2, payload)
+def register_payload(app, execu, secret=b"", local_dirs=(), sub_dirs=0):
+    """RegisterExecutor with the auth tail: no IO key (length 0), then the secret."""
+    return (string(app) + string(execu) + i32(sub_dirs) + lst(list(local_dirs), string) +
+            u16(0) + u16(len(secret)) + secret)
+
+
+def registered(r):
+    """Registered with the serve tail: (dirs, serve_host, serve_port, serve_flags)."""
     dirs = r.lst(r.string)
     host, port, flags = r.string(), r.i32(), r.u8()
     r.done()
     return dirs, host, port, flags
+
+
+def register_serving(c, app, execu, secret=b"", local_dirs=(), sub_dirs=0):
+    return registered(c.call(2, register_payload(app, execu, secret, local_dirs, sub_dirs)))
 
 
 # ---------------------------------------------------------------------------
@@ -329,6 +335,7 @@ class Serving:
             self.who_reads()
             self.auth()
             self.hostile()
+            self.bounds()
             self.removal()
             self.require_auth(ra_sock)
             self.join_timers(timers)
@@ -438,11 +445,20 @@ class Serving:
         self.sec = a
         self.sec_where = s.flat(a)
         # One secret per application: another one, or none, is InvalidArgument.
-        from wire import expect_error
         x = Conn(self.sock)
         x.do_hello()
         expect_error("InvalidArgument", register_serving, x, "srv-secret", "e9", b"other")
         expect_error("InvalidArgument", register_serving, x, "srv-secret", "e9", b"")
+        # protocol.md's example bytes, both ways.
+        check(register_payload("a", "e", b"xyz") == bytes.fromhex("0100 61 0100 65 00000000 00000000 0000 0300 78797a"),
+              "protocol.md's RegisterExecutor example")
+        check(registered(Reader(bytes.fromhex("01000000 0200 2f64 0100 68 a91c0000 01"))) == (["/d"], "h", 7337, 1),
+              "protocol.md's Registered example")
+        # Malformed tails: InvalidArgument, naming the field where the docs say so.
+        base = register_payload("srv-bad", "e1")[:-4]
+        expect_error("InvalidArgument", x.call, 2, base + u16(0))  # key length 0, no auth tail
+        expect_error("InvalidArgument", x.call, 2, base + u16(0) + u16(1025) + b"s" * 1025, field="auth_secret")
+        expect_error("InvalidArgument", x.call, 2, base + u16(0) + u16(1) + b"s" + b"\0")  # bytes after the tail
         # Without the auth tail: Registered has no serve tail (protocol.md "Serving").
         dirs = x.register("srv-old", "e1")
         check(len(dirs) == 1, "Registered without the auth tail: dirs %r" % dirs)
@@ -450,7 +466,8 @@ class Serving:
         self.old_where = lambda name: os.path.join(dirs[0], name)
         self.ok("serving: feature bit 7; Registered's serve tail names 127.0.0.1 and the port bound for "
                 "--serve-addr 127.0.0.1:0, flags 0; a second secret or none for an application with one "
-                "InvalidArgument; without the auth tail, no serve tail")
+                "InvalidArgument; a key length 0 without the auth tail, a secret over 1024 bytes, bytes after the tail "
+                "InvalidArgument; protocol.md's example bytes; without the auth tail, no serve tail")
 
     def _spark_path(self, name, sub):
         from layout import spark_path
@@ -892,6 +909,30 @@ class Serving:
                 "body_size and field mismatches, bad strings) close the connection unanswered; StreamRequest "
                 "StreamFailure, OneWayMessage dropped, MergedBlockMetaRequest RpcFailure, the connection going "
                 "on; a frame split byte by byte served; UploadStream RpcFailure then closed" % len(cases))
+
+    def bounds(self):
+        """Section 6: a request frame of 16 MiB exactly is read; stream state of 16 bytes a block,
+        16 MiB a connection: a stream past it RpcFailure, the connection going on."""
+        b = self.tcp()
+        body = b"\0" * (MAX_FRAME - 9 - 4)
+        b.s.sendall(frame(ONE_WAY, struct.pack(">i", len(body)) + body))
+        _, got = b.fetch_all(open_blocks("srv-open", "e1", ["shuffle_1_0_5"]))
+        check(got == [self.segs[0][5]], "the connection after a 16 MiB OneWayMessage")
+        fits = ((16 << 20) - 256) // 16
+        for n, ok in ((fits + 1, False), (fits, True)):
+            rid = b.rpc_raw(fetch_shuffle_blocks("srv-open", "e1", 1, [0], [[0] * n], False))
+            try:
+                h = BReader(b.rpc_result(rid))
+                check(ok, "a stream of %d blocks (%d bytes of state) opened on one connection" % (n, 16 * n + 256))
+                check(h.u8() == STREAM_HANDLE, "StreamHandle")
+                sid, k = h.i64(), h.i32()
+                check(k == n, "num_chunks %d for %d blocks" % (k, n))
+                check(b.chunk(sid, 0) == ("ok", self.segs[0][0]), "chunk 0 of the stream at the bound")
+            except RpcFailed:
+                check(not ok, "a stream of %d blocks (%d bytes of state, the bound 16 MiB) refused" % (n, 16 * n + 256))
+        b.close()
+        self.ok("serving: a 16 MiB request frame read; stream state: %d blocks (16 MiB) open, one more "
+                "RpcFailure, the connection going on" % fits)
 
     def removal(self):
         c, where = self.open, self.open_where
