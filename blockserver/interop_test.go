@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shuffled/shuffled/blockserver/sparkauth"
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/shufflefile"
 )
@@ -102,6 +104,7 @@ func TestSparkFetchInterop(t *testing.T) {
 	}
 	for version, jars := range versions {
 		t.Run("spark="+version, func(t *testing.T) {
+			t.Parallel()
 			classes := t.TempDir()
 			cp := filepath.Join(jars, "*")
 			out, err := exec.Command("javac", "-nowarn", "-cp", cp, "-d", classes, filepath.Join("testdata", "java", "SparkFetchClient.java")).CombinedOutput()
@@ -118,11 +121,102 @@ func TestSparkFetchInterop(t *testing.T) {
 				if err := cmd.Run(); err != nil {
 					t.Fatalf("%s: java: %v\n%s", tc.name, err, stderr.String())
 				}
-				got := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+				got := harnessLines(stdout.String())
 				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 					t.Errorf("%s: Spark %s's client printed\n%s\nwant\n%s", tc.name, version, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 				}
 			}
 		})
 	}
+}
+
+// sparkAuth is the daemon's authentication (server/serving_auth.go does
+// the same): package sparkauth behind Handshake.
+func sparkAuth(secret SecretFunc) Handshake {
+	return &sparkHandshake{s: sparkauth.NewServer(sparkauth.SecretFunc(secret), sparkauth.Options{})}
+}
+
+type sparkHandshake struct{ s *sparkauth.Server }
+
+func (h *sparkHandshake) Step(b []byte) ([]byte, error) { return h.s.Step(b) }
+func (h *sparkHandshake) Done() bool                    { return h.s.Done() }
+func (h *sparkHandshake) AppID() string                 { return h.s.AppID() }
+func (h *sparkHandshake) Cipher() Cipher {
+	if c := h.s.Cipher(); c != nil {
+		return sparkCipher{c}
+	}
+	return nil
+}
+
+type sparkCipher struct{ c sparkauth.Cipher }
+
+func (a sparkCipher) WrapReader(r io.Reader) io.Reader   { return a.c.WrapReader(r) }
+func (a sparkCipher) WrapWriter(w io.Writer) FrameWriter { return a.c.WrapWriter(w) }
+
+// TestSparkFetchInteropAuth: Spark's own client with spark.authenticate
+// (SASL, SASL with encryption, AuthEngine with AES/CTR and AES/GCM) fetches
+// the very bytes, a block larger than the send buffer included, through
+// the connection's cipher; a wrong secret gets nothing.
+func TestSparkFetchInteropAuth(t *testing.T) {
+	versions := sparkJars(t)
+	if len(versions) == 0 {
+		t.Skip("no Spark jars: set SHUFFLED_SPARK_JARS or install pyspark under bin/spark (scripts/test does)")
+	}
+	st := newFakeStore(t)
+	const secret = "the-secret-of-app"
+	st.secrets["app"] = []byte(secret)
+	big := strings.Repeat("0123456789abcdef", 40_000) // 640 KB: several send buffers
+	p1 := st.commit(t, "app", "1", shufflefile.ID{Shuffle: 0, Map: 1}, "alpha-", big, "gamma-")
+	_, addr := startServer(t, Config{Store: st, Handshake: sparkAuth})
+	host, port, _ := strings.Cut(addr, ":")
+	sum := int64(checksum.Adler32.Update(checksum.Adler32.Empty(), []byte(p1[2])))
+	want := []string{
+		"block shuffle_0_1_0 " + hex.EncodeToString([]byte(p1[0])),
+		"block shuffle_0_1_1 " + hex.EncodeToString([]byte(p1[1])),
+		"block shuffle_0_1_0_3 " + hex.EncodeToString([]byte(p1[0]+p1[1]+p1[2])),
+		"diagnose CHECKSUM_VERIFY_PASS", "dirs " + st.execDir("app", "1"),
+	}
+	for version, jars := range versions {
+		t.Run("spark="+version, func(t *testing.T) {
+			t.Parallel()
+			classes := t.TempDir()
+			cp := filepath.Join(jars, "*")
+			if out, err := exec.Command("javac", "-nowarn", "-cp", cp, "-d", classes, filepath.Join("testdata", "java", "SparkFetchClient.java")).CombinedOutput(); err != nil {
+				t.Fatalf("javac: %v\n%s", err, out)
+			}
+			run := func(auth, secret, ids string) []string {
+				cmd := exec.Command("java", "-cp", classes+string(os.PathListSeparator)+cp, "SparkFetchClient",
+					host, port, "true", ids, "1", "ADLER32", strconv.FormatInt(sum, 10), "0", "1", "2", auth, secret)
+				var stdout, stderr strings.Builder
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("%s: java: %v\n%s", auth, err, stderr.String())
+				}
+				return harnessLines(stdout.String())
+			}
+			for _, auth := range []string{"sasl", "sasl-enc", "ae-ctr", "ae-gcm"} {
+				if got := run(auth, secret, "shuffle_0_1_0,shuffle_0_1_1,shuffle_0_1_0_3"); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s: Spark %s's client printed (%d lines)\n%.300s\nwant\n%.300s", auth, version, len(got), strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+			}
+			if got := run("ae-ctr", "not-the-secret", "shuffle_0_1_0"); len(got) != 1 || !strings.HasPrefix(got[0], "connect-fail") {
+				t.Errorf("a wrong secret: Spark %s's client printed %.300s", version, strings.Join(got, "\n"))
+			}
+		})
+	}
+}
+
+// harnessLines returns the harness's result lines, without the log lines
+// Spark's logging may print to stdout.
+func harnessLines(out string) []string {
+	var lines []string
+	for l := range strings.SplitSeq(out, "\n") {
+		for _, p := range []string{"block ", "fail ", "diagnose", "dirs", "connect-fail"} {
+			if strings.HasPrefix(l, p) {
+				lines = append(lines, l)
+				break
+			}
+		}
+	}
+	return lines
 }

@@ -176,7 +176,7 @@ func TestServingEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	if _, err := c2.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "2", LocalDirs: local, SubDirs: 8, AuthSecret: bytes.Clone(secret)}); err != nil {
+	if _, err := c2.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "2", LocalDirs: local, SubDirs: 8, IOEncryptionKey: bytes.Clone(key), AuthSecret: bytes.Clone(secret)}); err != nil {
 		t.Fatal(err)
 	}
 	writeOutput(t, c2, 2, 20, 0, "local-0", "local-1")
@@ -195,7 +195,7 @@ func TestServingEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c4.Close()
-	_, err = c4.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "3", AuthSecret: []byte("zq-distinct")})
+	_, err = c4.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "3", IOEncryptionKey: bytes.Clone(key), AuthSecret: []byte("zq-distinct")})
 	if err == nil || !strings.Contains(err.Error(), "auth_secret") || strings.Contains(err.Error(), "zq-distinct") {
 		t.Errorf("a second secret: %v", err)
 	}

@@ -4,12 +4,18 @@
 //
 // Arguments: host port useOldFetchProtocol blockIds(comma-separated)
 //            exec algorithm checksum(decimal) shuffle map reduce
+//            [auth secret]
+// auth is none (the default), sasl, sasl-enc (SASL with auth-conf), ae-ctr
+// or ae-gcm (AuthEngine, spark.network.crypto.enabled, with that cipher).
 // Output, one line each: "block <id> <hex of its bytes>" or
-// "fail <id> <exception class>", then "diagnose <cause>", then
-// "dirs <comma-separated dirs>" or "dirs-fail <exception class>".
+// "fail <id> <exception class>", then "diagnose <cause>" or
+// "diagnose-fail <exception class>", then "dirs <comma-separated dirs>" or
+// "dirs-fail <exception class>".
 
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -19,7 +25,10 @@ import java.util.concurrent.TimeUnit;
 import org.apache.spark.network.TransportContext;
 import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.network.client.TransportClient;
+import org.apache.spark.network.client.TransportClientBootstrap;
 import org.apache.spark.network.client.TransportClientFactory;
+import org.apache.spark.network.crypto.AuthClientBootstrap;
+import org.apache.spark.network.sasl.SecretKeyHolder;
 import org.apache.spark.network.server.NoOpRpcHandler;
 import org.apache.spark.network.shuffle.BlockFetchingListener;
 import org.apache.spark.network.shuffle.ExternalBlockStoreClient;
@@ -37,10 +46,40 @@ public final class SparkFetchClient {
     settings.put("spark.shuffle.useOldFetchProtocol", args[2]);
     String[] ids = args[3].split(",");
     String exec = args[4];
+    String auth = args.length > 10 ? args[10] : "none";
+    final String secret = args.length > 11 ? args[11] : "";
+    boolean authEnabled = !auth.equals("none");
+    settings.put("spark.network.crypto.enabled", String.valueOf(auth.startsWith("ae-")));
+    settings.put("spark.network.crypto.saslFallback", "false");
+    if (auth.equals("ae-gcm")) {
+      settings.put("spark.network.crypto.cipher", "AES/GCM/NoPadding");
+    }
+    settings.put("spark.authenticate.enableSaslEncryption", String.valueOf(auth.equals("sasl-enc")));
     TransportConf conf = new TransportConf("shuffle", new MapConfigProvider(settings));
+    SecretKeyHolder keys = new SecretKeyHolder() {
+      @Override
+      public String getSaslUser(String appId) {
+        return "sparkSaslUser";
+      }
+
+      @Override
+      public String getSecretKey(String appId) {
+        return secret;
+      }
+    };
+    List<TransportClientBootstrap> bootstraps = new ArrayList<>();
+    if (authEnabled) {
+      bootstraps.add(new AuthClientBootstrap(conf, "app", keys));
+    }
     TransportContext context = new TransportContext(conf, new NoOpRpcHandler());
-    TransportClientFactory factory = context.createClientFactory();
-    TransportClient client = factory.createClient(host, port);
+    TransportClientFactory factory = context.createClientFactory(bootstraps);
+    TransportClient client;
+    try {
+      client = factory.createClient(host, port);
+    } catch (Exception e) {
+      System.out.println("connect-fail " + e.getClass().getSimpleName());
+      return;
+    }
     CountDownLatch done = new CountDownLatch(ids.length);
     Map<String, String> got = new ConcurrentHashMap<>();
     BlockFetchingListener listener = new BlockFetchingListener() {
@@ -72,11 +111,15 @@ public final class SparkFetchClient {
     for (String id : ids) {
       System.out.println(got.get(id));
     }
-    ExternalBlockStoreClient store = new ExternalBlockStoreClient(conf, null, false, 30000);
+    ExternalBlockStoreClient store = new ExternalBlockStoreClient(conf, authEnabled ? keys : null, authEnabled, 30000);
     store.init("app");
-    System.out.println("diagnose " + store.diagnoseCorruption(host, port, exec,
-        Integer.parseInt(args[7]), Long.parseLong(args[8]), Integer.parseInt(args[9]),
-        Long.parseLong(args[6]), args[5]));
+    try {
+      System.out.println("diagnose " + store.diagnoseCorruption(host, port, exec,
+          Integer.parseInt(args[7]), Long.parseLong(args[8]), Integer.parseInt(args[9]),
+          Long.parseLong(args[6]), args[5]));
+    } catch (RuntimeException e) {
+      System.out.println("diagnose-fail " + e.getClass().getSimpleName());
+    }
     CompletableFuture<Map<String, String[]>> dirs = new CompletableFuture<>();
     store.getHostLocalDirs(host, port, new String[] {exec}, dirs);
     try {
