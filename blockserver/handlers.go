@@ -42,6 +42,7 @@ type stream struct {
 	next    int
 	cost    int64
 	cur     *shufflefile.MapOutput // the map output of the last chunk sent
+	used    time.Time              // opened, or its last chunk asked
 }
 
 // message answers a block-transfer message: the RpcResponse body, or an
@@ -104,6 +105,9 @@ func (c *conn) openBlocks(m *OpenBlocks) ([]byte, error) {
 	}
 	if len(m.BlockIDs) == 0 {
 		return nil, fmt.Errorf("%w: OpenBlocks.block_ids is empty", errBadRequest)
+	}
+	if err := c.fits(len(m.BlockIDs)); err != nil {
+		return nil, err
 	}
 	chunks := make([]chunk, len(m.BlockIDs))
 	var shuffle int32
@@ -179,8 +183,8 @@ func (c *conn) fetchShuffleBlocks(m *FetchShuffleBlocks) ([]byte, error) {
 	if m.Batch {
 		n = len(m.MapIDs)
 	}
-	if n > maxChunks {
-		return nil, fmt.Errorf("%w: FetchShuffleBlocks names %d blocks, more than %d", errLimit, n, maxChunks)
+	if err := c.fits(n); err != nil {
+		return nil, err
 	}
 	chunks := make([]chunk, 0, n)
 	for i, mapID := range m.MapIDs {
@@ -205,15 +209,32 @@ func (c *conn) fetchShuffleBlocks(m *FetchShuffleBlocks) ([]byte, error) {
 	return c.openStream(m.AppID, m.ExecID, m.ShuffleID, chunks)
 }
 
+// fits checks, before a stream of n blocks is built, that this
+// connection may open it: its stream count and state stay within their
+// bounds. (The server-wide bound is taken in openStream.)
+func (c *conn) fits(n int) error {
+	lim := c.s.lim
+	cost := int64(streamCost) + int64(chunkCost)*int64(n)
+	if len(c.streams) >= lim.MaxStreams || c.streamMem+cost > lim.StreamMemory {
+		c.dropStale()
+	}
+	switch {
+	case n > maxChunks:
+		return fmt.Errorf("%w: %d blocks in one stream, more than %d", errLimit, n, maxChunks)
+	case len(c.streams) >= lim.MaxStreams:
+		return fmt.Errorf("%w: this connection has %d streams open, the most one may have; fetch their chunks first", errLimit, len(c.streams))
+	case c.streamMem+cost > lim.StreamMemory:
+		return fmt.Errorf("%w: this connection's open streams hold %d bytes; %d more blocks would pass its bound of %d bytes", errLimit, c.streamMem, n, lim.StreamMemory)
+	}
+	return nil
+}
+
 // openStream registers a stream of chunks and returns its StreamHandle.
 func (c *conn) openStream(app, exec string, shuffle int32, chunks []chunk) ([]byte, error) {
 	lim := c.s.lim
 	cost := int64(streamCost + chunkCost*len(chunks))
-	switch {
-	case len(c.streams) >= lim.MaxStreams:
-		return nil, fmt.Errorf("%w: this connection has %d streams open, the most one may have; fetch their chunks first", errLimit, len(c.streams))
-	case c.streamMem+cost > lim.StreamMemory:
-		return nil, fmt.Errorf("%w: this connection's open streams hold %d bytes; %d more blocks would pass its bound of %d bytes", errLimit, c.streamMem, len(chunks), lim.StreamMemory)
+	if err := c.fits(len(chunks)); err != nil {
+		return nil, err
 	}
 	if c.s.streams.Add(cost) > lim.TotalStreamMemory {
 		c.s.streams.Add(-cost)
@@ -225,9 +246,22 @@ func (c *conn) openStream(app, exec string, shuffle int32, chunks []chunk) ([]by
 		return nil, err
 	}
 	id := c.s.newStreamID()
-	c.streams[id] = &stream{ref: ref, shuffle: shuffle, chunks: chunks, cost: cost}
+	c.streams[id] = &stream{ref: ref, shuffle: shuffle, chunks: chunks, cost: cost, used: time.Now()}
 	c.streamMem += cost
 	return AppendStreamHandle(nil, id, int32(len(chunks))), nil
+}
+
+// dropStale closes the streams of this connection whose chunks nobody
+// asked for within IdleTimeout: a reducer whose task was killed leaves
+// its streams unfetched on a connection its executor keeps, and Spark's
+// client gives up a request after spark.network.timeout anyway.
+func (c *conn) dropStale() {
+	cut := time.Now().Add(-c.s.lim.IdleTimeout)
+	for id, st := range c.streams {
+		if st.used.Before(cut) {
+			c.endStream(id)
+		}
+	}
 }
 
 // endStream closes a stream and gives back what it held.
@@ -255,7 +289,10 @@ func (c *conn) executor(app, exec string) (*execRef, error) {
 	}
 	ex, err := c.s.cfg.Store.Executor(app, exec)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrUnknownExecutor) {
+			return nil, err
+		}
+		return nil, c.hidden(err, fmt.Sprintf("executor %q of application %q", exec, app))
 	}
 	ref := &execRef{key: k, ex: ex, refs: 1}
 	c.execs[k] = ref
@@ -284,6 +321,7 @@ func (c *conn) fetchChunk(m *ChunkFetchRequest) error {
 	}
 	ch := st.chunks[st.next]
 	st.next++
+	st.used = time.Now()
 	last := st.next == len(st.chunks)
 	mo, err := c.mapOutput(st, ch.mapID)
 	if err == nil && int(ch.end) > mo.NumPartitions() {
@@ -333,11 +371,11 @@ func (c *conn) mapOutput(st *stream, mapID int64) (*shufflefile.MapOutput, error
 	}
 	mo, err := st.ref.ex.Open(shufflefile.ID{Shuffle: st.shuffle, Map: mapID}, checksum.None)
 	if err != nil {
+		what := fmt.Sprintf("map output %d/%d of executor %q of application %q", st.shuffle, mapID, st.ref.key.exec, st.ref.key.app)
 		if isNotExist(err) {
-			return nil, fmt.Errorf("map output %d/%d of executor %q of application %q is not committed on this node: %w",
-				st.shuffle, mapID, st.ref.key.exec, st.ref.key.app, err)
+			return nil, fmt.Errorf("%w: %s is not committed on this node", fs.ErrNotExist, what)
 		}
-		return nil, err
+		return nil, c.hidden(err, what)
 	}
 	st.cur = mo
 	return mo, nil
@@ -467,7 +505,7 @@ func (c *conn) removeBlocks(m *RemoveBlocks) ([]byte, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, c.hidden(err, fmt.Sprintf("removing blocks of executor %q of application %q", m.ExecID, m.AppID))
 	}
 	return AppendBlocksRemoved(nil, removed), nil
 }
@@ -481,8 +519,22 @@ func (c *conn) removeOutputs(m *RemoveOutputs) ([]byte, error) {
 	}
 	outputs, bytes, err := c.s.cfg.Store.Remove(m.AppID, m.ShuffleID)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrUnknownExecutor) {
+			return nil, err
+		}
+		return nil, c.hidden(err, fmt.Sprintf("removing shuffle %d of application %q", m.ShuffleID, m.AppID))
 	}
 	c.s.log.Info("block server: outputs removed", "app", m.AppID, "shuffle", m.ShuffleID, "outputs", outputs, "bytes", bytes, "remote", c.nc.RemoteAddr())
 	return AppendRemoved(nil, outputs, bytes), nil
+}
+
+// errIO is a failure of the daemon's files, whose detail (paths, errnos)
+// stays in its log.
+var errIO = errors.New("blockserver: I/O error")
+
+// hidden logs err and returns an error for the client that names what
+// failed but not the daemon's paths.
+func (c *conn) hidden(err error, what string) error {
+	c.s.log.Warn("block server: request failed", "what", what, "remote", c.nc.RemoteAddr(), "err", err)
+	return fmt.Errorf("%w: %s failed on this node (the daemon's log has why)", errIO, what)
 }

@@ -194,7 +194,10 @@ func (c *Client) handshake(ctx context.Context) error {
 	defer stop()
 	hello := &protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.MaxVersion, Client: c.opts.name}
 	if err := protocol.WriteFrame(c.conn, 1, hello); err != nil {
-		return c.handshakeErr(ctx, err)
+		// A daemon that refuses the peer (not allowed, too many
+		// connections) sends an id-0 Error as it accepts and closes, which
+		// may fail the write: its reason is the answer, when it came.
+		return c.handshakeErr(ctx, c.refusal(err))
 	}
 	f, err := c.rd.ReadFrame(nil)
 	if err != nil {
@@ -222,6 +225,21 @@ func (c *Client) handshake(ctx context.Context) error {
 		return ctx.Err() // cancelled just now: the deadline was cut
 	}
 	return c.conn.SetDeadline(time.Time{})
+}
+
+// refusal returns the Error the daemon sent before the connection closed,
+// if any is there to read, else werr (the failed write's error).
+func (c *Client) refusal(werr error) error {
+	c.conn.SetReadDeadline(time.Now().Add(time.Second))
+	f, err := c.rd.ReadFrame(nil)
+	if err != nil {
+		return werr
+	}
+	var e protocol.Error
+	if f.Type == protocol.TypeError && e.Unmarshal(f.Payload) == nil {
+		return &e
+	}
+	return werr
 }
 
 func (c *Client) handshakeErr(ctx context.Context, err error) error {

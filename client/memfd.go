@@ -62,6 +62,26 @@ func (f *Memfd) Bytes() []byte { return f.data }
 // Size returns the file size in bytes.
 func (f *Memfd) Size() int { return f.size }
 
+// View maps the sealed memfd read-only, for reading back what was sent:
+// it returns the bytes and the function that unmaps them. The pages are
+// the memfd's own; a view allocates none.
+func (f *Memfd) View() ([]byte, func() error, error) {
+	if f.fd < 0 {
+		return nil, nil, errMemfdClosed
+	}
+	if !f.sealed {
+		return nil, nil, errors.New("client: view of a memfd not sealed yet")
+	}
+	if f.size == 0 {
+		return nil, func() error { return nil }, nil
+	}
+	b, err := unix.Mmap(f.fd, 0, f.size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: view memfd of %d bytes: %w", f.size, err)
+	}
+	return b, func() error { return unix.Munmap(b) }, nil
+}
+
 // Seal unmaps the writable mapping (F_SEAL_WRITE refuses to seal a file
 // with one) and adds Seals. Sealing twice is a no-op.
 func (f *Memfd) Seal() error {

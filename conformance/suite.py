@@ -60,6 +60,7 @@ from wire import (
     i32, i64, lst, sealed_memfd, string, u16, u32, u64, u8,
 )
 from codec import zstandard
+from serving import Serving
 from layout import (
     COLUMNS, NESTED, TABLES, build_columnar, build_nested, decode_blocks, decode_kudo,
     decode_nested_blocks, decode_nested_kudo, make_bytes, read_output, read_registry, spark_path,
@@ -189,6 +190,10 @@ class Suite:
     # --- the cases -------------------------------------------------------------
 
     def run(self):
+        if self.args.only:
+            self.handshake()
+            getattr(self, self.args.only)()
+            return
         self.handshake()
         self.outputs()
         self.memfd()
@@ -206,6 +211,7 @@ class Suite:
         self.uid_shares()
         self.peer_uids()
         self.restart()
+        self.serving()
         self.watermark()
         self.retention()
         self.high_watermark()
@@ -705,6 +711,9 @@ class Suite:
         c = self.conn()
         expect_error("InvalidArgument", c.register, ".shuffled-registry", "e")
         expect_error("InvalidArgument", c.register, ".shuffled-registry.log", "e")
+        expect_error("InvalidArgument", c.register, ".shuffled.lock", "e")
+        expect_error("InvalidArgument", c.register, ".anything", "e")
+        expect_error("InvalidArgument", c.register, "app", ".e")
         expect_error("InvalidArgument", c.register, "a/b", "e", field="app_id")
         expect_error("InvalidArgument", c.register, "..", "e", field="app_id")
         expect_error("InvalidArgument", c.register, "app", "e\x01", field="executor_id")
@@ -968,6 +977,10 @@ class Suite:
         finally:
             rc = stop_daemon(proc)
             check(rc == 0, "the restarted daemon exited %d on SIGTERM" % rc)
+
+    def serving(self):
+        """docs/serving.md: a reducer's side of the block server (serving.py)."""
+        Serving(self, start_daemon, stop_daemon).run()
 
     def watermark(self):
         """README "Lifecycle and disks": a root disk below --disk-low-watermark (a size or a
@@ -1496,6 +1509,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--require-zstd", action="store_true", help="fail, not skip, without zstandard")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--only", help="run the handshake and this one case (a Suite method, e.g. serving)")
     args = ap.parse_args()
     tmp, proc = None, None
     if args.daemon:

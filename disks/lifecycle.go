@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/shuffled/shuffled/shufflefile"
@@ -28,23 +27,22 @@ type AppUsage struct {
 	ModTime time.Time
 }
 
-// appEntry returns the entry of app in d's directory, or nil. Trees are
-// walked from entries, which tell a directory from a symbolic link to one
-// without following it: nothing outside the disk is ever listed or
-// removed.
-func (s *Set) appEntry(d *Disk, app string) (fs.DirEntry, error) {
-	ents, err := s.opts.fs.ReadDir(d.dir)
-	if err != nil {
+// appEntry describes app's entry in d's directory (Lstat), or nil when
+// there is none. Trees are walked from entries described without
+// following a symbolic link, which tells a directory from a symbolic link
+// to one: nothing outside the disk is ever listed or removed. It reads the
+// one entry, not the disk's directory: a request costs the same whatever
+// else the root holds.
+func (s *Set) appEntry(d *Disk, app string) (fs.FileInfo, error) {
+	fi, err := s.opts.fs.Lstat(filepath.Join(d.dir, app))
+	switch {
+	case notExist(err):
+		return nil, nil
+	case err != nil:
 		s.ReportError(d, err)
 		return nil, err
 	}
-	i, ok := slices.BinarySearchFunc(ents, app, func(e fs.DirEntry, name string) int {
-		return strings.Compare(e.Name(), name)
-	})
-	if !ok {
-		return nil, nil
-	}
-	return ents[i], nil
+	return fi, nil
 }
 
 // HasApplication reports whether app has a directory (not a symbolic
@@ -245,6 +243,36 @@ func (s *Set) Applications() ([]AppUsage, error) {
 		return out, fmt.Errorf("disks: list applications: %w", err)
 	}
 	return out, nil
+}
+
+// ApplicationNames returns the ids of the applications with a directory
+// on some disk, sorted, each once: what Applications finds, without
+// walking their trees (one read of each disk's directory). On error it
+// returns what it could read.
+func (s *Set) ApplicationNames() ([]string, error) {
+	var names []string
+	var errs []error
+	for _, d := range s.disks {
+		ents, err := s.opts.fs.ReadDir(d.dir)
+		if err != nil {
+			s.ReportError(d, err)
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() && shufflefile.ValidateName("application id", e.Name()) == nil {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	if len(s.disks) > 1 {
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return names, fmt.Errorf("disks: list applications: %w", err)
+	}
+	return names, nil
 }
 
 // SweepTemps removes the temp files (shufflefile.Sweep) of every executor

@@ -474,12 +474,13 @@ func (s *Set) Stats() []DiskStats {
 func (s *Set) Refusals() uint64 { return s.refusals.Load() }
 
 // RegistryName is the file, in the first disk's directory, where the
-// daemon keeps what it must know across a restart (RegistryPath). No
-// application may have that id.
-const RegistryName = ".shuffled-registry"
+// daemon keeps what it must know across a restart (RegistryPath). Like
+// every name the daemon keeps in a root dir, it starts with
+// shufflefile.DaemonPrefix, which no application id may.
+const RegistryName = shufflefile.DaemonPrefix + "shuffled-registry"
 
 // RegistryLogName is the registry's log of changes, beside RegistryName:
-// its name with RegistryLogSuffix. No application may have that id either.
+// its name with RegistryLogSuffix.
 const RegistryLogName = RegistryName + RegistryLogSuffix
 
 // RegistryLogSuffix turns a registry file's name into its log's.
@@ -488,16 +489,14 @@ const RegistryLogSuffix = ".log"
 // RegistryPath returns the path of the daemon's registry file.
 func (s *Set) RegistryPath() string { return filepath.Join(s.disks[0].dir, RegistryName) }
 
-// ValidateApp checks an application id: a plain name (shufflefile.ValidateName)
-// other than RegistryName and RegistryLogName.
+// ValidateApp checks an application id: a plain name
+// (shufflefile.ValidateName), which never names one of the daemon's own
+// files (shufflefile.DaemonPrefix).
 func ValidateApp(app string) error { return validateApp(app) }
 
 func validateApp(app string) error {
 	if err := shufflefile.ValidateName("application id", app); err != nil {
 		return fmt.Errorf("disks: %w", err)
-	}
-	if app == RegistryName || app == RegistryLogName {
-		return fmt.Errorf("disks: %w: application id %q is reserved for the daemon's registry files", shufflefile.ErrInvalidID, app)
 	}
 	return nil
 }

@@ -443,5 +443,16 @@ func (c *Conn) deviceColumnar(out *Output, m *protocol.Batch, ds *deviceState, s
 		s.Release()
 		return err
 	}
-	return out.Writer.WriteBatch(c.ctx, b, s.Release)
+	// The staged copy is held, as a memfd's mapping is, only until the
+	// batch's records no longer read it: one per connection at most.
+	done := make(chan struct{})
+	release := func() {
+		s.Release()
+		close(done)
+	}
+	if err := out.Writer.WriteBatch(c.ctx, b, release); err != nil {
+		return err
+	}
+	c.awaitRecords(done)
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/shuffled/shuffled/errdefs"
 	"golang.org/x/sys/unix"
@@ -62,9 +63,10 @@ func mapRegion(fd int, st *unix.Stat_t, off, length int64) ([]byte, error) {
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
-	// MAP_POPULATE maps every page now, in one call, rather than one fault
-	// per 4 KiB page while the encoders read.
-	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	// No MAP_POPULATE: the pages are read in by the batch's account of
+	// them (residentPages), whole for a small batch, else as records read
+	// them.
+	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("memfd: mmap %d bytes at %d: %w", off-start+length, start, err)
 	}
@@ -95,8 +97,9 @@ type memfdMapping struct {
 // memfdCache keeps, for one connection, the mappings of sealed memfds that
 // its batches pass more than once (a producer that fills a memfd once and
 // sends it with every batch), so a later batch of the same memfd costs an
-// fstat instead of the seal and hole checks, an mmap that populates every
-// page, and an munmap. A sealed memfd cannot change, shrink or grow, and
+// fstat instead of the seal and hole checks, an mmap and an munmap (its
+// pages are let go of after each batch all the same, see residentPages,
+// and read in again by the next). A sealed memfd cannot change, shrink or grow, and
 // its seals cannot be removed, so what was checked once stays true. A
 // memfd is cached at its second batch, not its first: a client that copies
 // every batch into a new memfd pins none of them. The cache holds at most
@@ -419,4 +422,38 @@ func (c *memfdCache) len() (int, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries), c.bytes
+}
+
+// dropPages lets go of the pages of data, a part of a read-only shared
+// mapping of a memfd, from the process's resident set (MADV_DONTNEED):
+// the memfd keeps them, and a later read maps them again. The pages at
+// either end may hold bytes of data's neighbours: reading those maps
+// them again too.
+func dropPages(data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	start := p &^ (page - 1)
+	end := (p + uintptr(len(data)) + page - 1) &^ (page - 1)
+	// The range is inside data's mapping (mmap maps whole pages), which
+	// its caller keeps mapped throughout.
+	_, _, _ = unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_DONTNEED)
+}
+
+// populatePages reads the pages of data, a part of a read-only shared
+// mapping of a memfd, into the process's resident set in one call
+// (MADV_POPULATE_READ, Linux 5.14), and reports whether it did: on an
+// older kernel the records fault them in as they read.
+func populatePages(data []byte) bool {
+	if len(data) == 0 {
+		return false
+	}
+	page := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	start := p &^ (page - 1)
+	end := (p + uintptr(len(data)) + page - 1) &^ (page - 1)
+	_, _, errno := unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_POPULATE_READ)
+	return errno == 0
 }

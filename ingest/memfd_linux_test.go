@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/errdefs"
+	"github.com/shuffled/shuffled/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -455,5 +456,126 @@ func TestMemfdCacheIdleReplacedMemfd(t *testing.T) {
 		if n, _ := c.len(); n != i+1 {
 			t.Errorf("after memfd %d the cache holds %d mappings, want %d", i, n, i+1)
 		}
+	}
+}
+
+// rssShmem returns this process's RssShmem in bytes.
+func rssShmem(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssShmem:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				t.Fatalf("RssShmem %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no RssShmem in /proc/self/status")
+	return 0
+}
+
+// mapsName reports whether /proc/self/maps has a mapping of name.
+func mapsName(t *testing.T, name string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(b, []byte(name))
+}
+
+// TestApplyMemfdHoldsOnlyWhatIsRead checks a memfd batch larger than
+// MemfdResidentBytes: while its records wait for the worker, none of its
+// pages is resident in the process (the region is not populated, and what
+// the writer's checks read is let go); Apply returns only once no record
+// reads it, with the region unmapped (the client may close the memfd and
+// get its pages back at BatchAccepted).
+func TestApplyMemfdHoldsOnlyWhatIsRead(t *testing.T) {
+	data := make([]byte, MemfdResidentBytes+16<<20)
+	for i := range data {
+		data[i] = byte(i / 512)
+	}
+	const name = "apply-held"
+	fd := namedTestMemfd(t, name, data, 0)
+	m := opaqueBatch(protocol.PlaneMemfd, data, 64)
+	m.Region = protocol.Region{Offset: 0, Length: int64(len(data))}
+	base := rssShmem(t)
+	h := &testHeld{fd: dupFD(t, fd)}
+	n, err, unmapped := applyHeld(t, m, h, func() bool { return !mapsName(t, "memfd:"+name) }, func() {
+		if !mapsName(t, "memfd:"+name) {
+			t.Error("the batch's region is not mapped while its records wait")
+		}
+		if got := rssShmem(t) - base; got > 1<<20 {
+			t.Errorf("%d KiB of the batch resident while its records wait for a worker, want none (at most 1 MiB)", got>>10)
+		}
+	})
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("Apply = %d, %v; want %d, nil", n, err, len(data))
+	}
+	if !unmapped {
+		t.Error("Apply returned with the batch's region still mapped")
+	}
+}
+
+// TestResidentPagesBound checks the account of resident memfd pages: a
+// small batch is read in whole as it is added; a large one's pages come
+// in as records read them and all go once the count reaches the bound,
+// so that reading a batch four times the bound keeps at most the bound
+// (and a record) resident; and a batch's end takes its count out.
+func TestResidentPagesBound(t *testing.T) {
+	const bound = 8 << 20
+	r := &residentPages{bound: bound}
+	c := &memfdCache{}
+	defer c.close()
+	small := make([]byte, 1<<20)
+	large := make([]byte, 4*bound)
+	for i := range large {
+		large[i] = byte(i / 4096)
+	}
+	smallData, smallRelease, err := c.mapFD(dupFD(t, namedTestMemfd(t, "resident-small", small, 0)), 0, int64(len(small)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smallRelease()
+	largeData, largeRelease, err := c.mapFD(dupFD(t, namedTestMemfd(t, "resident-large", large, 0)), 0, int64(len(large)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer largeRelease()
+	base := rssShmem(t)
+	opaque := &protocol.Batch{Kind: protocol.KindOpaque}
+	ds := r.add(smallData, opaque)
+	if got := rssShmem(t) - base; !ds.populated || got < int64(len(small)) {
+		t.Errorf("a batch of an eighth of the bound: populated %v, %d KiB resident after add, want all %d KiB", ds.populated, got>>10, len(small)>>10)
+	}
+	dl := r.add(largeData, opaque)
+	if dl.populated {
+		t.Error("a batch of four times the bound was read in whole")
+	}
+	const rec = 1 << 20
+	var peak int64
+	sum := 0
+	for off := 0; off < len(largeData); off += rec {
+		for i := off; i < off+rec; i += 4096 {
+			sum += int(largeData[i]) // a record reads its bytes
+		}
+		dl.read(rec)
+		peak = max(peak, rssShmem(t)-base)
+	}
+	if want := int64(bound + 2*rec); peak > want {
+		t.Errorf("reading a batch of %d MiB kept %d KiB resident at most, want at most the bound and a record's, %d KiB", len(large)>>20, peak>>10, want>>10)
+	}
+	r.remove(dl)
+	r.remove(ds)
+	if r.counted != 0 || len(r.batches) != 0 {
+		t.Errorf("after both batches ended: %d bytes counted, %d batches, want none", r.counted, len(r.batches))
+	}
+	if sum < 0 {
+		t.Fatal("unreachable: keeps the reads")
 	}
 }

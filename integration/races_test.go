@@ -93,6 +93,21 @@ func TestCommitsRaceRemovals(t *testing.T) {
 					rc := &raceCommit{o: plan(i, app.name, layout, id)}
 					rc.openSent = time.Now()
 					m, err := rc.o.open(ctx, c)
+					if protocol.CodeOf(err) == protocol.CodeFailedPrecondition {
+						// A removal of the application ended this
+						// connection's registration: register again,
+						// as an executor of a live application would.
+						req := protocol.RegisterExecutor{AppID: app.name, ExecutorID: "1", LocalDirs: app.local}
+						if len(app.local) > 0 {
+							req.SubDirs = subDirs
+						}
+						if _, err := c.Register(ctx, req); err != nil {
+							t.Errorf("registering %s again after its removal: %v", app.name, err)
+							return
+						}
+						rc.openSent = time.Now()
+						m, err = rc.o.open(ctx, c)
+					}
 					rc.opened = time.Now()
 					for b := 0; err == nil && b < len(rc.o.batches); b++ {
 						err = rc.o.writeBatch(ctx, m, rc.o.batches[b])

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/shuffled/shuffled/internal/buildinfo"
 )
 
 // Exit codes of Main.
@@ -16,6 +18,10 @@ const (
 	ExitUsage = 2 // a flag's value is wrong
 )
 
+// errVersion is what ParseArgs returns for --version: Main prints the build
+// and exits 0.
+var errVersion = errors.New("--version")
+
 // Main is the shuffled-loadgen command: it parses args, runs the workload
 // (or the compare mode), prints the report on stdout and progress and
 // errors on stderr, and returns the exit code.
@@ -23,6 +29,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := ParseArgs(args, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.Is(err, errVersion):
+		fmt.Fprintf(stdout, "shuffled-loadgen %s\n", buildinfo.Get())
 		return ExitOK
 	case err != nil:
 		fmt.Fprintf(stderr, "shuffled-loadgen: %v\n", err)

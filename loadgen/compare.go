@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -86,6 +87,71 @@ type Comparison struct {
 	StreamOverCeiling       float64 `json:"stream_over_ceiling"`
 	StreamOverLegacyPerCPU  float64 `json:"stream_over_legacy_per_cpu"`
 	StreamOverCeilingPerCPU float64 `json:"stream_over_ceiling_per_cpu"`
+	// Noise is what the repetitions say of how far the ratios can be
+	// trusted.
+	Noise CompareNoise `json:"noise"`
+}
+
+// CompareNoise judges the ratios of a comparison by what cannot be and by
+// how much they moved from one repetition to the next.
+type CompareNoise struct {
+	// Impossible names the ratios (their JSON names) whose median is
+	// above 1 although the ceiling bounds them: it encodes the same
+	// records on the same pool and writes nothing, so the stream writer,
+	// which writes them too, cannot be faster, in wall time or per CPU
+	// second. Only noise (other work on the machine taking cores from
+	// some repetitions and not others) puts one there.
+	Impossible []string `json:"impossible_ratios"`
+	// SpreadPct is the largest coefficient of variation, in percent, of
+	// the four ratios over the repetitions; -1 with fewer than 3.
+	SpreadPct float64 `json:"ratio_spread_pct"`
+	// RepsForStable is the repetitions after which every ratio's median
+	// would be within ±5% of its true value (95% confidence) at that
+	// spread, at least 3; 0 with fewer than 3 repetitions, whose spread
+	// says nothing.
+	RepsForStable int `json:"reps_for_stable"`
+}
+
+// stableWithin is the relative error RepsForStable aims at.
+const stableWithin = 0.05
+
+// judgeNoise fills c.Noise from the per-repetition ratios, by their JSON
+// names.
+func (c *Comparison) judgeNoise(perRep map[string][]float64) {
+	c.Noise = CompareNoise{Impossible: []string{}, SpreadPct: -1}
+	for _, r := range []struct {
+		name   string
+		median float64
+	}{{"stream_over_ceiling", c.StreamOverCeiling}, {"stream_over_ceiling_per_cpu", c.StreamOverCeilingPerCPU}} {
+		if r.median > 1 {
+			c.Noise.Impossible = append(c.Noise.Impossible, r.name)
+		}
+	}
+	worst := -1.0
+	for _, rs := range perRep {
+		if len(rs) < 3 {
+			continue
+		}
+		var mean, sq float64
+		for _, v := range rs {
+			mean += v
+		}
+		mean /= float64(len(rs))
+		for _, v := range rs {
+			sq += (v - mean) * (v - mean)
+		}
+		if mean > 0 {
+			worst = max(worst, math.Sqrt(sq/float64(len(rs)-1))/mean)
+		}
+	}
+	if worst < 0 {
+		return
+	}
+	c.Noise.SpreadPct = round(100*worst, 1)
+	// The median's standard error is about 1.25 sigma over the root of the
+	// count; 1.96 of them within stableWithin.
+	n := math.Ceil(math.Pow(1.96*1.2533*worst/stableWithin, 2))
+	c.Noise.RepsForStable = int(max(n, 3))
 }
 
 // Compare runs cfg's workload in process through one writer engine (pool
@@ -164,20 +230,25 @@ func newComparison(cfg *Config, p *pool, workers int, runs [][]runResult) *Compa
 		c.Modes = append(c.Modes, mr)
 	}
 	// Ratios within each repetition, where the modes ran back to back.
-	ratio := func(a, b int, f func(*Report) float64) float64 {
+	perRep := map[string][]float64{}
+	ratio := func(name string, a, b int, f func(*Report) float64) float64 {
 		var rs []float64
 		for k := range reports[a] {
 			if den := f(reports[b][k]); den > 0 {
 				rs = append(rs, f(reports[a][k])/den)
 			}
 		}
+		perRep[name] = slices.Clone(rs)
 		return round(median(rs), 3)
 	}
 	wall := func(r *Report) float64 { return r.ThroughputMBs }
 	perCPU := func(r *Report) float64 { return r.MBPerCPUS }
 	stream, legacy, ceiling := streamMode, legacyMode, ceilingMode
-	c.StreamOverLegacy, c.StreamOverCeiling = ratio(stream, legacy, wall), ratio(stream, ceiling, wall)
-	c.StreamOverLegacyPerCPU, c.StreamOverCeilingPerCPU = ratio(stream, legacy, perCPU), ratio(stream, ceiling, perCPU)
+	c.StreamOverLegacy = ratio("stream_over_legacy", stream, legacy, wall)
+	c.StreamOverCeiling = ratio("stream_over_ceiling", stream, ceiling, wall)
+	c.StreamOverLegacyPerCPU = ratio("stream_over_legacy_per_cpu", stream, legacy, perCPU)
+	c.StreamOverCeilingPerCPU = ratio("stream_over_ceiling_per_cpu", stream, ceiling, perCPU)
+	c.judgeNoise(perRep)
 	return c
 }
 
@@ -221,7 +292,22 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "  stream/legacy %.2f× (per CPU second %.2f×)   stream/ceiling %.2f× (per CPU second %.2f×)\n",
+	fmt.Fprintf(w, "  stream/legacy %.2f× (per CPU second %.2f×), stream/ceiling %.2f× (per CPU second %.2f×)\n",
 		c.StreamOverLegacy, c.StreamOverLegacyPerCPU, c.StreamOverCeiling, c.StreamOverCeilingPerCPU)
+	if len(c.Noise.Impossible) > 0 {
+		fmt.Fprintf(w, "  noise: %s above 1 cannot be: the ceiling encodes the same records and writes nothing, so the stream writer cannot beat it; other work on the machine moved the repetitions\n",
+			strings.ReplaceAll(strings.Join(c.Noise.Impossible, ", "), "_over_", "/"))
+	}
+	var err error
+	switch {
+	case c.Noise.RepsForStable == 0:
+		_, err = fmt.Fprintf(w, "  noise: %d repetitions cannot show how much the ratios move; run --reps 5 or more\n", c.Reps)
+	case c.Noise.RepsForStable > c.Reps:
+		_, err = fmt.Fprintf(w, "  noise: the ratios moved %.1f%% (coefficient of variation) over %d repetitions: medians within ±5%% need about %d (--reps %d), or a quieter machine\n",
+			c.Noise.SpreadPct, c.Reps, c.Noise.RepsForStable, c.Noise.RepsForStable)
+	default:
+		_, err = fmt.Fprintf(w, "  the ratios moved %.1f%% (coefficient of variation) over %d repetitions: their medians are within ±5%% (%d would do)\n",
+			c.Noise.SpreadPct, c.Reps, c.Noise.RepsForStable)
+	}
 	return err
 }

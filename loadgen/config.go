@@ -248,6 +248,7 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of this process over the tasks into this file; with the embedded daemon it covers the daemon too")
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace (go tool trace) of this process over the tasks into this file")
 	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions of each mode with --compare (medians are reported)")
+	version := fs.Bool("version", false, "print the version, commit, Go version and platform, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(help)
@@ -259,6 +260,9 @@ func ParseArgs(args []string, help io.Writer) (Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q: every setting is a flag (run shuffled-loadgen -h)", fs.Arg(0))
+	}
+	if *version {
+		return c, errVersion
 	}
 	var err error
 	if c.Skew, err = ParseSkew(*skew); err != nil {

@@ -204,6 +204,96 @@ func (p *pool) source(j int) (*partition.Batch, error) {
 	return s.batch, s.err
 }
 
+// A sourceView is pool batch j as verification reads it back: the
+// payload that was sent (in Go memory, or a read-only view of its sealed
+// memfd) or, where the pool keeps none (device batches), the batch
+// regenerated.
+type sourceView struct {
+	batch   *partition.Batch // columnar and kudo payloads, or regenerated
+	payload []byte           // opaque payloads
+	offsets []int64
+	unmap   func() error
+}
+
+// view returns pool batch j for verification; close it when done. A view
+// of a payload the pool holds costs no copy: the whole input is not held
+// twice.
+func (p *pool) view(j int) (*sourceView, error) {
+	pb := p.batches[j]
+	if pb.batch != nil {
+		return &sourceView{batch: pb.batch}, nil
+	}
+	data := pb.payload
+	s := &sourceView{}
+	if pb.memfd != nil {
+		b, unmap, err := pb.memfd.View()
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: pool batch %d: %w", j, err)
+		}
+		data, s.unmap = b, unmap
+	}
+	if data == nil && pb.memfd == nil { // a device batch: none kept on the host
+		b, err := p.source(j)
+		if err != nil {
+			return nil, err
+		}
+		return &sourceView{batch: b}, nil
+	}
+	if p.cfg.Payload == PayloadOpaque {
+		s.payload, s.offsets = data, pb.offsets
+		return s, nil
+	}
+	b, err := columnar.View(&pb.layout, data)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("loadgen: pool batch %d: %w", j, err)
+	}
+	s.batch = b
+	return s, nil
+}
+
+// close lets go of the view's mapping, if any.
+func (s *sourceView) close() {
+	if s != nil && s.unmap != nil {
+		_ = s.unmap()
+		s.unmap = nil
+	}
+}
+
+// opaque appends partition q's serialized slice to buf and returns it
+// with its rows.
+func (s *sourceView) opaque(q int, buf []byte) ([]byte, int64, error) {
+	if s.payload == nil {
+		start, end := s.batch.PartitionRows(q)
+		return partition.AppendSlice(buf, s.batch, q), int64(end - start), nil
+	}
+	slice := s.payload[s.offsets[q]:s.offsets[q+1]]
+	var rows int64
+	for off := 0; off < len(slice); {
+		b, n, err := partition.DecodeBlock(slice[off:])
+		if err != nil {
+			return nil, 0, fmt.Errorf("loadgen: pool partition %d: %w", q, err)
+		}
+		rows += int64(b.Rows)
+		off += n
+	}
+	return slice, rows, nil
+}
+
+// schemaBatch returns a batch with the pool's columns.
+func (s *sourceView) schemaBatch() (*partition.Batch, error) {
+	if s.batch != nil {
+		return s.batch, nil
+	}
+	for q := 0; q+1 < len(s.offsets); q++ {
+		if slice := s.payload[s.offsets[q]:s.offsets[q+1]]; len(slice) > 0 {
+			b, _, err := partition.DecodeBlock(slice)
+			return b, err
+		}
+	}
+	return nil, fmt.Errorf("loadgen: pool batch with no rows: no columns to verify against")
+}
+
 func (p *pool) build(j int, form poolForm) (*poolBatch, error) {
 	if form.device {
 		return hostBatch(&p.cfg, j)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -134,6 +135,15 @@ type Report struct {
 	// Both are omitted for an external daemon.
 	CPUS      float64 `json:"cpu_s,omitempty"`
 	MBPerCPUS float64 `json:"mb_per_cpu_s,omitempty"`
+	// Cores is the CPUs this process may run on (nproc); CoresUsed the
+	// cores the run had on average, its CPU seconds (this process's and a
+	// child or external daemon's, where readable) over its wall seconds, 0
+	// when unknown. Well under Cores, the machine was busy with other work
+	// or the workload could not keep every core busy, and the MB/s figures
+	// read low against a run that had them all: MB per CPU second is the
+	// figure to compare then.
+	Cores     int     `json:"cores"`
+	CoresUsed float64 `json:"cores_used,omitempty"`
 
 	// ClientCost is the load generator's own cost, beside the daemon's,
 	// so that a run shows whether it measured the daemon or its client.
@@ -190,6 +200,14 @@ type Report struct {
 	// daemon its peak_rss_bytes figure ("daemon"), omitted if it has none.
 	PeakRSSBytes  int64  `json:"peak_rss_bytes,omitempty"`
 	PeakRSSSource string `json:"peak_rss_source,omitempty"`
+	// DaemonPeak* are the peaks, while the tasks ran, of a daemon in a
+	// process of its own (a child, or an external one whose /proc this
+	// process may read), sampled from /proc/PID/status every 10 ms: VmRSS,
+	// and of it RssShmem (the memfd pages it maps) and RssAnon. Omitted
+	// for the embedded daemon.
+	DaemonPeakVmRSSBytes    int64 `json:"daemon_peak_vmrss_bytes,omitempty"`
+	DaemonPeakRssShmemBytes int64 `json:"daemon_peak_rss_shmem_bytes,omitempty"`
+	DaemonPeakRssAnonBytes  int64 `json:"daemon_peak_rss_anon_bytes,omitempty"`
 
 	// Verified is set when the run was verified; VerifiedPartitions counts
 	// the partitions compared.
@@ -247,6 +265,8 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 		rep.MBPerCPUS = round(float64(rep.SerializedBytes)/c/1e6, 1)
 	}
 	rep.clientSide(r)
+	rep.Cores = runtime.NumCPU()
+	rep.CoresUsed = coresUsed(rep)
 	rep.ElapsedS = round(rep.ElapsedS, 3)
 	rep.CommitP50Ms = ms(percentile(commits, 50))
 	rep.CommitP95Ms = ms(percentile(commits, 95))
@@ -281,6 +301,29 @@ func newReport(cfg *Config, p *pool, r runResult, ds daemonStats) *Report {
 	}
 	rep.PeakRSSBytes, rep.PeakRSSSource = ds.peakRSS, ds.rssSource
 	return rep
+}
+
+// coresUsed returns the cores a run had on average: its CPU seconds over
+// its wall seconds, 0 when its CPU is unknown.
+func coresUsed(r *Report) float64 {
+	cpu := r.CPUS
+	if cpu <= 0 && r.CPUAccounting == cpuProcess && r.DaemonCPUS >= 0 {
+		cpu = r.LoadgenCPUS + r.DaemonCPUS // a daemon of its own
+	}
+	if cpu <= 0 || r.ElapsedS <= 0 {
+		return 0
+	}
+	return round(cpu/r.ElapsedS, 2)
+}
+
+// fewCores is the share of the machine's cores under which a report says
+// that the run had fewer than the machine's: the default workload had
+// 1.4 to 2 of the reference machine's 2 cores.
+const fewCores = 0.6
+
+// fewerCores reports whether the run had well under the machine's cores.
+func (r *Report) fewerCores() bool {
+	return r.CoresUsed > 0 && r.Cores > 0 && r.CoresUsed < fewCores*float64(r.Cores)
 }
 
 // CPU accountings of a Report.
@@ -388,6 +431,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.CPUAccounting != cpuNone {
 		row("", "and %.2f s generating and partitioning the batch pool, before the tasks", r.LoadgenSetupCPUS)
 	}
+	if r.CoresUsed > 0 {
+		row("cores", "%.2f of this machine's %d busy on average (CPU seconds over wall seconds)", r.CoresUsed, r.Cores)
+		if r.fewerCores() {
+			row("", "fewer than the machine has: other work on it, or a workload that cannot keep them busy;")
+			row("", "the MB/s above then read low: compare MB per CPU second (%.1f), which that moves less", r.MBPerCPUS)
+		}
+	}
 	if r.WorkerS > 0 {
 		waits := r.WaitOpenS + r.WaitWriteS + r.WaitCommitS
 		row("workers", "%.2f s: waiting on the daemon %.2f s (%.0f%%: batch writes %.2f s, commits %.2f s, opens %.2f s), producing %.2f s",
@@ -430,6 +480,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	default:
 		row("peak RSS", "%s  (the daemon)", size(r.PeakRSSBytes))
 	}
+	if r.DaemonPeakVmRSSBytes > 0 {
+		row("daemon memory", "peak VmRSS %s, RssShmem %s, RssAnon %s  (its /proc status, every 10 ms)",
+			size(r.DaemonPeakVmRSSBytes), size(r.DaemonPeakRssShmemBytes), size(r.DaemonPeakRssAnonBytes))
+	}
 	if r.ExistingOutputs > 0 {
 		row("already committed", "%d map outputs: an earlier attempt's files were kept", r.ExistingOutputs)
 	}
@@ -465,7 +519,11 @@ func (r *Report) inContext() string {
 	if r.MBPerCPUS <= 0 {
 		return ref
 	}
-	return fmt.Sprintf("%.2fx the reference's MB per CPU second: %s", r.MBPerCPUS/refMBPerCPUS, ref)
+	line := fmt.Sprintf("%.2fx the reference's MB per CPU second: %s", r.MBPerCPUS/refMBPerCPUS, ref)
+	if r.fewerCores() {
+		line = fmt.Sprintf("this run had %.2f of %d cores, so its MB/s is not the machine's: %s", r.CoresUsed, r.Cores, line)
+	}
+	return line
 }
 
 // defaultWorkload reports whether r ran DefaultConfig's workload on an

@@ -110,13 +110,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	}
 	// A daemon in a process of its own: its CPU from /proc, if this
 	// process may read it.
-	var dcpu *daemonCPU
+	var (
+		dcpu *daemonCPU
+		dmem *memSampler
+	)
 	switch {
 	case ch != nil:
 		dcpu = newDaemonCPU(ch.cmd.Process.Pid)
+		dmem = sampleDaemonMemory(ch.cmd.Process.Pid)
 	case d == nil:
 		if pid, err := peerPID(socket); err == nil {
 			dcpu = newDaemonCPU(pid)
+			dmem = sampleDaemonMemory(pid)
 		}
 	}
 	if cfg.member != nil {
@@ -128,6 +133,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	prog := startProgress(progress, "run", cfg.Tasks, cfg.Duration)
 	res, err := runTasks(ctx, &cfg, p, t, prog)
 	prog.finish()
+	dpeak, dpeakOK := dmem.finish()
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +167,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 		res.apart, res.selfOnly, res.cpu = true, res.cpu, 0
 	}
 	rep := newReport(&cfg, p, res, ds)
+	if dpeakOK {
+		rep.DaemonPeakVmRSSBytes, rep.DaemonPeakRssShmemBytes, rep.DaemonPeakRssAnonBytes = dpeak.rss, dpeak.shmem, dpeak.anon
+	}
 	switch {
 	case d != nil:
 		rep.Daemon = "embedded"

@@ -2,8 +2,10 @@ package loadgen
 
 import (
 	"context"
+	"crypto/cipher"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -53,7 +55,12 @@ type verifyStats struct {
 // consistency and checksums (shufflefile.Verify), decodes every partition
 // and compares its rows and a hash of its content with what was sent.
 func verify(ctx context.Context, cfg *Config, p *pool, r runResult) (verifyStats, error) {
-	b0, err := p.source(0)
+	s0, err := p.view(0)
+	if err != nil {
+		return verifyStats{}, err
+	}
+	b0, err := s0.schemaBatch()
+	s0.close()
 	if err != nil {
 		return verifyStats{}, err
 	}
@@ -90,10 +97,15 @@ func (v *verifier) expected(task int) ([]digest, error) {
 }
 
 func (v *verifier) compute(task int) ([]digest, error) {
-	src := make([]*partition.Batch, v.cfg.BatchesPerTask)
+	src := make([]*sourceView, v.cfg.BatchesPerTask)
+	defer func() {
+		for _, s := range src {
+			s.close()
+		}
+	}()
 	for b := range src {
 		var err error
-		if src[b], err = v.p.source(v.p.at(task, b).index); err != nil {
+		if src[b], err = v.p.view(v.p.at(task, b).index); err != nil {
 			return nil, err
 		}
 	}
@@ -105,19 +117,24 @@ func (v *verifier) compute(task int) ([]digest, error) {
 		if v.cfg.Payload == PayloadOpaque {
 			raw.SetSeed(v.seed)
 			var rows int64
-			for _, b := range src {
-				buf = partition.AppendSlice(buf[:0], b, q)
-				raw.Write(buf)
-				start, end := b.PartitionRows(q)
-				rows += int64(end - start)
+			for _, s := range src {
+				slice, n, err := s.opaque(q, buf[:0])
+				if err != nil {
+					return nil, err
+				}
+				raw.Write(slice)
+				rows += n
+				if s.payload == nil { // slice is buf, grown; else the payload's own
+					buf = slice[:0]
+				}
 			}
 			out[q] = digest{rows: rows, sum: raw.Sum64()}
 			continue
 		}
 		h.reset()
-		for _, b := range src {
-			start, end := b.PartitionRows(q)
-			if err := h.add(b, start, end); err != nil {
+		for _, s := range src {
+			start, end := s.batch.PartitionRows(q)
+			if err := h.add(s.batch, start, end); err != nil {
 				return nil, err
 			}
 		}
@@ -152,46 +169,10 @@ func (v *verifier) task(t taskResult) (int64, error) {
 	}
 	h := newRowHasher(v.seed, v.types)
 	var raw maphash.Hash
-	var dec []byte
 	for q := range v.cfg.Partitions {
-		enc, err := m.ReadPartition(q)
-		if err != nil {
-			return int64(q), err
-		}
-		if v.key != nil && len(enc) > 0 {
-			if len(enc) <= iocrypt.IVSize {
-				return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %d bytes, no IV and stream", ErrMismatch, id, m.DataPath, q, len(enc))
-			}
-			plain := make([]byte, len(enc)-iocrypt.IVSize)
-			v.key.StreamAt((*[iocrypt.IVSize]byte)(enc), 0).XORKeyStream(plain, enc[iocrypt.IVSize:])
-			enc = plain
-		}
-		if dec, err = codec.Decode(v.cfg.codecKind(), dec[:0], enc); err != nil {
-			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %v decode: %w", ErrMismatch, id, m.DataPath, q, v.cfg.codecKind(), err)
-		}
-		var rows int64
-		var blocks []*partition.Batch
-		if v.cfg.Payload == PayloadKudo {
-			rows, blocks, err = kudoRows(dec, v.schema)
-		} else {
-			rows, blocks, err = blockRows(dec)
-		}
+		got, err := v.partition(m, q, h, &raw)
 		if err != nil {
 			return int64(q), fmt.Errorf("%w: %v (%s) partition %d: %w", ErrMismatch, id, m.DataPath, q, err)
-		}
-		var got digest
-		if v.cfg.Payload == PayloadOpaque {
-			raw.SetSeed(v.seed)
-			raw.Write(dec)
-			got = digest{rows: rows, sum: raw.Sum64()}
-		} else {
-			h.reset()
-			for i, blk := range blocks {
-				if err := h.add(blk, 0, blk.Rows); err != nil {
-					return int64(q), fmt.Errorf("%w: %v (%s) partition %d block %d: %w", ErrMismatch, id, m.DataPath, q, i, err)
-				}
-			}
-			got = h.digest()
 		}
 		switch w := want[q]; {
 		case got.rows != w.rows:
@@ -201,4 +182,78 @@ func (v *verifier) task(t taskResult) (int64, error) {
 		}
 	}
 	return int64(v.cfg.Partitions), nil
+}
+
+// partition decodes partition q of m as it reads it and returns its
+// digest: the on-disk bytes go through the decryption, the codec's
+// decoder and the block decoder a block at a time, so that what it holds
+// is a block of each, whatever the partition's size. Kudo tables are read
+// whole (their decoder takes a partition's bytes).
+func (v *verifier) partition(m *shufflefile.MapOutput, q int, h *rowHasher, raw *maphash.Hash) (digest, error) {
+	sec, err := m.Partition(q)
+	if err != nil {
+		return digest{}, err
+	}
+	var r io.Reader = sec
+	if v.key != nil && sec.Size() > 0 {
+		var iv [iocrypt.IVSize]byte
+		if _, err := io.ReadFull(sec, iv[:]); err != nil || sec.Size() == iocrypt.IVSize {
+			return digest{}, fmt.Errorf("%d bytes, no IV and stream", sec.Size())
+		}
+		r = cipher.StreamReader{S: v.key.StreamAt(&iv, 0), R: sec}
+	}
+	dec, err := codec.NewReader(v.cfg.codecKind(), r)
+	if err != nil {
+		return digest{}, err
+	}
+	defer dec.Close()
+	if v.cfg.Payload == PayloadKudo {
+		b, err := io.ReadAll(dec)
+		if err != nil {
+			return digest{}, fmt.Errorf("%v decode: %w", v.cfg.codecKind(), err)
+		}
+		rows, blocks, err := kudoRows(b, v.schema)
+		if err != nil {
+			return digest{}, err
+		}
+		h.reset()
+		for i, blk := range blocks {
+			if err := h.add(blk, 0, blk.Rows); err != nil {
+				return digest{}, fmt.Errorf("kudo table %d: %w", i, err)
+			}
+		}
+		if d := h.digest(); d.rows != rows {
+			return digest{}, fmt.Errorf("kudo tables of %d rows, of which %d hashed", rows, d.rows)
+		}
+		return h.digest(), nil
+	}
+	opaque := v.cfg.Payload == PayloadOpaque
+	var in io.Reader = dec
+	if opaque {
+		raw.SetSeed(v.seed)
+		in = io.TeeReader(dec, raw)
+	} else {
+		h.reset()
+	}
+	blocks := partition.NewDecoder(in, 0)
+	var rows int64
+	for i := 0; ; i++ {
+		blk, err := blocks.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return digest{}, err
+		}
+		rows += int64(blk.Rows)
+		if !opaque {
+			if err := h.add(blk, 0, blk.Rows); err != nil {
+				return digest{}, fmt.Errorf("block %d: %w", i, err)
+			}
+		}
+	}
+	if opaque {
+		return digest{rows: rows, sum: raw.Sum64()}, nil
+	}
+	return h.digest(), nil
 }

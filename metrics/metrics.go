@@ -211,6 +211,21 @@ func New() *Metrics {
 	return m
 }
 
+// ExportCodes exports errors_total and requests_refused_total at 0 for
+// every wire error code in codes (protocol.Codes, which this package does
+// not import: the server passes them) and, for requests_refused_total,
+// every request (Request*), so that a series exists, and a rate or an
+// increase works, before its first event, as Prometheus asks of labels
+// whose values are known. Calling it again adds nothing twice.
+func (m *Metrics) ExportCodes(codes []string) {
+	for _, code := range codes {
+		m.Errors.WithLabelValues(code)
+		for _, request := range []string{RequestConnection, RequestRegister, RequestOpen} {
+			m.RequestsRefused.WithLabelValues(request, code)
+		}
+	}
+}
+
 // WatchLimiter makes every scrape read the limiter's bytes in flight and
 // its peak from stats, which must be safe to call from any goroutine. Until
 // it is called both read 0. A later call replaces the earlier source.

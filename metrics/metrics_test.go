@@ -193,3 +193,35 @@ func TestServe(t *testing.T) {
 		t.Errorf("GET %s after shutdown succeeded, want a connection error", url)
 	}
 }
+
+// ExportCodes puts every known label value of errors_total and
+// requests_refused_total into the exposition at 0 before any event, once.
+func TestExportCodes(t *testing.T) {
+	m := New()
+	codes := []string{"InvalidArgument", "PermissionDenied", "Unavailable"}
+	m.ExportCodes(codes)
+	m.ExportCodes(codes) // again: no second series
+	m.RequestsRefused.WithLabelValues(RequestRegister, "PermissionDenied").Add(2)
+	body := scrape(t, m)
+	count := func(prefix string) int { return strings.Count(body, "\n"+prefix) }
+	if n := count("shuffled_errors_total{"); n != len(codes) {
+		t.Errorf("%d errors_total series, want %d (one per code):\n%s", n, len(codes), body)
+	}
+	if n := count("shuffled_requests_refused_total{"); n != 3*len(codes) {
+		t.Errorf("%d requests_refused_total series, want %d (each request, each code):\n%s", n, 3*len(codes), body)
+	}
+	for _, code := range codes {
+		if want := `shuffled_errors_total{code="` + code + `"} 0`; !strings.Contains(body, want) {
+			t.Errorf("no %q:\n%s", want, body)
+		}
+		for _, req := range []string{RequestConnection, RequestRegister, RequestOpen} {
+			value := "0"
+			if req == RequestRegister && code == "PermissionDenied" {
+				value = "2"
+			}
+			if want := `shuffled_requests_refused_total{code="` + code + `",request="` + req + `"} ` + value; !strings.Contains(body, want) {
+				t.Errorf("no %q:\n%s", want, body)
+			}
+		}
+	}
+}

@@ -62,6 +62,17 @@ var codeNames = [...]string{
 	CodeInternal:           "Internal",
 }
 
+// Codes returns every error code, OK left out, in the order of their values.
+func Codes() []Code {
+	codes := make([]Code, 0, len(codeNames)-1)
+	for c := range codeNames {
+		if Code(c) != CodeOK {
+			codes = append(codes, Code(c))
+		}
+	}
+	return codes
+}
+
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
 		return codeNames[c]

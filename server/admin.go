@@ -22,7 +22,7 @@ func (r *registry) owners() map[string]owner {
 	out := make(map[string]owner, len(r.apps))
 	for name, a := range r.apps {
 		if !a.tombstone() {
-			out[name] = owner{a.uid, a.sessions}
+			out[name] = owner{a.uid, len(a.regs)}
 		}
 	}
 	return out
@@ -40,35 +40,41 @@ func (sess *session) listApplications(id uint32) error {
 // applicationsFor answers ListApplications of the peer uid: the registered
 // applications and those in the daemon's root, ascending by id, with their
 // figures as ListShuffles counts them. Root and the daemon's own uid see
-// every one (removal stays the owner's); any other uid its own.
+// every one (removal stays the owner's); any other uid its own, and the
+// root's directories are not read for it. What it reads is linear in what
+// it lists: the root's directories once, then each application's own
+// trees; more applications than an ApplicationList holds are refused
+// before any application's figures are read.
 func (s *Server) applicationsFor(uid uint32) ([]protocol.ApplicationInfo, error) {
 	owned := s.apps.owners()
+	privileged := s.apps.privileged(uid)
 	names := make([]string, 0, len(owned))
-	for name := range owned {
-		names = append(names, name)
-	}
-	inRoot, err := s.disks.Applications()
-	if err != nil {
-		return nil, err
-	}
-	for _, u := range inRoot {
-		if _, ok := owned[u.App]; !ok {
-			names = append(names, u.App)
+	for name, o := range owned {
+		if privileged || o.uid == uid {
+			names = append(names, name)
 		}
 	}
+	if privileged {
+		inRoot, err := s.disks.ApplicationNames()
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range inRoot {
+			if _, ok := owned[name]; !ok {
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) > protocol.MaxApplications {
+		return nil, fmt.Errorf("%w: %d applications, more than an ApplicationList holds (%d)", errdefs.ErrResourceExhausted, len(names), protocol.MaxApplications)
+	}
 	slices.Sort(names)
-	privileged := s.apps.privileged(uid)
-	out := []protocol.ApplicationInfo{}
+	out := make([]protocol.ApplicationInfo, 0, len(names))
 	for _, name := range names {
 		o, ok := owned[name]
 		as := uid // whose eyes the figures are read with (listShufflesFor's rules)
-		switch {
-		case ok && o.uid == uid:
-		case ok && privileged:
+		if ok {
 			as = o.uid
-		case !ok && privileged:
-		default:
-			continue
 		}
 		list, err := s.listShufflesFor(as, name)
 		if err != nil {
@@ -83,9 +89,6 @@ func (s *Server) applicationsFor(uid uint32) ([]protocol.ApplicationInfo, error)
 			info.Bytes += sh.Bytes
 		}
 		out = append(out, info)
-	}
-	if len(out) > protocol.MaxApplications {
-		return nil, fmt.Errorf("%w: %d applications, more than an ApplicationList holds (%d)", errdefs.ErrResourceExhausted, len(out), protocol.MaxApplications)
 	}
 	return out, nil
 }

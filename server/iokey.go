@@ -50,6 +50,13 @@ func (k *ioKeys) bind(app string, uid uint32, key *iocrypt.Key) (*appKey, error)
 	return ak, nil
 }
 
+// held reports whether a session of app holds a key now.
+func (k *ioKeys) held(app string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.apps[app] != nil
+}
+
 // release drops a session's hold on its key; the last one forgets it.
 func (k *ioKeys) release(ak *appKey) {
 	k.mu.Lock()

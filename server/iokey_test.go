@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/codec"
@@ -182,8 +183,8 @@ func TestIOKeyLifecycle(t *testing.T) {
 	if _, err := c1.RemoveApplication(ctx, "app-k"); err != nil {
 		t.Fatal(err)
 	}
-	if err := open(c1, 4); protocol.CodeOf(err) != protocol.CodeFailedPrecondition || !strings.Contains(err.Error(), "forgotten") {
-		t.Errorf("encrypted Open after RemoveApplication = %v, want FailedPrecondition: key forgotten", err)
+	if err := open(c1, 4); protocol.CodeOf(err) != protocol.CodeFailedPrecondition || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("encrypted Open after RemoveApplication = %v, want FailedPrecondition: the registration ended", err)
 	}
 	d.s.keys.mu.Lock()
 	if n := len(d.s.keys.apps); n != 0 {
@@ -298,4 +299,31 @@ func TestIOKeyNeverPersisted(t *testing.T) {
 		t.Fatalf("encrypted Open after registering again: %v", err)
 	}
 	_ = mo.Abort(ctx)
+}
+
+// TestKeylessJoinRefused: while executors of an application hold its IO
+// encryption key, a registration of it without a key is refused at once
+// (FailedPrecondition naming the field) instead of failing each encrypted
+// Open later; once no connection holds the key, a keyless one registers.
+func TestKeylessJoinRefused(t *testing.T) {
+	d := startDaemon(t, nil)
+	keyed, err := dialKey(t, d, "app-k", "1", testIOKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = dialKey(t, d, "app-k", "2", nil)
+	if protocol.CodeOf(err) != protocol.CodeFailedPrecondition || !strings.Contains(err.Error(), "RegisterExecutor.io_encryption_key") {
+		t.Errorf("a keyless executor joining executors with a key = %v, want FailedPrecondition naming RegisterExecutor.io_encryption_key", err)
+	}
+	if n := d.s.apps.sessionsOf("app-k"); n != 1 {
+		t.Errorf("%d registrations of app-k after the refusal, want 1 (the refused one counts none)", n)
+	}
+	keyed.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for d.s.keys.held("app-k") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := dialKey(t, d, "app-k", "3", nil); err != nil {
+		t.Errorf("a keyless executor once no connection holds the key: %v", err)
+	}
 }

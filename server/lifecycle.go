@@ -162,6 +162,10 @@ func (s *Server) saveRegistry() {
 func (s *Server) loadRegistry() error {
 	now := time.Now()
 	lerr := s.persist.load(s.apps, now)
+	for _, app := range s.persist.legacy {
+		s.log.Warn("registry: forgetting an application whose id starts with "+shufflefile.DaemonPrefix+", which only the daemon's own files may now; "+
+			"its outputs, if any, stay where they are", "app", app)
+	}
 	apps, err := s.disks.Applications()
 	s.apps.found(apps, now)
 	if err != nil {

@@ -35,8 +35,9 @@ type output struct {
 	w      *writer.MapWriter
 	kind   protocol.PayloadKind
 	app    string
-	uid    uint32   // the peer uid of its connection
-	sess   *session // its connection
+	reg    *registration // the registration it opened under
+	uid    uint32        // the peer uid of its connection
+	sess   *session      // its connection
 	id     shufflefile.ID
 	res    *disks.Reservation // nil outside the daemon's root
 	state  int64              // partition-state bytes charged (PartitionStateBytes each)
@@ -67,6 +68,10 @@ func (o *output) end(s *Server, aborted bool) {
 
 func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 	s := sess.s
+	if reg := sess.reg; reg != nil && reg.ended.Load() {
+		sess.dropEnded()
+		return endedError(reg)
+	}
 	if sess.reg == nil {
 		return fmt.Errorf("%w: OpenMapOutput before RegisterExecutor", errdefs.ErrFailedPrecondition)
 	}
@@ -111,7 +116,7 @@ func (sess *session) open(id uint32, m *protocol.OpenMapOutput) error {
 		}
 		state += int64(m.NumPartitions) * iocrypt.IVSize // the IV table
 	}
-	o := &output{kind: m.Kind, app: sess.reg.app, uid: sess.cred.UID, id: oid, state: state, schema: schema}
+	o := &output{kind: m.Kind, app: sess.reg.app, reg: sess.reg, uid: sess.cred.UID, id: oid, state: state, schema: schema}
 	if err := s.admitOutput(o); errors.Is(err, errRemoving) {
 		// A removal of its shuffle runs: the map output opens aborted,
 		// as the removal's own victims are, with nothing made of it; its

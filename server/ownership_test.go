@@ -30,7 +30,7 @@ func registerAs(d *daemon, uid uint32, m protocol.RegisterExecutor) (end func(),
 		return nil, err
 	}
 	return func() {
-		d.s.apps.ended(m.AppID)
+		d.s.apps.ended(reg)
 		if reg.root != nil {
 			reg.root.Close()
 		}

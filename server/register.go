@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/errdefs"
@@ -20,9 +21,14 @@ type registration struct {
 	dirs          []string
 	key           *appKey // the IO encryption key registered, if any; released when the session ends
 	secret        bool    // an auth secret was registered (its bytes are serving's alone)
+	// ended is set when a removal of the application ended the
+	// registration (registry.forget): its connection opens nothing more
+	// under it, and may register again.
+	ended atomic.Bool
 }
 
 func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
+	sess.dropEnded()
 	if sess.reg != nil {
 		return protocol.Errorf(protocol.CodeAlreadyExists, "connection already registered as %s/%s", sess.reg.app, sess.reg.executor)
 	}
@@ -41,10 +47,33 @@ func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
 	return nil
 }
 
+// dropEnded lets go of the session's registration once a removal of its
+// application ended it: the connection is then as one never registered.
+// Its Commits still answering (the removal aborted them) read the
+// session's logger: they end before it changes.
+func (sess *session) dropEnded() {
+	if sess.reg != nil && sess.reg.ended.Load() {
+		sess.s.unregister(sess.reg)
+		sess.log.Info("registration ended by the removal of its application")
+		sess.reg = nil
+		sess.commits.Wait()
+		if sess.connLog != nil {
+			sess.log = sess.connLog
+		}
+	}
+}
+
+// endedError is OpenMapOutput's answer on a connection whose registration
+// a removal of its application ended.
+func endedError(reg *registration) error {
+	return fmt.Errorf("%w: OpenMapOutput: the registration of executor %q of application %q ended when the application was removed; RegisterExecutor again to go on",
+		errdefs.ErrFailedPrecondition, reg.executor, reg.app)
+}
+
 // unregister undoes a registration: a session ended, or its key was
-// refused.
+// refused, or a removal ended it.
 func (s *Server) unregister(reg *registration) {
-	s.apps.ended(reg.app)
+	s.apps.ended(reg)
 	if reg.root != nil {
 		reg.root.Close()
 	}
@@ -72,6 +101,10 @@ func (s *Server) registerExecutor(uid uint32, m *protocol.RegisterExecutor) (*re
 			s.unregister(reg)
 			return nil, err
 		}
+	} else if s.keys.held(reg.app) {
+		s.unregister(reg)
+		return nil, fmt.Errorf("%w: RegisterExecutor.io_encryption_key: absent, but the executors of application %q connected now registered one: "+
+			"its map outputs are encrypted (spark.io.encryption.enabled), and an executor without the key could write none of them", errdefs.ErrFailedPrecondition, reg.app)
 	}
 	if m.WithAuth {
 		var hashed *shufflefile.SparkHashed
@@ -153,7 +186,7 @@ func (s *Server) register(uid uint32, m *protocol.RegisterExecutor) (*registrati
 	}
 
 	s.apps.unowned(m.AppID, func() bool { return s.disks.HasApplication(m.AppID) })
-	claim, err := s.apps.claim(uid, m.AppID, hashed)
+	claim, err := s.apps.claim(uid, m.AppID, hashed, reg)
 	if err != nil {
 		if reg.root != nil {
 			reg.root.Close()

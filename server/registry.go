@@ -40,8 +40,10 @@ type registry struct {
 
 // application is what the daemon knows of one application id.
 type application struct {
-	uid      uint32    // the peer uid that registered it first; it owns the outputs
-	sessions int       // connections registered for it now
+	uid uint32 // the peer uid that registered it first; it owns the outputs
+	// regs are the connections' registrations of it now. A removal ends
+	// them (registration.ended) and empties it.
+	regs     map[*registration]struct{}
 	lastSeen time.Time // when its last connection ended
 	// local are the distinct sets of Spark local dirs registered for it
 	// (resolved paths, in the registration's order), with the sub-dir
@@ -143,13 +145,16 @@ func (r *registry) all() map[string][]shufflefile.SparkHashed {
 	return out
 }
 
-// ended records that a session of app ended.
-func (r *registry) ended(app string) {
+// ended records that the session of reg ended, or that it let go of reg
+// once a removal had ended it (then it counts no more already).
+func (r *registry) ended(reg *registration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if a := r.apps[app]; a != nil {
-		a.sessions--
-		a.lastSeen = time.Now()
+	if a := r.apps[reg.app]; a != nil {
+		if _, ok := a.regs[reg]; ok {
+			delete(a.regs, reg)
+			a.lastSeen = time.Now()
+		}
 	}
 }
 
@@ -182,7 +187,7 @@ func (r *registry) idle(cut time.Time) (idle []string, known map[string]bool) {
 			continue
 		}
 		known[name] = true
-		if a.sessions == 0 && a.lastSeen.Before(cut) {
+		if len(a.regs) == 0 && a.lastSeen.Before(cut) {
 			idle = append(idle, name)
 		}
 	}
@@ -194,7 +199,7 @@ func (r *registry) connected(app string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.apps[app]
-	return a != nil && a.sessions > 0
+	return a != nil && len(a.regs) > 0
 }
 
 // sessionsOf returns the connections registered for app now.
@@ -202,7 +207,7 @@ func (r *registry) sessionsOf(app string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if a := r.apps[app]; a != nil {
-		return a.sessions
+		return len(a.regs)
 	}
 	return 0
 }

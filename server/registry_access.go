@@ -89,7 +89,7 @@ func (r *registry) found(apps []disks.AppUsage, now time.Time) {
 			r.reviveLocked(a, now)
 			a.cost = appCost(u.App)
 			r.charge(a.uid, a.cost)
-		case len(a.local) == 0 && a.sessions == 0 && u.ModTime.Before(a.lastSeen):
+		case len(a.local) == 0 && len(a.regs) == 0 && u.ModTime.Before(a.lastSeen):
 			a.lastSeen = u.ModTime
 		}
 	}

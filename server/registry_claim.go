@@ -9,15 +9,15 @@ import (
 	"github.com/shuffled/shuffled/shufflefile"
 )
 
-// claim records a registration of app by uid with the Spark local dirs l
-// (nil for the daemon's root). It refuses an application of another uid
+// claim records reg, a registration of app by uid with the Spark local
+// dirs l (nil for the daemon's root). It refuses an application of another uid
 // (registered, or removed less than tombstoneTTL ago), one with outputs in
 // the daemon's root and no recorded owner unless uid is root or the
 // daemon's, a local dir named twice or registered by another application,
 // and a registration past the registry's bounds. It returns the dirs whose
 // sweep this registration must run (their channels, to close when done)
 // and those whose sweep another registration runs (to wait for).
-func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c claimed, err error) {
+func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed, reg *registration) (c claimed, err error) {
 	if l != nil {
 		if err := distinctDirs(l.LocalDirs); err != nil {
 			return c, err
@@ -65,7 +65,7 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	switch {
 	case a == nil:
 		r.dropLocked(app) // an expired tombstone
-		a = &application{uid: uid}
+		a = &application{uid: uid, regs: map[*registration]struct{}{}}
 		r.apps[app] = a
 		delete(r.orphans, app)
 		c.changed = true
@@ -75,7 +75,10 @@ func (r *registry) claim(uid uint32, app string, l *shufflefile.SparkHashed) (c 
 	}
 	a.cost += grow
 	r.charge(uid, grow)
-	a.sessions++
+	if a.regs == nil {
+		a.regs = map[*registration]struct{}{}
+	}
+	a.regs[reg] = struct{}{}
 	c.apps = len(r.apps) - r.tombs
 	if l == nil {
 		if c.changed {

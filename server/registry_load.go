@@ -38,9 +38,11 @@ func (p *persistence) load(r *registry, now time.Time) error {
 	}
 	rf, err := readRegistryFiles(p.fs, p.path)
 	if err == nil {
-		if err = r.restore(rf, now); err != nil {
+		var legacy []string
+		if legacy, err = r.restore(rf, now); err != nil {
 			err = &damagedRegistryError{err}
 		}
+		p.legacy = legacy
 	}
 	if err != nil {
 		p.kept = err
@@ -176,32 +178,39 @@ func registryDamaged(err error) bool {
 }
 
 // restore checks the decoded registry file rf whole and, when it is valid,
-// puts what it names into r.
-func (r *registry) restore(rf registryFile, now time.Time) error {
+// puts what it names into r. An application whose id starts with
+// shufflefile.DaemonPrefix (registered before such ids were refused; no
+// client may name it now) is left out and forgotten (a drop record), and
+// returned in legacy for the log.
+func (r *registry) restore(rf registryFile, now time.Time) (legacy []string, err error) {
 	apps := make(map[string]*application, len(rf.Apps))
 	dirs := map[string]string{}
 	for i, ra := range rf.Apps {
+		if legacyApp(ra.App) {
+			legacy = append(legacy, ra.App)
+			continue
+		}
 		if err := disks.ValidateApp(ra.App); err != nil {
-			return fmt.Errorf("apps[%d]: %w", i, err)
+			return nil, fmt.Errorf("apps[%d]: %w", i, err)
 		}
 		if _, ok := apps[ra.App]; ok {
-			return fmt.Errorf("apps[%d]: application %q is named twice", i, ra.App)
+			return nil, fmt.Errorf("apps[%d]: application %q is named twice", i, ra.App)
 		}
 		a := &application{uid: ra.UID, lastSeen: now, cost: appCost(ra.App)}
 		if ra.Removed != 0 {
 			if len(ra.Local) != 0 {
-				return fmt.Errorf("apps[%d]: removed application %q has local dirs", i, ra.App)
+				return nil, fmt.Errorf("apps[%d]: removed application %q has local dirs", i, ra.App)
 			}
 			a.removed = time.Unix(ra.Removed, 0)
 		}
 		for j, set := range ra.Local {
 			l := shufflefile.SparkHashed{LocalDirs: set.Dirs, SubDirs: set.SubDirs}
 			if err := l.Validate(); err != nil {
-				return fmt.Errorf("apps[%d].local[%d]: %w", i, j, err)
+				return nil, fmt.Errorf("apps[%d].local[%d]: %w", i, j, err)
 			}
 			for _, d := range l.LocalDirs {
 				if !filepath.IsAbs(d) || filepath.Clean(d) != d {
-					return fmt.Errorf("apps[%d].local[%d]: %q is not an absolute clean path", i, j, d)
+					return nil, fmt.Errorf("apps[%d].local[%d]: %q is not an absolute clean path", i, j, d)
 				}
 				dirs[d] = ra.App
 			}
@@ -225,6 +234,16 @@ func (r *registry) restore(rf registryFile, now time.Time) error {
 			r.charge(a.uid, a.cost)
 		}
 	}
+	for _, name := range legacy {
+		r.logLocked(registryRecord{Op: opDrop, App: name})
+	}
 	r.evictLocked()
-	return nil
+	return legacy, nil
+}
+
+// legacyApp reports an application id that an earlier version accepted
+// and this one refuses because it starts with shufflefile.DaemonPrefix.
+func legacyApp(app string) bool {
+	rest, ok := strings.CutPrefix(app, shufflefile.DaemonPrefix)
+	return ok && app != "." && app != ".." && shufflefile.ValidateName("application id", "x"+rest) == nil
 }

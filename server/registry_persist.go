@@ -37,6 +37,9 @@ type persistence struct {
 	// they hold are not lost for good; an operator repairs or moves them
 	// and restarts the daemon.
 	kept error
+	// legacy are the applications the files named whose ids this version
+	// refuses (legacyApp): load left them out.
+	legacy []string
 	// log is the open log (nil: none yet, or a write failed: the next
 	// flush compacts), logBytes its size, snapBytes the snapshot's.
 	log                 vfs.File

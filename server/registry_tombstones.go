@@ -5,14 +5,16 @@ import (
 )
 
 // forget records that app's outputs were removed; gone says that the
-// removal found no error, so that nothing of app is left on disk. Unless
-// app still has connections, a registered application then becomes a
-// tombstone (its owner kept, its local dirs released) and one found in the
-// root at start without an owner is no longer special; the oldest
+// removal found no error, so that nothing of app is left on disk. A
+// registered application then becomes a tombstone (its owner kept, its
+// local dirs and its share of the registry released) and one found in the
+// root at start without an owner is no longer special; the registrations
+// of the connections still registered for it end (registration.ended:
+// they may open nothing more, and may register again). The oldest
 // tombstones go when they take more than their bound. After a removal
-// with errors, app stays as it was: its owner may remove it again. It
-// returns the number of applications registered and whether the
-// persistent part changed.
+// with errors, app stays as it was, its registrations too: its owner may
+// remove it again. It returns the number of applications registered and
+// whether the persistent part changed.
 func (r *registry) forget(app string, gone bool, now time.Time) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -21,9 +23,14 @@ func (r *registry) forget(app string, gone bool, now time.Time) (int, bool) {
 	}
 	delete(r.orphans, app)
 	a := r.apps[app]
-	if a == nil || a.sessions > 0 || a.tombstone() {
+	if a == nil || a.tombstone() {
 		return len(r.apps) - r.tombs, false
 	}
+	for reg := range a.regs {
+		reg.ended.Store(true)
+	}
+	clear(a.regs)
+	a.lastSeen = now
 	for _, l := range a.local {
 		for _, d := range l.LocalDirs {
 			delete(r.localDirs, d)

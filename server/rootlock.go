@@ -9,12 +9,15 @@ import (
 	"strings"
 
 	"github.com/shuffled/shuffled/errdefs"
+	"github.com/shuffled/shuffled/shufflefile"
 	"golang.org/x/sys/unix"
 )
 
 // LockName is the file in each root dir that a serving daemon holds an
-// exclusive lock (flock) on, with its pid in it.
-const LockName = ".shuffled.lock"
+// exclusive lock (flock) on, with its pid in it. Like every name the
+// daemon keeps in a root dir it starts with shufflefile.DaemonPrefix, which
+// no application id may.
+const LockName = shufflefile.DaemonPrefix + "shuffled.lock"
 
 // ErrRootLocked means another process holds a root dir's lock.
 var ErrRootLocked = errdefs.New(errdefs.ErrFailedPrecondition, "server: root dir in use by another daemon")

@@ -18,6 +18,7 @@ import (
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
 	"github.com/shuffled/shuffled/metrics"
+	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
 	"github.com/shuffled/shuffled/vfs"
 	"github.com/shuffled/shuffled/writer"
@@ -131,6 +132,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = metrics.New()
 	}
+	codes := make([]string, 0, 16)
+	for _, c := range protocol.Codes() {
+		codes = append(codes, c.String())
+	}
+	s.metrics.ExportCodes(codes)
 	var err error
 	if s.codec, err = codec.Parse(cfg.DefaultCodec); err != nil {
 		return nil, fmt.Errorf("server: --codec: %w", err)
@@ -294,6 +300,11 @@ func (s *Server) admitOutput(o *output) error {
 		return fmt.Errorf("%w: map output %d/%d of application %q: a removal of its shuffle or application is in progress",
 			errRemoving, o.id.Shuffle, o.id.Map, o.app)
 	}
+	// A removal ends the registrations before its end takes s.mu: an Open
+	// admitted after it sees that its registration ended.
+	if o.reg != nil && o.reg.ended.Load() {
+		return endedError(o.reg)
+	}
 	if s.mu.admitted >= s.cfg.MaxOpenOutputs {
 		return fmt.Errorf("%w: %d map outputs open daemon-wide, the most --max-open-outputs allows", errdefs.ErrResourceExhausted, s.mu.admitted)
 	}
@@ -438,6 +449,7 @@ func (s *Server) outputEnded(o *output) {
 // still open), waits for the sessions, and stops the engine. It returns
 // how many map outputs the deadline aborted as an error, or nil.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopServing() // reducers get no more blocks from a daemon that stops
 	s.mu.Lock()
 	if !s.mu.draining {
 		close(s.stop)
@@ -446,9 +458,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.mu.listeners {
 		ln.Close()
 	}
-	s.mu.Unlock()
-	s.stopServing()
-	s.mu.Lock()
 	var idle chan struct{}
 	if s.mu.open > 0 {
 		if s.mu.idle == nil {

@@ -51,9 +51,8 @@ type servedApp struct {
 // holds for the application.
 const maxServedExecs = 1 << 16
 
-// WithHandshake sets the authentication the block server runs (package
-// sparkauth's server side); without it, no connection can authenticate and
-// applications with a secret are not served.
+// WithHandshake replaces the authentication the block server runs (by
+// default Spark's own, package sparkauth: sparkHandshake), for tests.
 func WithHandshake(h blockserver.NewHandshake) Option {
 	return func(s *Server) { s.serving.handshake = h }
 }
@@ -73,9 +72,13 @@ func (s *Server) startServing() error {
 		ln.Close()
 		return err
 	}
+	handshake := s.serving.handshake
+	if handshake == nil {
+		handshake = sparkHandshake
+	}
 	srv, err := blockserver.New(blockserver.Config{
 		Store:       (*servingStore)(s),
-		Handshake:   s.serving.handshake,
+		Handshake:   handshake,
 		RequireAuth: s.cfg.Serve.RequireAuth,
 		Metrics:     s.metrics.Serving,
 		Log:         s.log,
@@ -93,7 +96,7 @@ func (s *Server) startServing() error {
 		}
 	}()
 	s.log.Info("serving map outputs", "addr", ln.Addr().String(), "advertise", net.JoinHostPort(host, strconv.Itoa(int(port))),
-		"require_auth", s.cfg.Serve.RequireAuth, "authentication", s.serving.handshake != nil)
+		"require_auth", s.cfg.Serve.RequireAuth)
 	return nil
 }
 
@@ -266,7 +269,7 @@ func (st *servingStore) LocalDirs(app, exec string) ([]string, error) {
 		return nil, err
 	}
 	if !hashed {
-		return nil, fmt.Errorf("%w: executor %q of application %q registered no Spark local dirs (its map outputs are in the daemon's root, which reducers read through this server, not from disk)", blockserver.ErrUnknownExecutor, exec, app)
+		return nil, fmt.Errorf("%w: executor %q of application %q has no Spark local dirs this daemon knows of: it registered none (its map outputs are in the daemon's root, read through this server, not from disk), or registered before the daemon's last start", blockserver.ErrUnknownExecutor, exec, app)
 	}
 	return append([]string(nil), l.LocalDirs...), nil
 }

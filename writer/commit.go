@@ -78,10 +78,16 @@ func (w *MapWriter) closeRun() {
 	}
 }
 
-// waitStreams waits for streams to finish and returns the first error.
+// waitStreams waits for streams to finish and returns the first error. A
+// cancelled ctx wins over streams that finished meanwhile (select would
+// pick either at random): a Commit cancelled while its own last write was
+// blocked (closeRun flushes in the caller) commits nothing.
 func waitStreams(ctx context.Context, streams []*stream) error {
 	var first error
 	for _, s := range streams {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		select {
 		case <-s.done:
 		case <-ctx.Done():

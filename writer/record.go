@@ -92,6 +92,9 @@ func (r *record) encode(wk *worker) {
 func (r *record) finish(wk *worker) {
 	r.data, r.cols = nil, nil
 	if r.batch != nil && !r.borrowed {
+		if r.batch.read != nil {
+			r.batch.read(r.quota)
+		}
 		if r.batch.release() && wk != nil {
 			wk.woke = true
 		}
@@ -107,6 +110,7 @@ func (r *record) finish(wk *worker) {
 type batchRef struct {
 	pending atomic.Int64
 	done    func()
+	read    func(n int64) // BatchHooks.Read; nil: none
 }
 
 func newBatchRef(done func()) *batchRef {

@@ -95,10 +95,40 @@ func (w *MapWriter) startRun() error {
 // more; onDone is called exactly once, also when WriteBatch fails, and may
 // be called before WriteBatch returns.
 func (w *MapWriter) WriteBatch(ctx context.Context, b *partition.Batch, onDone func()) error {
-	ref := newBatchRef(onDone)
+	return w.WriteBatchHooks(ctx, b, BatchHooks{Done: onDone})
+}
+
+// BatchHooks tell the caller of WriteBatchHooks or WriteOpaqueHooks how
+// the writer reads the batch's bytes, so that it can let go of memory the
+// writer no longer reads (the daemon drops the pages of a mapped memfd).
+// Every field may be nil.
+type BatchHooks struct {
+	// Validated is called once the batch is checked, before any record
+	// of it is admitted (a columnar batch's checks read its offsets and
+	// validity); not at all if the check fails.
+	Validated func()
+	// Read is called, from the worker that encoded it, once each record
+	// of the batch no longer refers to the batch's bytes: n is what the
+	// record held of them (its limiter quota). Calls may be concurrent.
+	Read func(n int64)
+	// Done is the onDone of WriteBatch and WriteOpaque: called exactly
+	// once, after the last Read, when no record refers to the batch's
+	// bytes any more; also when the call fails, and possibly before it
+	// returns.
+	Done func()
+}
+
+// WriteBatchHooks is WriteBatch that tells h how the batch's bytes are
+// read.
+func (w *MapWriter) WriteBatchHooks(ctx context.Context, b *partition.Batch, h BatchHooks) error {
+	ref := newBatchRef(h.Done)
+	ref.read = h.Read
 	defer ref.release()
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("%w: map output %s: batch: %w", ErrInvalid, w.name(), err)
+	}
+	if h.Validated != nil {
+		h.Validated()
 	}
 	if n := b.NumPartitions(); n != w.spec.NumPartitions {
 		return fmt.Errorf("%w: map output %s: batch has %d partitions, want %d", ErrInvalid, w.name(), n, w.spec.NumPartitions)
@@ -155,10 +185,20 @@ func (w *MapWriter) Write(ctx context.Context, p int, data []byte) error {
 // be nil) is called, once no record refers to it any more; onDone is called
 // exactly once, also when WriteOpaque fails.
 func (w *MapWriter) WriteOpaque(ctx context.Context, data []byte, offsets []int64, onDone func()) error {
-	ref := newBatchRef(onDone)
+	return w.WriteOpaqueHooks(ctx, data, offsets, BatchHooks{Done: onDone})
+}
+
+// WriteOpaqueHooks is WriteOpaque that tells h how the batch's bytes are
+// read.
+func (w *MapWriter) WriteOpaqueHooks(ctx context.Context, data []byte, offsets []int64, h BatchHooks) error {
+	ref := newBatchRef(h.Done)
+	ref.read = h.Read
 	defer ref.release()
 	if err := checkOffsets(offsets, w.spec.NumPartitions, int64(len(data))); err != nil {
 		return fmt.Errorf("%w: map output %s: %w", ErrInvalid, w.name(), err)
+	}
+	if h.Validated != nil {
+		h.Validated()
 	}
 	return w.writing(ctx, func(ctx context.Context) error {
 		for p := range w.spec.NumPartitions {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -759,12 +760,17 @@ func writeFirstRunPrefix(t *testing.T, e *Engine, dir string, parts, wait int, s
 	return spec, ops, res, err
 }
 
-// TestMapOutputsGoOneAfterAnother checks that of two map outputs queued
-// whole, the one queued first is encoded first: with a clock that does
-// not move (so that no map output ever waits turnWait), the second's
-// records wait until the first has none queued. Taking turns record by
-// record, the two would go side by side and the second have about none
-// left when the first commits.
+// TestMapOutputsGoOneAfterAnother checks that, with no turns due, the
+// workers encode the map output queued first before the next one: both are
+// queued while the one worker is held in a third map output's sink, and
+// then the order in which their records reach their sinks (one worker
+// puts each record as it is encoded) is the order they were encoded in.
+//
+// It used to count the second map output's records still queued when the
+// first one's Commit returned: under load the worker went on with the
+// second one's records while the test's goroutine waited to run again
+// after the first's last record (or before the queue filled at all), and
+// the count fell below the bound although the order was right.
 func TestMapOutputsGoOneAfterAnother(t *testing.T) {
 	e := newEngine(t, WithLimit(256<<20), WithWorkers(1))
 	e.jobs.mu.Lock()
@@ -777,37 +783,83 @@ func TestMapOutputsGoOneAfterAnother(t *testing.T) {
 	for i := range data {
 		data[i] = payload(rng, 64<<10) // a pop each
 	}
+	var (
+		mu    sync.Mutex
+		order []int64 // map ids, as their sinks got records
+	)
+	held, gate := make(chan struct{}), make(chan struct{})
 	open := func(m int64) *MapWriter {
-		w, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 8, Map: m}, NumPartitions: n, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
+		var once sync.Once
+		w, err := e.Open(ctx, Spec{ID: shufflefile.ID{Shuffle: 8, Map: m}, NumPartitions: n, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir()),
+			Sink: func(SinkSpec) (Sink, error) {
+				return &funcSink{write: func(int, []byte, uint32) error {
+					if m == 0 {
+						once.Do(func() {
+							close(held)
+							<-gate
+						})
+					}
+					mu.Lock()
+					order = append(order, m)
+					mu.Unlock()
+					return nil
+				}}, nil
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// One batch, marked: its run streams to its file, so that the
-		// first Commit has nothing left to write once its records are.
-		w.MarkLast()
-		for p := range n {
-			if err := w.Write(ctx, p, data[int(m-1)*n+p]); err != nil {
+		return w
+	}
+	write := func(w *MapWriter, d [][]byte) {
+		for p := range d {
+			if err := w.Write(ctx, p, d[p]); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return w
 	}
+	blocker := open(0)
+	write(blocker, data[:1])
+	<-held // the one worker waits in the blocker's sink
 	a, b := open(1), open(2)
-	if _, err := a.Commit(ctx); err != nil {
-		t.Fatal(err)
+	write(a, data[:n])
+	write(b, data[n:])
+	close(gate)
+	for _, w := range []*MapWriter{blocker, a, b} {
+		if _, err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	e.jobs.mu.Lock()
-	e.jobs.takeInbox()
-	left := len(b.jobs)
-	e.jobs.mu.Unlock()
-	if left < n-n/10 {
-		t.Errorf("the second map output had %d of its %d records queued when the first committed: want at least %d, the first encoded before it", left, n, n-n/10)
+	mu.Lock()
+	defer mu.Unlock()
+	lastA, beforeA := -1, 0
+	for i, m := range order {
+		if m == 1 {
+			lastA = i
+		}
 	}
-	if _, err := b.Commit(ctx); err != nil {
-		t.Fatal(err)
+	for _, m := range order[:lastA+1] {
+		if m == 2 {
+			beforeA++
+		}
+	}
+	if len(order) != 2*n+1 || beforeA > 0 {
+		t.Errorf("records reached their sinks in the order %v: want the blocker's, then the %d of map output 1, then the %d of map output 2 (%d of 2 came before 1's last)", order, n, n, beforeA)
 	}
 	checkQuiet(t, e)
 }
+
+// funcSink is a Sink whose Write is a function and that assembles no
+// file.
+type funcSink struct {
+	write func(p int, b []byte, sum uint32) error
+}
+
+func (s *funcSink) Write(p int, b []byte, sum uint32) error { return s.write(p, b, sum) }
+func (s *funcSink) Close(bool) error                        { return nil }
+func (s *funcSink) Assemble(context.Context) (string, []int64, []uint32, error) {
+	return "", nil, nil, nil
+}
+func (s *funcSink) Remove() {}
 
 // TestMapOutputsTakeTurns checks that a map output with a long queue of
 // records does not hold back another one: it has a turn once it has

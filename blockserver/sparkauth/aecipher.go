@@ -29,7 +29,7 @@ var ErrNotYetKnown = errdefs.New(errdefs.ErrFailedPrecondition, "sparkauth: Auth
 //     version 1. The segments' tags then confirm the key.
 //   - CTR: decrypted with each version's key, the bytes must read as a frame
 //     header: a length in [9, 2^31] and a message type below 13 (Spark's
-//     Message.Type). A wrong key passes this with a chance of about 2^-35.
+//     Message.Type). A wrong key passes this with a chance below 2^-36.
 //
 // When no candidate fits, or more than one does, the read fails
 // (ErrCorrupt): the client's settings are not ones Spark has.
@@ -85,12 +85,15 @@ func (c *aeCipher) setUp() {
 	c.users--
 	if c.users == 0 {
 		c.keys.wipe()
+		if !c.mode.gcm { // CTR's streams hold their own key schedules now
+			clear(c.mode.key)
+		}
 	}
 }
 
 func (c *aeCipher) WrapReader(r io.Reader) io.Reader { return &aeReader{c: c, r: r} }
 
-func (c *aeCipher) WrapWriter(w io.Writer) io.Writer { return &aeWriter{c: c, w: w} }
+func (c *aeCipher) WrapWriter(w io.Writer) FrameWriter { return &aeWriter{c: c, w: w} }
 
 // detect chooses the mode from the client's first 9 bytes, raw.
 func (c *aeCipher) detect(raw []byte) (*aeMode, error) {
@@ -197,29 +200,43 @@ func (a *aeReader) start() error {
 type aeWriter struct {
 	c     *aeCipher
 	w     io.Writer
-	inner io.Writer
+	inner FrameWriter
+}
+
+// ensure sets up the writer of the mode the reader found.
+func (a *aeWriter) ensure() error {
+	if a.inner != nil {
+		return nil
+	}
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	m := a.c.mode
+	if m == nil {
+		return ErrNotYetKnown
+	}
+	if m.gcm {
+		a.inner = newGCMWriter(m.key, a.w, a.c.rand)
+	} else {
+		s, err := newCTR(m.key, a.c.keys.inputIV)
+		if err != nil {
+			return err
+		}
+		a.inner = &ctrWriter{s: s, w: a.w}
+	}
+	a.c.setUp()
+	return nil
+}
+
+func (a *aeWriter) BeginFrame(n int64) error {
+	if err := a.ensure(); err != nil {
+		return err
+	}
+	return a.inner.BeginFrame(n)
 }
 
 func (a *aeWriter) Write(p []byte) (int, error) {
-	if a.inner == nil {
-		a.c.mu.Lock()
-		m := a.c.mode
-		if m == nil {
-			a.c.mu.Unlock()
-			return 0, ErrNotYetKnown
-		}
-		if m.gcm {
-			a.inner = newGCMWriter(m.key, a.w, a.c.rand)
-		} else {
-			s, err := newCTR(m.key, a.c.keys.inputIV)
-			if err != nil {
-				a.c.mu.Unlock()
-				return 0, err
-			}
-			a.inner = &ctrWriter{s: s, w: a.w}
-		}
-		a.c.setUp()
-		a.c.mu.Unlock()
+	if err := a.ensure(); err != nil {
+		return 0, err
 	}
 	return a.inner.Write(p)
 }
@@ -229,15 +246,26 @@ func (a *aeWriter) Write(p []byte) (int, error) {
 type ctrWriter struct {
 	s   cipher.Stream
 	w   io.Writer
+	fs  frameState
 	buf []byte
 	err error
 }
 
 const ctrChunk = 64 << 10
 
+func (c *ctrWriter) BeginFrame(n int64) error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.fs.begin(n)
+}
+
 func (c *ctrWriter) Write(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
+	}
+	if err := c.fs.take(len(p)); err != nil {
+		return 0, err
 	}
 	if c.buf == nil {
 		c.buf = make([]byte, ctrChunk)
@@ -393,19 +421,85 @@ func (g *gcmReader) next() error {
 	return nil
 }
 
+// gcmWriter writes each announced frame, or each Write outside one, as one
+// GCM message, sealing a segment as soon as it is full.
 type gcmWriter struct {
 	key  []byte
 	w    io.Writer
 	rand io.Reader
-	buf  []byte
-	err  error
+	fs   frameState
+
+	aead   cipher.AEAD // the message in progress
+	prefix [gcmNoncePrefix]byte
+	seg    uint32
+	pend   []byte // plaintext of the segment in progress
+	out    []byte // the message's length and header not yet written, then a sealed segment
+	err    error
 }
 
 func newGCMWriter(key []byte, w io.Writer, rand io.Reader) *gcmWriter {
 	return &gcmWriter{key: key, w: w, rand: rand}
 }
 
-// Write sends p as one GCM message.
+func (g *gcmWriter) BeginFrame(n int64) error {
+	if g.err != nil {
+		return g.err
+	}
+	if err := g.fs.begin(n); err != nil {
+		return err
+	}
+	if n > 0 {
+		if err := g.start(n); err != nil {
+			g.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+// start begins a message of n plaintext bytes: its length and header go
+// out with its first segment.
+func (g *gcmWriter) start(n int64) error {
+	keyLen := len(g.key)
+	hdrLen := gcmHeaderLen(keyLen)
+	full, part := n/gcmPlainSegment, n%gcmPlainSegment
+	total := uint64(8+hdrLen) + uint64(full)*gcmSegment
+	if part > 0 {
+		total += uint64(part + gcmTag)
+	}
+	if g.out == nil {
+		g.out = make([]byte, 0, 8+gcmHeaderLen(32)+gcmSegment)
+		g.pend = make([]byte, 0, gcmPlainSegment)
+	}
+	var length [8]byte
+	binary.BigEndian.PutUint64(length[:], total)
+	out := append(g.out[:0], length[:]...)
+	out = append(out, byte(hdrLen))
+	out = out[:8+hdrLen]
+	if _, err := fullRead(g.rand, out[9:]); err != nil {
+		return err
+	}
+	aead, err := gcmSegmentAEAD(g.key, out[9:9+keyLen], length)
+	if err != nil {
+		return err
+	}
+	copy(g.prefix[:], out[9+keyLen:8+hdrLen])
+	g.aead, g.seg, g.out, g.pend = aead, 0, out, g.pend[:0]
+	return nil
+}
+
+// seal seals one segment of plaintext p and writes it (after the message's
+// header, for its first segment).
+func (g *gcmWriter) seal(p []byte, last bool) error {
+	var nonce [12]byte
+	gcmNonce(&nonce, g.prefix[:], g.seg, last)
+	g.seg++
+	g.out = g.aead.Seal(g.out, nonce[:], p, nil)
+	_, err := g.w.Write(g.out)
+	g.out = g.out[:0]
+	return err
+}
+
 func (g *gcmWriter) Write(p []byte) (int, error) {
 	if g.err != nil {
 		return 0, g.err
@@ -413,50 +507,37 @@ func (g *gcmWriter) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, err := g.write(p)
-	if err != nil {
-		g.err = err
-	}
-	return n, err
-}
-
-func (g *gcmWriter) write(p []byte) (int, error) {
-	keyLen := len(g.key)
-	hdrLen := gcmHeaderLen(keyLen)
-	full, part := len(p)/gcmPlainSegment, len(p)%gcmPlainSegment
-	total := uint64(8+hdrLen) + uint64(full)*gcmSegment
-	if part > 0 {
-		total += uint64(part + gcmTag)
-	}
-	if g.buf == nil {
-		g.buf = make([]byte, 0, 8+40+gcmSegment)
-	}
-	var length [8]byte
-	binary.BigEndian.PutUint64(length[:], total)
-	buf := append(g.buf[:0], length[:]...)
-	buf = append(buf, byte(hdrLen))
-	buf = buf[:8+hdrLen]
-	if _, err := fullRead(g.rand, buf[9:]); err != nil {
-		return 0, err
-	}
-	aead, err := gcmSegmentAEAD(g.key, buf[9:9+keyLen], length)
-	if err != nil {
-		return 0, err
-	}
-	prefix := append([]byte(nil), buf[9+keyLen:8+hdrLen]...)
-	written := 0
-	for seg := uint32(0); len(p) > 0; seg++ {
-		n := min(len(p), gcmPlainSegment)
-		var nonce [12]byte
-		gcmNonce(&nonce, prefix, seg, n == len(p))
-		buf = aead.Seal(buf, nonce[:], p[:n], nil)
-		if _, err := g.w.Write(buf); err != nil {
-			return written, err
+	if !g.fs.in {
+		// Outside an announced frame: p is one message of its own.
+		if err := g.BeginFrame(int64(len(p))); err != nil {
+			return 0, err
 		}
-		written += n
-		p = p[n:]
-		buf = buf[:0]
 	}
-	g.buf = buf
-	return written, nil
+	if err := g.fs.take(len(p)); err != nil {
+		return 0, err
+	}
+	n := len(p)
+	more := func() bool { return len(p) > 0 || g.fs.in }
+	for len(p) > 0 {
+		if len(g.pend) == 0 && len(p) >= gcmPlainSegment {
+			seg := p[:gcmPlainSegment]
+			p = p[gcmPlainSegment:]
+			if err := g.seal(seg, !more()); err != nil {
+				g.err = err
+				return n - len(p), err
+			}
+			continue
+		}
+		k := min(len(p), gcmPlainSegment-len(g.pend))
+		g.pend = append(g.pend, p[:k]...)
+		p = p[k:]
+		if len(g.pend) == gcmPlainSegment || !more() {
+			if err := g.seal(g.pend, !more()); err != nil {
+				g.err = err
+				return n - len(p), err
+			}
+			g.pend = g.pend[:0]
+		}
+	}
+	return n, nil
 }

@@ -154,7 +154,14 @@ func authEngineRespond(body []byte, secrets SecretFunc, opts *Options) (string, 
 	}
 
 	// Seal ours, with the client's message as the transcript.
-	priv, err := ecdh.X25519().GenerateKey(opts.Rand)
+	// The private key is 32 bytes of Options.Rand (X25519 clamps them), not
+	// ecdh's GenerateKey, which may ignore a custom source.
+	var seed [32]byte
+	if _, err := fullRead(opts.Rand, seed[:]); err != nil {
+		return "", nil, nil, err
+	}
+	priv, err := ecdh.X25519().NewPrivateKey(seed[:])
+	clear(seed[:])
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("sparkauth: x25519: %w", err)
 	}

@@ -20,6 +20,7 @@
 //	}
 //	if c := srv.Cipher(); c != nil {
 //		r, w = c.WrapReader(conn), c.WrapWriter(conn)
+//		// per frame: w.BeginFrame(n), then its n bytes in any Writes
 //	}
 //	// every request must name srv.AppID()
 //

@@ -62,9 +62,30 @@ func rpcFrame(typ byte, id int64, body []byte) []byte {
 	return append(b, body...)
 }
 
+// writeResponse writes an RpcResponse: through a FrameWriter as the block
+// server sends a block (BeginFrame, the header, the body in pieces), else in
+// one Write.
 func writeResponse(w io.Writer, id int64, body []byte) error {
-	_, err := w.Write(rpcFrame(msgRpcResponse, id, body))
-	return err
+	b := rpcFrame(msgRpcResponse, id, body)
+	fw, ok := w.(FrameWriter)
+	if !ok {
+		_, err := w.Write(b)
+		return err
+	}
+	if err := fw.BeginFrame(int64(len(b))); err != nil {
+		return err
+	}
+	if _, err := fw.Write(b[:21]); err != nil {
+		return err
+	}
+	for b = b[21:]; len(b) > 0; {
+		n := min(len(b), 7000)
+		if _, err := fw.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 func writeFailure(w io.Writer, id int64, msg string) error {

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -83,8 +85,11 @@ func compileHarness(t *testing.T, jars string) string {
 		cp = append(cp, m...)
 	}
 	out := t.TempDir()
-	cmd := exec.Command(javac, "-Xlint:all", "-Werror", "-d", out, "-cp", strings.Join(cp, string(os.PathListSeparator)),
-		filepath.Join("testdata", "java", "SparkAuthClient.java"))
+	args := []string{"--release", "17", "-Xlint:all,-path", "-Werror", "-d", out, "-cp", strings.Join(cp, string(os.PathListSeparator))}
+	for _, f := range interopJVMFlags() {
+		args = append(args, "-J"+f)
+	}
+	cmd := exec.Command(javac, append(args, filepath.Join("testdata", "java", "SparkAuthClient.java"))...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, b)
 	}
@@ -124,7 +129,7 @@ type testServer struct {
 	ln      net.Listener
 	secrets SecretFunc
 	opts    func() Options
-	record  bool
+	record  bool // keep each connection's raw bytes
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	results []*connResult
@@ -202,7 +207,7 @@ func (s *testServer) serve(raw net.Conn) {
 	var w io.Writer = c
 	if ci := srv.Cipher(); ci != nil {
 		r, w = ci.WrapReader(br), ci.WrapWriter(c)
-		defer func() { res.cipher = ci.String() }()
+		defer func() { res.cipher = fmt.Sprint(ci) }()
 	}
 	for {
 		f, err := readFrame(r)
@@ -225,10 +230,15 @@ func (s *testServer) port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 type interopCase struct {
 	name, app, secret, handshake, crypto, saslEnc, version, cipher string
 	wantCipher                                                     string // "" = plaintext; "fail" = must fail
+	sizes                                                          string // "" = the harness's default
 }
 
 func (c interopCase) line() string {
-	return strings.Join([]string{c.name, c.app, c.secret, c.handshake, c.crypto, c.saslEnc, c.version, c.cipher}, " ")
+	l := strings.Join([]string{c.name, c.app, c.secret, c.handshake, c.crypto, c.saslEnc, c.version, c.cipher}, " ")
+	if c.sizes != "" {
+		l += " " + c.sizes
+	}
+	return l
 }
 
 func secretFor(app string) string {
@@ -236,50 +246,223 @@ func secretFor(app string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func interopCases(gcm bool) []interopCase {
-	ctr, g := CipherCTR, CipherGCM
+const ctr, gcm = CipherCTR, CipherGCM
+
+// goodCases authenticate and echo; each has its own application.
+func goodCases() []interopCase {
 	cs := []interopCase{
-		{"sasl", "app-sasl", "", "auth", "false", "false", "1", ctr, ""},
-		{"sasl-conf", "app-sasl-conf", "", "auth", "false", "true", "1", ctr, "sasl auth-conf 3des"},
-		{"ae-v1-ctr", "app-ae-v1-ctr", "", "auth", "true", "false", "1", ctr, "authengine v1 AES/CTR/NoPadding"},
-		{"ae-v2-ctr", "app-ae-v2-ctr", "", "auth", "true", "false", "2", ctr, "authengine v2 AES/CTR/NoPadding"},
-	}
-	if gcm {
-		cs = append(cs,
-			interopCase{"ae-v1-gcm", "app-ae-v1-gcm", "", "auth", "true", "false", "1", g, "authengine v1 AES/GCM/NoPadding"},
-			interopCase{"ae-v2-gcm", "app-ae-v2-gcm", "", "auth", "true", "false", "2", g, "authengine v2 AES/GCM/NoPadding"},
-		)
+		{name: "sasl", crypto: "false", saslEnc: "false", version: "1", cipher: ctr, wantCipher: ""},
+		{name: "sasl-conf", crypto: "false", saslEnc: "true", version: "1", cipher: ctr, wantCipher: "sasl auth-conf 3des"},
+		{name: "ae-v1-ctr", crypto: "true", saslEnc: "false", version: "1", cipher: ctr, wantCipher: "authengine v1 AES/CTR/NoPadding"},
+		{name: "ae-v2-ctr", crypto: "true", saslEnc: "false", version: "2", cipher: ctr, wantCipher: "authengine v2 AES/CTR/NoPadding"},
+		{name: "ae-v1-gcm", crypto: "true", saslEnc: "false", version: "1", cipher: gcm, wantCipher: "authengine v1 AES/GCM/NoPadding"},
+		{name: "ae-v2-gcm", crypto: "true", saslEnc: "false", version: "2", cipher: gcm, wantCipher: "authengine v2 AES/GCM/NoPadding"},
 	}
 	for i := range cs {
+		cs[i].app = "app-" + cs[i].name
 		cs[i].secret = secretFor(cs[i].app)
+		cs[i].handshake = "auth"
 	}
-	bad := []interopCase{
-		{"wrong-secret-sasl", "app-a", "0123456789abcdef", "auth", "false", "false", "1", ctr, "fail"},
-		{"wrong-secret-sasl-conf", "app-a", "0123456789abcdef", "auth", "false", "true", "1", ctr, "fail"},
-		{"wrong-secret-ae", "app-a", "0123456789abcdef", "auth", "true", "false", "2", ctr, "fail"},
-		{"other-app-secret-sasl", "app-a", secretFor("app-b"), "auth", "false", "false", "1", ctr, "fail"},
-		{"other-app-secret-ae", "app-a", secretFor("app-b"), "auth", "true", "false", "1", ctr, "fail"},
-		{"unknown-app-sasl", "app-unknown", secretFor("app-unknown"), "auth", "false", "false", "1", ctr, "fail"},
-		{"unknown-app-ae", "app-unknown", secretFor("app-unknown"), "auth", "true", "false", "2", ctr, "fail"},
-		{"no-handshake", "app-a", secretFor("app-a"), "none", "false", "false", "1", ctr, "fail"},
-	}
-	return append(cs, bad...)
+	return cs
 }
 
-// runHarness runs the Java client over cases and returns its result lines
-// by case name.
-func runHarness(t *testing.T, classes, jars string, port int, cases []interopCase) map[string]string {
+// badCases must fail: app-a and app-b are known, app-unknown is not.
+func badCases() []interopCase {
+	wrong := "0123456789abcdef"
+	return []interopCase{
+		{"wrong-secret-sasl", "app-a", wrong, "auth", "false", "false", "1", ctr, "fail", ""},
+		{"wrong-secret-sasl-conf", "app-a", wrong, "auth", "false", "true", "1", ctr, "fail", ""},
+		{"wrong-secret-ae-ctr", "app-a", wrong, "auth", "true", "false", "2", ctr, "fail", ""},
+		{"wrong-secret-ae-gcm", "app-a", wrong, "auth", "true", "false", "1", gcm, "fail", ""},
+		{"other-app-secret-sasl", "app-a", secretFor("app-b"), "auth", "false", "false", "1", ctr, "fail", ""},
+		{"other-app-secret-ae", "app-a", secretFor("app-b"), "auth", "true", "false", "1", ctr, "fail", ""},
+		{"unknown-app-sasl", "app-unknown", secretFor("app-unknown"), "auth", "false", "false", "1", ctr, "fail", ""},
+		{"unknown-app-ae", "app-unknown", secretFor("app-unknown"), "auth", "true", "false", "2", ctr, "fail", ""},
+		{"no-handshake", "app-a", secretFor("app-a"), "none", "false", "false", "1", ctr, "fail", ""},
+	}
+}
+
+func secretsOf(cases []interopCase) map[string]string {
+	m := map[string]string{"app-a": secretFor("app-a"), "app-b": secretFor("app-b")}
+	for _, c := range cases {
+		if c.wantCipher != "fail" {
+			m[c.app] = c.secret
+		}
+	}
+	return m
+}
+
+// checkRun checks the Java client's results and what the server saw.
+func checkRun(t *testing.T, srv *testServer, cases []interopCase, got map[string]string) {
+	t.Helper()
+	byApp := map[string][]*connResult{}
+	for _, r := range srv.results {
+		byApp[r.appID] = append(byApp[r.appID], r)
+	}
+	failed := false
+	for _, c := range cases {
+		res, ok := got[c.name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no result from the Java client", c.name)
+		case c.wantCipher == "fail":
+			if !strings.HasPrefix(res, "FAIL") {
+				t.Errorf("%s: Spark's client got %q, want a failure", c.name, res)
+			}
+		case res != "OK":
+			t.Errorf("%s: Spark's client: %s", c.name, res)
+			failed = true
+		default:
+			rs := byApp[c.app]
+			if len(rs) != 1 {
+				t.Errorf("%s: server saw %d authenticated connections for %s, want 1", c.name, len(rs), c.app)
+				continue
+			}
+			want := 3
+			if c.sizes != "" {
+				want = len(strings.Split(c.sizes, ","))
+			}
+			if r := rs[0]; r.cipher != c.wantCipher || r.echoes != want || r.err != nil {
+				t.Errorf("%s: server: cipher %q, %d echoes, err %v; want cipher %q, %d echoes, no error", c.name, r.cipher, r.echoes, r.err, c.wantCipher, want)
+			}
+		}
+	}
+	// The failed cases: no connection authenticated for app-a, app-b or an
+	// unknown app, and none was answered past its handshake.
+	for _, r := range srv.results {
+		if r.done && (r.appID == "app-a" || r.appID == "app-b" || r.appID == "app-unknown") {
+			t.Errorf("a connection authenticated for %s", r.appID)
+		}
+		if !r.done && r.echoes != 0 {
+			t.Errorf("an unauthenticated connection got %d echoes", r.echoes)
+		}
+		if failed && r.err != nil {
+			t.Logf("server: app %q: %v", r.appID, r.err)
+		}
+	}
+}
+
+func TestSparkInterop(t *testing.T) {
+	versions := sparkJarDirs(t)
+	if len(versions) == 0 {
+		t.Skip("no Spark jars: set SHUFFLED_SPARK_JARS or install pyspark under bin/spark (scripts/test does)")
+	}
+	for version, jars := range versions {
+		t.Run("spark="+version, func(t *testing.T) {
+			t.Parallel()
+			classes := compileHarness(t, jars)
+
+			// The default server: every protocol and cipher, and the
+			// failures.
+			cases := append(goodCases(), badCases()...)
+			srv := startServer(t, secretsOf(cases), func() Options { return Options{} })
+			// A server that requires SASL encryption and offers only rc4
+			// (the JDK takes 3des when offered): a plain SASL client fails.
+			rc4Cases := []interopCase{
+				{"sasl-rc4", "app-rc4", secretFor("app-rc4"), "auth", "false", "true", "1", ctr, "sasl auth-conf rc4", ""},
+				{"sasl-plain-refused", "app-a", secretFor("app-a"), "auth", "false", "false", "1", ctr, "fail", ""},
+			}
+			rc4 := startServer(t, secretsOf(rc4Cases), func() Options {
+				return Options{SASLRequireEncryption: true, saslCiphers: []string{"rc4"}}
+			})
+			// One JVM runs the cases of both servers.
+			got := runHarness(t, classes, jars, harnessRun{srv.port(), cases}, harnessRun{rc4.port(), rc4Cases})
+			srv.close()
+			rc4.close()
+			checkRun(t, srv, cases, got)
+			checkRun(t, rc4, rc4Cases, got)
+
+			if dir := os.Getenv("SPARKAUTH_RECORD"); dir != "" {
+				recordKATs(t, classes, jars, version, dir)
+			}
+		})
+	}
+}
+
+// A kat is one connection of Spark's client with a server whose randomness
+// is fixed (katRand): the bytes each side sent. Replaying the client's bytes
+// into a Server with the same randomness must give the same server bytes,
+// so a kat checks every derivation and cipher against what Spark's client
+// accepted, without a JVM.
+type kat struct {
+	Spark  string `json:"spark"`
+	Case   string `json:"case"`
+	App    string `json:"app"`
+	Secret string `json:"secret"`
+	Cipher string `json:"cipher"`
+	In     string `json:"client_to_server"`
+	Out    string `json:"server_to_client"`
+}
+
+func katRand() io.Reader {
+	var seed [32]byte
+	copy(seed[:], "sparkauth known-answer tests")
+	return mrand.NewChaCha8(seed)
+}
+
+func katOptions(name string) Options {
+	o := Options{Rand: katRand()}
+	if name == "sasl-rc4" {
+		o.saslCiphers = []string{"rc4"}
+	}
+	return o
+}
+
+func recordKATs(t *testing.T, classes, jars, version, dir string) {
+	cases := goodCases()
+	cases = append(cases, interopCase{"sasl-rc4", "app-sasl-rc4", secretFor("app-sasl-rc4"), "auth", "false", "true", "1", ctr, "sasl auth-conf rc4", ""})
+	for _, c := range cases {
+		c.sizes = "5"
+		srv := startServer(t, secretsOf([]interopCase{c}), func() Options { return katOptions(c.name) })
+		srv.record = true
+		got := runHarness(t, classes, jars, harnessRun{srv.port(), []interopCase{c}})
+		srv.close()
+		checkRun(t, srv, []interopCase{c}, got)
+		if len(srv.results) != 1 {
+			t.Fatalf("%s: %d connections", c.name, len(srv.results))
+		}
+		r := srv.results[0]
+		k := kat{Spark: version, Case: c.name, App: c.app, Secret: c.secret, Cipher: c.wantCipher,
+			In: hex.EncodeToString(r.in), Out: hex.EncodeToString(r.out)}
+		b, err := json.MarshalIndent(k, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "spark-"+version+"-"+c.name+".json"), append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// harnessRun is cases to run against the server on port.
+type harnessRun struct {
+	port  int
+	cases []interopCase
+}
+
+// interopJVMFlags start a short-lived JVM fast: the client compiler only,
+// the serial collector, the JDK's class data archive and a small heap.
+func interopJVMFlags() []string {
+	return []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xss1m", "-Xmx256m"}
+}
+
+// runHarness runs the Java client over the runs' cases, in one JVM, and
+// returns its result lines by case name.
+func runHarness(t *testing.T, classes, jars string, runs ...harnessRun) map[string]string {
 	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil {
 		t.Fatalf("java: %v", err)
 	}
 	var stdin strings.Builder
-	for _, c := range cases {
-		stdin.WriteString(c.line() + "\n")
+	for _, r := range runs {
+		for _, c := range r.cases {
+			fmt.Fprintf(&stdin, "%d %s\n", r.port, c.line())
+		}
 	}
-	cmd := exec.Command(java, "-Dlog4j2.level=OFF", "-cp", classes+string(os.PathListSeparator)+filepath.Join(jars, "*"),
-		"SparkAuthClient", "127.0.0.1", fmt.Sprint(port))
+	args := append(interopJVMFlags(), "-Dlog4j2.level=OFF", "-cp", classes+string(os.PathListSeparator)+filepath.Join(jars, "*"),
+		"SparkAuthClient", "127.0.0.1")
+	cmd := exec.Command(java, args...)
 	cmd.Stdin = strings.NewReader(stdin.String())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -295,81 +478,4 @@ func runHarness(t *testing.T, classes, jars string, port int, cases []interopCas
 		}
 	}
 	return got
-}
-
-// gcmVersions: the GCM transport cipher (GcmTransportCipher) is in every
-// Spark this project supports (3.5.2 and later).
-func hasGCM(jars string) bool {
-	m, _ := filepath.Glob(filepath.Join(jars, "spark-network-common_*.jar"))
-	return len(m) > 0
-}
-
-func TestSparkInterop(t *testing.T) {
-	versions := sparkJarDirs(t)
-	if len(versions) == 0 {
-		t.Skip("no Spark jars: set SHUFFLED_SPARK_JARS or install pyspark under bin/spark (scripts/test does)")
-	}
-	for version, jars := range versions {
-		t.Run("spark="+version, func(t *testing.T) {
-			classes := compileHarness(t, jars)
-			secrets := map[string]string{}
-			cases := interopCases(hasGCM(jars))
-			for _, c := range cases {
-				if c.wantCipher != "fail" {
-					secrets[c.app] = c.secret
-				}
-			}
-			secrets["app-a"] = secretFor("app-a")
-			secrets["app-b"] = secretFor("app-b")
-			srv := startServer(t, secrets, func() Options { return Options{} })
-			got := runHarness(t, classes, jars, srv.port(), cases)
-			srv.close()
-
-			byApp := map[string][]*connResult{}
-			for _, r := range srv.results {
-				byApp[r.appID] = append(byApp[r.appID], r)
-			}
-			for _, c := range cases {
-				res, ok := got[c.name]
-				if !ok {
-					t.Errorf("%s: no result from the Java client", c.name)
-					continue
-				}
-				if c.wantCipher == "fail" {
-					if !strings.HasPrefix(res, "FAIL") {
-						t.Errorf("%s: Spark's client got %q, want a failure", c.name, res)
-					}
-					continue
-				}
-				if res != "OK" {
-					for _, r := range srv.results {
-						if r.err != nil {
-							t.Logf("server: app %q: %v", r.appID, r.err)
-						}
-					}
-					t.Errorf("%s: Spark's client: %s", c.name, res)
-					continue
-				}
-				rs := byApp[c.app]
-				if len(rs) != 1 {
-					t.Errorf("%s: server saw %d authenticated connections for %s, want 1", c.name, len(rs), c.app)
-					continue
-				}
-				if r := rs[0]; r.cipher != c.wantCipher || r.echoes != 3 || r.err != nil {
-					t.Errorf("%s: server: cipher %q, %d echoes, err %v; want cipher %q, 3 echoes, no error", c.name, r.cipher, r.echoes, r.err, c.wantCipher)
-				}
-			}
-			// The failed cases: no connection authenticated for app-a,
-			// app-b or an unknown app, and none was answered past its
-			// handshake.
-			for _, r := range srv.results {
-				if r.done && (r.appID == "app-a" || r.appID == "app-b" || r.appID == "app-unknown") {
-					t.Errorf("a connection authenticated for %s", r.appID)
-				}
-				if !r.done && r.echoes != 0 {
-					t.Errorf("an unauthenticated connection got %d echoes", r.echoes)
-				}
-			}
-		})
-	}
 }

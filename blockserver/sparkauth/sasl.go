@@ -23,12 +23,17 @@ const (
 	layerMarker    = ":00000000000000000000000000000000"
 )
 
+// saslCiphers returns the auth-conf ciphers offered, strongest first: the
+// JDK's client takes the first of the strongest it supports, 3des.
+func saslCiphers() []string { return []string{"3des", "rc4"} }
+
 // saslServer is a SASL handshake between its challenge and the client's
 // response.
 type saslServer struct {
 	password []byte // base64 of the secret: zeroed by wipe
 	nonce    string
 	qops     []string
+	ciphers  []string
 	maxBlock int
 }
 
@@ -80,7 +85,11 @@ func (s *Server) saslStep(body []byte) ([]byte, error) {
 			password: sparkBase64(secret),
 			nonce:    base64.StdEncoding.EncodeToString(nonce),
 			qops:     []string{qopAuthConf, qopAuth},
+			ciphers:  saslCiphers(),
 			maxBlock: s.opts.MaxSASLBlock,
+		}
+		if s.opts.saslCiphers != nil {
+			ss.ciphers = s.opts.saslCiphers
 		}
 		if s.opts.SASLRequireEncryption {
 			ss.qops = ss.qops[:1]
@@ -107,15 +116,18 @@ func (s *Server) saslStep(body []byte) ([]byte, error) {
 func (ss *saslServer) challenge() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `realm="%s",nonce="%s",qop="%s",charset=utf-8,`, saslRealm, ss.nonce, strings.Join(ss.qops, ","))
-	b.WriteString(`cipher="3des,rc4",algorithm=md5-sess`)
+	fmt.Fprintf(&b, `cipher="%s",algorithm=md5-sess`, strings.Join(ss.ciphers, ","))
 	return []byte(b.String())
 }
 
-// directives of a digest-response that may appear once each.
-var saslOnce = map[string]bool{
-	"username": true, "realm": true, "nonce": true, "cnonce": true, "nc": true,
-	"qop": true, "digest-uri": true, "response": true, "maxbuf": true,
-	"charset": true, "cipher": true, "authzid": true,
+// saslOnce reports whether a digest-response directive may appear only once.
+func saslOnce(name string) bool {
+	switch name {
+	case "username", "realm", "nonce", "cnonce", "nc", "qop", "digest-uri",
+		"response", "maxbuf", "charset", "cipher", "authzid":
+		return true
+	}
+	return false
 }
 
 // respond checks a digest-response and returns the response-auth
@@ -183,8 +195,12 @@ func (ss *saslServer) respond(payload []byte) ([]byte, Cipher, error) {
 	}
 	cipherName, hasCipher := get("cipher")
 	if qop == qopAuthConf {
-		if cipherName != "3des" && cipherName != "rc4" {
-			return nil, nil, fmt.Errorf("%w: digest-response cipher %q, offered 3des,rc4", ErrAuthFailed, cipherName)
+		offered := false
+		for _, c := range ss.ciphers {
+			offered = offered || c == cipherName
+		}
+		if !offered {
+			return nil, nil, fmt.Errorf("%w: digest-response cipher %q, offered %s", ErrAuthFailed, cipherName, strings.Join(ss.ciphers, ","))
 		}
 	} else if hasCipher {
 		return nil, nil, fmt.Errorf("%w: digest-response cipher %q with qop %q", ErrMalformed, cipherName, qop)
@@ -316,7 +332,7 @@ func parseDirectives(s string) (map[string]string, error) {
 			}
 			val.WriteString(s[start:i])
 		}
-		if _, dup := out[name]; dup && saslOnce[name] {
+		if _, dup := out[name]; dup && saslOnce(name) {
 			return nil, fmt.Errorf("%w: digest-response directive %q appears twice", ErrMalformed, name)
 		}
 		out[name] = val.String()

@@ -213,6 +213,12 @@ type saslCipher struct {
 	maxBlock int
 }
 
+var (
+	_ Cipher       = (*saslCipher)(nil)
+	_ fmt.Stringer = (*saslCipher)(nil)
+	_ fmt.Stringer = (*aeCipher)(nil)
+)
+
 // saslOutBlock is the plaintext per block the writer wraps.
 const saslOutBlock = 64 << 10
 
@@ -226,7 +232,7 @@ func (c *saslCipher) WrapReader(r io.Reader) io.Reader {
 	return &saslReader{r: r, layer: c.layer, max: max}
 }
 
-func (c *saslCipher) WrapWriter(w io.Writer) io.Writer {
+func (c *saslCipher) WrapWriter(w io.Writer) FrameWriter {
 	return &saslWriter{w: w, layer: c.layer}
 }
 
@@ -291,26 +297,66 @@ func (s *saslReader) next() error {
 type saslWriter struct {
 	w     io.Writer
 	layer *saslLayer
+	fs    frameState
+	pend  []byte // plaintext of the announced frame not yet wrapped (< saslOutBlock)
 	buf   []byte
 	err   error
+}
+
+func (s *saslWriter) BeginFrame(n int64) error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.fs.begin(n)
 }
 
 func (s *saslWriter) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	written := 0
-	for len(p) > 0 {
-		n := min(len(p), saslOutBlock)
-		s.buf = append(s.buf[:0], 0, 0, 0, 0, 0, 0, 0, 0)
-		s.buf = s.layer.wrap(s.buf, p[:n])
-		binary.BigEndian.PutUint64(s.buf[:8], uint64(len(s.buf)))
-		if _, err := s.w.Write(s.buf); err != nil {
-			s.err = err
-			return written, err
-		}
-		written += n
-		p = p[n:]
+	framed := s.fs.in
+	if err := s.fs.take(len(p)); err != nil {
+		return 0, err
 	}
-	return written, nil
+	n := len(p)
+	for len(p) > 0 {
+		if !framed || (len(s.pend) == 0 && len(p) >= saslOutBlock) {
+			k := min(len(p), saslOutBlock)
+			if err := s.block(p[:k]); err != nil {
+				return n - len(p), err
+			}
+			p = p[k:]
+			continue
+		}
+		k := min(len(p), saslOutBlock-len(s.pend))
+		s.pend = append(s.pend, p[:k]...)
+		p = p[k:]
+		if len(s.pend) == saslOutBlock {
+			if err := s.block(s.pend); err != nil {
+				return n - len(p), err
+			}
+			s.pend = s.pend[:0]
+		}
+	}
+	if framed && !s.fs.in && len(s.pend) > 0 {
+		if err := s.block(s.pend); err != nil {
+			return n, err
+		}
+		s.pend = s.pend[:0]
+	}
+	return n, nil
+}
+
+// block wraps msg and writes it with its length.
+func (s *saslWriter) block(msg []byte) error {
+	s.buf = append(s.buf[:0], 0, 0, 0, 0, 0, 0, 0, 0)
+	s.buf = s.layer.wrap(s.buf, msg)
+	binary.BigEndian.PutUint64(s.buf[:8], uint64(len(s.buf)))
+	if _, err := s.w.Write(s.buf); err != nil {
+		// The sequence number and the cipher have moved on: the stream
+		// cannot go on.
+		s.err = err
+		return err
+	}
+	return nil
 }

@@ -58,6 +58,10 @@ type Options struct {
 	// Rand is the source of nonces, salts and ephemeral keys; nil means
 	// crypto/rand. Tests only.
 	Rand io.Reader
+
+	// saslCiphers overrides the ciphers the SASL challenge offers (tests:
+	// the JDK's client picks 3des whenever it is offered).
+	saslCiphers []string
 }
 
 // DefaultMaxSASLBlock is MaxSASLBlock's default: 1 MiB, sixteen times Spark's
@@ -101,16 +105,66 @@ type Cipher interface {
 	// bytes do not decrypt or authenticate.
 	WrapReader(r io.Reader) io.Reader
 	// WrapWriter returns a writer that encrypts what is written to it onto
-	// w, the raw connection. A Write may carry any part of the frame
-	// stream; each Write is encrypted and written through before it
-	// returns (for GCM and SASL a Write is one or more encrypted messages,
-	// so few large Writes cost less than many small ones). With AuthEngine
-	// the writer learns the client's settings from the reader: write only
-	// after the first request was read (the protocol's order anyway).
-	WrapWriter(w io.Writer) io.Writer
-	// String names the protocol and cipher, e.g. "sasl auth-conf 3des" or
-	// "authengine v2 AES/CTR/NoPadding"; never key material.
-	String() string
+	// w, the raw connection (see FrameWriter). With AuthEngine the writer
+	// learns the client's settings from the reader: write only after the
+	// first request was read (the protocol's order anyway).
+	WrapWriter(w io.Writer) FrameWriter
+}
+
+// The Ciphers a Server returns are also fmt.Stringers naming the protocol
+// and cipher, e.g. "sasl auth-conf 3des" or "authengine v2
+// AES/CTR/NoPadding" (never key material); fmt.Sprint(c) gives it.
+
+// FrameWriter encrypts the outbound frame stream.
+//
+// BeginFrame(n) announces that the next n bytes written are one frame (n is
+// its length field's value); they may follow in any number of Writes, and
+// the frame is encrypted as Spark encrypts one message: one GCM message,
+// SASL blocks of at most 64 KiB that do not span frames. Within such a
+// frame the writer holds back at most one GCM segment (32 KiB) or one SASL
+// block (64 KiB) until the frame's last byte is written; a Write past the
+// announced end, or a BeginFrame before it, fails (ErrFrame).
+//
+// Writes outside an announced frame are encrypted and written through
+// before Write returns, each as its own GCM message or SASL blocks; the
+// receiver reads one stream either way, so message boundaries need not
+// match frames, but each costs a header.
+type FrameWriter interface {
+	io.Writer
+	BeginFrame(n int64) error
+}
+
+// ErrFrame: a FrameWriter used against the frame it was announced.
+var ErrFrame = errdefs.New(errdefs.ErrInternal, "sparkauth: write does not match the announced frame")
+
+// frameState checks Writes against BeginFrame.
+type frameState struct {
+	left int64 // bytes of the announced frame not yet written
+	in   bool  // a frame is announced and not complete
+}
+
+func (f *frameState) begin(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%w: BeginFrame(%d)", ErrFrame, n)
+	}
+	if f.in {
+		return fmt.Errorf("%w: BeginFrame(%d) with %d bytes of the previous frame unwritten", ErrFrame, n, f.left)
+	}
+	f.left, f.in = n, n > 0
+	return nil
+}
+
+// take accounts for a Write of k bytes.
+func (f *frameState) take(k int) error {
+	if !f.in {
+		return nil
+	}
+	if int64(k) > f.left {
+		return fmt.Errorf("%w: Write of %d bytes with %d left in the frame", ErrFrame, k, f.left)
+	}
+	f.left -= int64(k)
+	f.in = f.left > 0
+	return nil
 }
 
 // Mechanism names the protocol a handshake used.
@@ -260,7 +314,7 @@ func (s *Server) Cipher() Cipher {
 func (s *Server) String() string {
 	st := [...]string{"new", "challenged", "done", "failed"}[s.state]
 	if s.cipher != nil {
-		return fmt.Sprintf("sparkauth.Server{%s, app %q, %s}", st, s.appID, s.cipher)
+		return fmt.Sprintf("sparkauth.Server{%s, app %q, %v}", st, s.appID, s.cipher)
 	}
 	return fmt.Sprintf("sparkauth.Server{%s, %s, app %q}", st, s.mech, s.appID)
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/shuffled/shuffled/internal/buildinfo"
 )
 
 // The test binary doubles as the command: with this variable set it runs
@@ -106,5 +108,23 @@ func TestBadFlags(t *testing.T) {
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("shuffled-loadgen %q = exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q", tt.args, code, out, errOut, tt.want)
 		}
+	}
+}
+
+// --version prints the build on stdout, as `shuffled version` does, and
+// exits 0 without running anything.
+func TestVersion(t *testing.T) {
+	code, out, errOut := runCommand(t, "--version")
+	if code != 0 {
+		t.Fatalf("shuffled-loadgen --version exited %d: %s", code, errOut)
+	}
+	if want := "shuffled-loadgen " + buildinfo.Get().String() + "\n"; out != want {
+		t.Errorf("shuffled-loadgen --version printed %q, want %q", out, want)
+	}
+	if errOut != "" {
+		t.Errorf("shuffled-loadgen --version wrote %q on stderr, want nothing", errOut)
+	}
+	if code, _, _ := runCommand(t, "--version", "extra"); code != 2 {
+		t.Errorf("shuffled-loadgen --version extra exited %d, want 2 (usage)", code)
 	}
 }

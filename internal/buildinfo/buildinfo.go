@@ -19,7 +19,7 @@ import (
 )
 
 // Base is the version the source tree is on its way to. jvm/pom.xml's
-// version is Base-SNAPSHOT (a test checks it).
+// version is Base-dev, as an unstamped Go build's (a test checks it).
 const Base = "0.1.0"
 
 // Set by the linker in release builds; see the package comment.

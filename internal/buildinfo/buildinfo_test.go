@@ -48,7 +48,7 @@ func TestBaseMatchesPom(t *testing.T) {
 	if m == nil {
 		t.Fatal("jvm/pom.xml: no <version> after <artifactId>shuffled-jvm</artifactId>")
 	}
-	if got, want := string(m[1]), Base+"-SNAPSHOT"; got != want {
+	if got, want := string(m[1]), Base+"-dev"; got != want {
 		t.Errorf("jvm/pom.xml version = %q, want %q (buildinfo.Base)", got, want)
 	}
 }

@@ -88,12 +88,29 @@ func (f *adminFlags) dial(ctx context.Context) (*client.Client, context.Context,
 	return c, ctx, cancel, nil
 }
 
-// usageErr turns a flag error into a usage error (exit 2); -h is no error.
+// usageErr turns a flag error into a usage error (exit 2); -h, after the
+// usage is printed, is errHelped (exit 0).
 func usageErr(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
-		return nil
+		return errHelped
 	}
 	return fmt.Errorf("%w: %v", errUsage, err)
+}
+
+// humanBytes writes n bytes with a binary unit, one decimal past KiB, and
+// the exact count: "71 B", "1.5 MiB (1572864 bytes)".
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	f, unit := float64(n)/1024, "KiB"
+	for _, u := range []string{"MiB", "GiB", "TiB", "PiB"} {
+		if f < 1024 {
+			break
+		}
+		f, unit = f/1024, u
+	}
+	return fmt.Sprintf("%.1f %s (%d bytes)", f, unit, n)
 }
 
 // apps lists the applications on the daemon.
@@ -119,7 +136,7 @@ func apps(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "APPLICATION\tOWNER\tCONNECTIONS\tSHUFFLES\tMAP OUTPUTS\tBYTES")
 	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", a.AppID, ownerName(a.OwnerUID), a.Connections, a.Shuffles, a.MapOutputs, server.FormatSize(a.Bytes))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", a.AppID, ownerName(a.OwnerUID), a.Connections, a.Shuffles, a.MapOutputs, humanBytes(a.Bytes))
 	}
 	return tw.Flush()
 }
@@ -193,7 +210,14 @@ func rm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("removing %s: %w", what, err)
 	}
-	_, err = fmt.Fprintf(stdout, "removed %s: %d map outputs, %s\n", what, removed.MapOutputs, server.FormatSize(removed.Bytes))
+	if removed.MapOutputs == 0 && removed.Bytes == 0 {
+		return fmt.Errorf("%w: %s: no map outputs found, nothing removed (is the name right? shuffled apps lists them)", errNothing, what)
+	}
+	outputs := "map outputs"
+	if removed.MapOutputs == 1 {
+		outputs = "map output"
+	}
+	_, err = fmt.Fprintf(stdout, "removed %s: %d %s, %s\n", what, removed.MapOutputs, outputs, humanBytes(removed.Bytes))
 	return err
 }
 

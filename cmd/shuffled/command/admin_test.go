@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -132,11 +133,15 @@ func TestAdminCommands(t *testing.T) {
 		t.Errorf("rm app-1 0 = %v: %q", err, out)
 	}
 	out, err = run(t, "rm", "app-1", "--socket", socket)
-	if err != nil || !strings.HasPrefix(out, "removed application app-1: 1 map outputs, ") {
+	if err != nil || !strings.HasPrefix(out, "removed application app-1: 1 map output, ") {
 		t.Errorf("rm app-1 = %v: %q", err, out)
 	}
-	if list, err := c.ListApplications(ctx); err != nil || len(list) != 1 || list[0].MapOutputs != 0 {
-		t.Errorf("after rm: ListApplications = %+v, %v; want app-1 (still connected) with nothing", list, err)
+	// The removal ended the registration of the executor still connected.
+	if list, err := c.ListApplications(ctx); err != nil || len(list) != 0 {
+		t.Errorf("after rm: ListApplications = %+v, %v; want none", list, err)
+	}
+	if _, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 0, MapID: 9, NumPartitions: 1, Kind: protocol.KindOpaque}); protocol.CodeOf(err) != protocol.CodeFailedPrecondition {
+		t.Errorf("after rm: Open on the removed application's connection = %v, want FailedPrecondition", err)
 	}
 }
 
@@ -158,5 +163,97 @@ func TestAdminUsage(t *testing.T) {
 	nobody := filepath.Join(t.TempDir(), "none.sock")
 	if _, err := run(t, "apps", "--socket", nobody); err == nil || ExitCode(err) != 1 || !strings.Contains(err.Error(), nobody) {
 		t.Errorf("apps on %s = %v, want exit 1 naming the socket", nobody, err)
+	}
+}
+
+// refusingDaemon listens on a temp socket and answers every connection as
+// the daemon answers a peer it does not allow: one id-0 Error
+// PermissionDenied at once, then the close, before the client's Hello is
+// read. It returns the socket.
+func refusingDaemon(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := unixsock.Listen(path, 0o660)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	refusal, err := protocol.AppendFrame(nil, 0, &protocol.Error{Code: protocol.CodePermissionDenied, Message: "peer uid 4242 gid 4242 is not allowed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Write(refusal)
+			conn.Close()
+		}
+	}()
+	return path
+}
+
+// TestAdminRefusedPeer: a uid the daemon does not allow is told why (the
+// daemon's PermissionDenied), whether or not its Hello could still be
+// written, by every admin command; exit status 1.
+func TestAdminRefusedPeer(t *testing.T) {
+	socket := refusingDaemon(t)
+	for range 20 {
+		for _, args := range [][]string{{"apps"}, {"stats"}, {"rm", "app"}, {"apps", "--json"}} {
+			out, err := run(t, append(args, "--socket", socket)...)
+			if ExitCode(err) != 1 || !strings.Contains(err.Error(), "PermissionDenied") || !strings.Contains(err.Error(), "uid 4242") {
+				t.Fatalf("%q against a daemon that refuses the peer: %v (exit %d), output %q; want exit 1 with the daemon's PermissionDenied", args, err, ExitCode(err), out)
+			}
+		}
+	}
+}
+
+// TestAdminHelp: -h, -help and --help print the command's usage and exit 0.
+func TestAdminHelp(t *testing.T) {
+	for _, cmd := range []string{"apps", "stats", "rm", "version"} {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			out, err := run(t, cmd, h)
+			if err != nil || ExitCode(err) != 0 || !strings.Contains(out, "usage: shuffled "+cmd) && cmd != "version" {
+				t.Errorf("%s %s = %v (exit %d): %q, want the usage and exit 0", cmd, h, err, ExitCode(err), out)
+			}
+		}
+	}
+}
+
+// TestAdminRemoveNothing: rm of an application (or shuffle) with nothing
+// to remove says so and exits 3, so that a typo does not read as success;
+// sizes are printed with their unit.
+func TestAdminRemoveNothing(t *testing.T) {
+	socket := adminDaemon(t)
+	for _, args := range [][]string{{"rm", "nosuchapp"}, {"rm", "nosuchapp", "3"}} {
+		out, err := run(t, append(args, "--socket", socket)...)
+		if ExitCode(err) != 3 || !strings.Contains(err.Error(), "nothing") || !strings.Contains(err.Error(), "nosuchapp") {
+			t.Errorf("%q = %v (exit %d), output %q; want exit 3 saying nothing was found", args, err, ExitCode(err), out)
+		}
+	}
+	ctx := context.Background()
+	c, err := client.Dial(ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Register(ctx, protocol.RegisterExecutor{AppID: "app-1", ExecutorID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	commitOne(t, c, 0, 0)
+	out, err := run(t, "rm", "--socket", socket, "app-1")
+	if err != nil || !regexp.MustCompile(`^removed application app-1: 1 map output, [0-9.]+ (B|KiB|MiB)( \([0-9]+ bytes\))?\n$`).MatchString(out) {
+		t.Errorf("rm app-1 = %v: %q, want the map outputs and the bytes with their unit", err, out)
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB (1024 bytes)", 1536: "1.5 KiB (1536 bytes)",
+		5 << 20: "5.0 MiB (5242880 bytes)", 3 << 40: "3.0 TiB (3298534883328 bytes)"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -32,10 +32,25 @@ var subcommands = map[string]subcommand{
 // errUsage marks a mistake on the command line (exit status 2).
 var errUsage = errors.New("usage")
 
-// ExitCode returns the process exit status for an error of Run.
+// errNothing marks a command that found nothing to act on: rm of an
+// application or shuffle with no map outputs (exit status 3).
+var errNothing = errors.New("nothing found")
+
+// errHelped says that a command printed its usage for -h or --help: no
+// error (exit status 0), and nothing more to do.
+var errHelped = errors.New("usage printed")
+
+// ExitCode returns the process exit status for an error of Run: 0 for
+// none, 2 for a usage mistake, 3 when there was nothing to act on, 1 for
+// any other error.
 func ExitCode(err error) int {
-	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp):
 		return 2
+	case errors.Is(err, errNothing):
+		return 3
 	}
 	return 1
 }
@@ -57,7 +72,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return fmt.Errorf("%w: unknown sub-command %q", errUsage, args[0])
 	}
-	return sc.run(ctx, args[1:], stdout, stderr)
+	if err := sc.run(ctx, args[1:], stdout, stderr); !errors.Is(err, errHelped) {
+		return err
+	}
+	return nil
 }
 
 func usage(w io.Writer) {

@@ -27,6 +27,10 @@ import (
 // garbage collector works harder: frames being read, encoders, buffers.
 const memoryHeadroom = 256 << 20
 
+// cpuProfileEnv is --cpu-profile's variable; server.Config's flags have
+// theirs from their names the same way.
+const cpuProfileEnv = "SHUFFLED_CPU_PROFILE"
+
 // serve runs the daemon until SIGTERM or SIGINT, then drains it: no new
 // connections or map outputs, open map outputs finish until the drain
 // deadline, the rest are aborted, and it exits 0.
@@ -38,7 +42,13 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	fs := flag.NewFlagSet("shuffled serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the daemon's run, start to drain, to `file` (read with go tool pprof)")
+	// Like every flag of serve, --cpu-profile has its variable; the flag,
+	// parsed after, wins.
+	var cpuProfile string
+	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the daemon's run, start to drain, to `file` (read with go tool pprof) (env "+cpuProfileEnv+")")
+	if v, ok := os.LookupEnv(cpuProfileEnv); ok {
+		cpuProfile = v
+	}
 	var cfg server.Config
 	if err := cfg.Load(fs, args, os.LookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -47,8 +57,8 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	log := newLogger(stderr, cfg)
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
 		if err != nil {
 			return err
 		}

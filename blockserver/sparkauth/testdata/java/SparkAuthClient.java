@@ -23,29 +23,36 @@ import org.apache.spark.network.util.TransportConf;
  * AuthEngine or falls to SaslClientBootstrap as Spark's block clients do)
  * against a server, then sends RPCs and checks they come back unchanged.
  *
- * Usage: SparkAuthClient HOST PORT, then one case per line on stdin:
- *   NAME APP_ID SECRET HANDSHAKE CRYPTO SASL_ENCRYPTION VERSION CIPHER
+ * Usage: SparkAuthClient HOST, then one case per line on stdin:
+ *   PORT NAME APP_ID SECRET HANDSHAKE CRYPTO SASL_ENCRYPTION VERSION CIPHER
+ * PORT is the server's on HOST; each case connects on its own.
  * HANDSHAKE is "auth" or "none"; CRYPTO and SASL_ENCRYPTION "true"/"false"
  * (spark.network.crypto.enabled, spark.authenticate.enableSaslEncryption);
  * VERSION spark.network.crypto.authEngineVersion; CIPHER
- * spark.network.crypto.cipher. Prints "RESULT NAME OK" or
+ * spark.network.crypto.cipher; an optional tenth field lists the sizes of the
+ * RPCs to send, comma-separated (default 5,200000,1). Prints "RESULT NAME OK" or
  * "RESULT NAME FAIL reason" per case.
  */
 public final class SparkAuthClient {
   public static void main(String[] args) throws Exception {
     String host = args[0];
-    int port = Integer.parseInt(args[1]);
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
       if (line.isBlank()) {
         continue;
       }
-      String[] f = line.trim().split(" ");
+      String[] all = line.trim().split(" ");
+      int port = Integer.parseInt(all[0]);
+      String[] f = Arrays.copyOfRange(all, 1, all.length);
       String name = f[0];
       String result;
       try {
-        result = run(host, port, f[1], f[2], f[3].equals("auth"), f[4], f[5], f[6], f[7]);
+        int[] sizes = {5, 200_000, 1};
+        if (f.length > 8) {
+          sizes = Arrays.stream(f[8].split(",")).mapToInt(Integer::parseInt).toArray();
+        }
+        result = run(host, port, f[1], f[2], f[3].equals("auth"), f[4], f[5], f[6], f[7], sizes);
       } catch (Throwable t) {
         Throwable root = t;
         while (root.getCause() != null && root.getCause() != root) {
@@ -60,7 +67,8 @@ public final class SparkAuthClient {
   }
 
   private static String run(String host, int port, String appId, String secret, boolean handshake,
-      String crypto, String saslEncryption, String version, String cipher) throws Exception {
+      String crypto, String saslEncryption, String version, String cipher, int[] sizes)
+      throws Exception {
     Map<String, String> m = new HashMap<>();
     m.put("spark.network.crypto.enabled", crypto);
     m.put("spark.authenticate.enableSaslEncryption", saslEncryption);
@@ -68,6 +76,9 @@ public final class SparkAuthClient {
     m.put("spark.network.crypto.cipher", cipher);
     m.put("spark.network.crypto.saslFallback", "false");
     m.put("spark.shuffle.io.numConnectionsPerPeer", "1");
+    // Generous timeouts: a loaded CI machine runs this next to a race-detecting server.
+    m.put("spark.network.auth.rpcTimeout", "120s");
+    m.put("spark.shuffle.io.connectionTimeout", "120s");
     TransportConf conf = new TransportConf("shuffle", new MapConfigProvider(m));
     SecretKeyHolder keys = new SecretKeyHolder() {
       @Override
@@ -87,11 +98,12 @@ public final class SparkAuthClient {
       TransportClient client = factory.createClient(host, port);
       try {
         Random rnd = new Random(appId.hashCode());
-        // A small RPC, then one that spans several SASL blocks and GCM segments.
-        for (int size : new int[] {5, 200_000, 1}) {
+        // By default a small RPC, then one that spans several SASL blocks and
+        // GCM segments, then one of a single byte.
+        for (int size : sizes) {
           byte[] payload = new byte[size];
           rnd.nextBytes(payload);
-          ByteBuffer reply = client.sendRpcSync(ByteBuffer.wrap(payload), 20_000);
+          ByteBuffer reply = client.sendRpcSync(ByteBuffer.wrap(payload), 120_000);
           byte[] got = new byte[reply.remaining()];
           reply.get(got);
           if (!Arrays.equals(payload, got)) {

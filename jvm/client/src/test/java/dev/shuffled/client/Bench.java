@@ -25,7 +25,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <pre>
  * JAVA_HOME=$JDK25 mvn -f jvm/pom.xml -B -q -pl client package -DskipTests
  * $JDK25/bin/java --enable-native-access=ALL-UNNAMED \
- *   -cp jvm/client/target/shuffled-client-0.1.0-SNAPSHOT.jar:jvm/client/target/test-classes \
+ *   -cp jvm/client/target/shuffled-client-0.1.0-dev.jar:jvm/client/target/test-classes \
  *   dev.shuffled.client.Bench [--reps 5] [--tasks 32] [--concurrency 4] [--batches 4] \
  *   [--batch-mib 4] [--partitions 200] [--codec lz4]
  * </pre>

@@ -21,10 +21,10 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class SparkShimTest {
   private static final SparkShim.Build JAR4 = new SparkShim.Build(
-      "shuffled-spark-4_2.13-0.1.0-SNAPSHOT.jar", List.of("4.0", "4.1", "4.2", "4.3"), "2.13",
+      "shuffled-spark-4_2.13-0.1.0-dev.jar", List.of("4.0", "4.1", "4.2", "4.3"), "2.13",
       "4.0.4");
   private static final SparkShim.Build JAR35 = new SparkShim.Build(
-      "shuffled-spark-3.5_2.12-0.1.0-SNAPSHOT.jar", List.of("3.5"), "2.12", "3.5.9");
+      "shuffled-spark-3.5_2.12-0.1.0-dev.jar", List.of("3.5"), "2.12", "3.5.9");
 
   @TempDir Path dir;
 
