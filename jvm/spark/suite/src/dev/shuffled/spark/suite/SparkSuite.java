@@ -1100,8 +1100,9 @@ public final class SparkSuite {
   }
 
   /**
-   * Flips one byte in the middle of the largest partition of a map output of {@code shuffle} in
-   * the executors' local dirs; returns the file and offset, or null when none was found.
+   * Flips a bit of the first lz4 block checksum of the largest partition of a map output of
+   * {@code shuffle} in the executors' local dirs; returns the file and offset, or null when none
+   * was found.
    */
   private String flipAByte(int shuffle, Set<Long> mapIds, long since) throws IOException {
     // Only this application's map outputs of the shuffle: files of earlier applications with
@@ -1144,12 +1145,23 @@ public final class SparkSuite {
       if (bestLen < 64) {
         continue;
       }
-      long at = best + bestLen / 2;
+      // The partition is lz4 (Spark's default codec): a stream of blocks, each a header of
+      // "LZ4Block", a token, the compressed and original lengths and the checksum of the
+      // original bytes (little-endian, at offset 17). Flipping a bit of that checksum is a
+      // corruption every read detects; a byte flipped in the compressed bytes may decode to the
+      // same bytes (a match offset into a repeated pattern).
+      long at = best + 17;
       try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(data,
           java.nio.file.StandardOpenOption.READ, java.nio.file.StandardOpenOption.WRITE)) {
+        ByteBuffer magic = ByteBuffer.allocate(8);
+        ch.read(magic, best);
+        if (!new String(magic.array(), java.nio.charset.StandardCharsets.US_ASCII)
+            .equals("LZ4Block")) {
+          return null;
+        }
         ByteBuffer b = ByteBuffer.allocate(1);
         ch.read(b, at);
-        b.put(0, (byte) (b.get(0) ^ 0x5a)).position(0);
+        b.put(0, (byte) (b.get(0) ^ 0x01)).position(0);
         ch.write(b, at);
       }
       long dataFiles = files.keySet().stream().filter(n -> n.endsWith(".data")).count();
