@@ -10,14 +10,17 @@ import base64
 import hashlib
 import os
 import re
+import resource
 import socket
 import struct
+import threading
 import time
 import urllib.request
 
 from fail import Fail, check
 from wire import Conn, Reader, expect_error, i32, lst, string, u16
 from codec import CHECKSUMS
+from layout import spark_path
 
 
 FEAT_SERVE = 1 << 7  # protocol.md section 3: RegisterExecutor's auth tail, Registered's serve tail
@@ -385,7 +388,6 @@ class Serving:
             ("require-auth-silent", self.ra_addr, b"", None),
             ("require-auth-oneway", self.ra_addr, b"", frame(ONE_WAY, struct.pack(">i", 1) + b"x")),
         ]
-        import threading
         threads = [threading.Thread(target=watch, args=sp) for sp in specs]
         for t in threads:
             t.start()
@@ -438,7 +440,7 @@ class Serving:
         d = self.conn("srv-open", "e2", local_dirs=[self.local], sub_dirs=sub)
         check(d.serve == c.serve, "serve tail %r of a second registration differs" % (d.serve,))
         self.spark_conn = d
-        self.spark_where = lambda name: os.path.join(*self._spark_path(name, sub))
+        self.spark_where = lambda name: spark_path([self.local], sub, name)
         self.secret = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
         a = self.conn("srv-secret", "e1", secret=self.secret)
         check(a.serve == c.serve, "serve tail of an application with a secret %r" % (a.serve,))
@@ -468,10 +470,6 @@ class Serving:
                 "--serve-addr 127.0.0.1:0, flags 0; a second secret or none for an application with one "
                 "InvalidArgument; a key length 0 without the auth tail, a secret over 1024 bytes, bytes after the tail "
                 "InvalidArgument; protocol.md's example bytes; without the auth tail, no serve tail")
-
-    def _spark_path(self, name, sub):
-        from layout import spark_path
-        return (spark_path([self.local], sub, name),)
 
     # --- fetching -------------------------------------------------------------------
 
@@ -590,6 +588,11 @@ class Serving:
             fetch_shuffle_blocks("srv-open", "e1", 1, [0], [[-1]], False),
             open_blocks("srv-open", "e1", ["shuffle_1_0_0"])[:-3],  # does not decode
             bytes([99]) + bstr("srv-open"),                      # a type nobody defines
+            b"",                                                 # no type byte
+            bytes([OPEN_BLOCKS]) + bstr("srv-open") + bstr("e1") + struct.pack(">i", -1),
+            bytes([OPEN_BLOCKS]) + bstr("srv-open") + bstr("e1") + struct.pack(">i", 10 ** 9),
+            bytes([OPEN_BLOCKS]) + bstr("srv-open") + bstr("e1") + struct.pack(">ii", 1, 2) + b"\xff\xfe",
+            open_blocks("srv-open", "e1", ["shuffle_1_0_0"]) + b"\0",  # trailing bytes in the body
             bytes([2]) + bstr("srv-open") + bstr("e1"),          # RegisterExecutor: not served
             bytes([5]) + bstr("srv-open"),                       # Heartbeat: not served
         ]
@@ -650,9 +653,11 @@ class Serving:
         p = next(k for k in range(4) if segs[k])
         good = crc(segs[p])
         got = [cause(p, good), cause(p, good ^ 1), cause(p, good, "MD5"), cause(p, good, "ADLER32"),
-               cause(p, good, mapid=9), cause(9, good)]
-        check(got == [CHECKSUM_VERIFY_PASS, NETWORK_ISSUE, UNSUPPORTED_ALGO, UNKNOWN_ISSUE, UNKNOWN_ISSUE, UNKNOWN_ISSUE],
-              "CorruptionCause %r, want pass, network, unsupported, unknown (no such checksum file, map output, partition)" % got)
+               cause(p, good, mapid=9), cause(9, good), cause(p, good | (1 << 40)), cause(p, good - (1 << 32))]
+        check(got == [CHECKSUM_VERIFY_PASS, NETWORK_ISSUE, UNSUPPORTED_ALGO, UNKNOWN_ISSUE, UNKNOWN_ISSUE, UNKNOWN_ISSUE,
+                      NETWORK_ISSUE, NETWORK_ISSUE],
+              "CorruptionCause %r, want pass, network, unsupported, unknown (no such checksum file, map output, "
+              "partition), network (high bits set; the value less 2^32)" % got)
         # Flip a byte of the partition in the data file: its checksum no longer matches the file's.
         with open(where("shuffle_3_0_0.index"), "rb") as f:
             start = struct.unpack(">q", f.read()[8 * p:8 * p + 8])[0]
@@ -771,7 +776,6 @@ class Serving:
         os.makedirs(local)
         flags = ["--allowed-roots", spark, "--serve-addr", "127.0.0.1:0"]
         sock, proc = self.start(args.daemon, args.tmp, "serve-restart", flags)
-        from layout import spark_path
         try:
             self.sock = sock
             secret = b"restart-secret"
@@ -859,6 +863,10 @@ class Serving:
             ("a short ChunkFetchRequest", frame(CHUNK_FETCH_REQUEST, struct.pack(">q", 1))),
             ("a string past the frame", frame(STREAM_REQUEST, struct.pack(">i", 100) + b"abc")),
             ("a string not UTF-8", frame(STREAM_REQUEST, struct.pack(">i", 2) + b"\xff\xfe")),
+            ("a negative string length", frame(STREAM_REQUEST, struct.pack(">i", -1))),
+            ("a negative body_size", frame(RPC_REQUEST, struct.pack(">qi", 1, -1) + b"abc")),
+            ("a OneWayMessage's body_size too large", frame(ONE_WAY, struct.pack(">i", 5) + b"abc")),
+            ("random bytes", bytes([0x9c, 0x41, 0x07, 0xee, 0x10, 0x00, 0x5a, 0x33]) * 8),
         ]
         for what, raw in cases:
             b = self.tcp()
@@ -976,7 +984,6 @@ class Serving:
                 "application is no longer served")
 
     def connection_cap(self):
-        import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard < 4096 + 200:
             self.suite.skipped.append("serving connection cap (RLIMIT_NOFILE %d)" % hard)

@@ -25,7 +25,13 @@ percentage) refuses Open, naming the disk and its free bytes; one started with -
 removes an application without a connection within its 30 s rounds (about 30 s of the run) and
 keeps one still connected. As root able to mount, it gives a daemon an 8 MiB tmpfs root and fills
 and frees it: Open refused below --disk-low-watermark, still refused until free space is back
-above --disk-high-watermark.
+above --disk-high-watermark. With --daemon it acts as a Spark reducer of the block server
+(docs/serving.md; serving.py): daemons started with --serve-addr 127.0.0.1:0 (one with
+--serve-require-auth) announce their address in Registered's serve tail; OpenBlocks and
+FetchShuffleBlocks (single and batch) are fetched chunk by chunk and compared with the data
+file's segments; GetLocalDirsForExecutors, DiagnoseCorruption (a flipped byte), RemoveBlocks and
+RemoveOutputs; SASL DIGEST-MD5 (qop auth) with a registered secret; hostile frames, the time and
+size bounds, 4096 connections, and a restart.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd). Bare section numbers are
