@@ -8,6 +8,7 @@ segment as its index gives it (docs/format.md section 9)."""
 
 import base64
 import hashlib
+import hmac
 import os
 import re
 import resource
@@ -147,10 +148,13 @@ class BlockConn:
     def close(self):
         self.s.close()
 
-    def send(self, typ, fields):
-        self.s.sendall(frame(typ, fields))
+    layer = None  # a SASL auth-conf security layer once negotiated (SaslConf)
 
-    def recv_exact(self, n):
+    def send(self, typ, fields):
+        data = frame(typ, fields)
+        self.s.sendall(self.layer.wrap_frame(data) if self.layer else data)
+
+    def raw_recv(self, n):
         buf = bytearray()
         while len(buf) < n:
             chunk = self.s.recv(min(n - len(buf), 1 << 20))
@@ -159,10 +163,23 @@ class BlockConn:
             buf += chunk
         return bytes(buf)
 
+    def recv_exact(self, n):
+        if not self.layer:
+            return self.raw_recv(n)
+        while len(self.layer.plain) < n:
+            self.layer.plain += self.layer.unwrap(self.raw_recv)
+        out = bytes(self.layer.plain[:n])
+        del self.layer.plain[:n]
+        return out
+
     def recv_frame(self):
         length, typ = struct.unpack(">qB", self.recv_exact(9))
         check(9 <= length <= (1 << 31), "the daemon sent a frame length %d" % length)
-        return typ, self.recv_exact(length - 9)
+        body = self.recv_exact(length - 9)
+        if self.layer:
+            # serving-auth.md "After the handshake": SASL blocks do not span frames.
+            check(not self.layer.plain, "a SASL block spans the end of a frame (%d bytes past it)" % len(self.layer.plain))
+        return typ, body
 
     def rpc_raw(self, body):
         rid = self.next_id
@@ -252,21 +269,99 @@ def parse_directives(tok):
             for k, v in re.findall(r'([a-zA-Z-]+)=("[^"]*"|[^,]*)', tok)}
 
 
-def sasl_auth(c, app, secret):
-    """Runs the client side of the handshake with qop auth; raises RpcFailed if refused."""
+def md5(b):
+    return hashlib.md5(b).digest()
+
+
+def hexmd5(b):
+    return hashlib.md5(b).hexdigest()
+
+
+def sasl_auth(c, app, secret, conf=False):
+    """Runs the client side of the handshake, qop auth, or auth-conf with cipher rc4 (then every
+    later byte of c goes through the security layer); raises RpcFailed if refused."""
     ch = c.rpc(sasl_message(app, b"")).decode()
     d = parse_directives(ch)
-    check(d.get("realm") == "default" and "auth" in d.get("qop", "").split(",") and d.get("algorithm") == "md5-sess"
-          and len(d.get("nonce", "")) == 40, "digest-challenge %r" % ch)
-    nonce, cnonce, nc, qop, uri = d["nonce"], base64.b64encode(os.urandom(30)).decode(), "00000001", "auth", "null/default"
-    md5 = lambda b: hashlib.md5(b).digest()
-    hexmd5 = lambda b: hashlib.md5(b).hexdigest()
+    check(d.get("realm") == "default" and d.get("qop") == "auth-conf,auth" and d.get("algorithm") == "md5-sess"
+          and d.get("cipher") == "3des,rc4" and d.get("charset") == "utf-8" and len(d.get("nonce", "")) == 40,
+          "digest-challenge %r, not as serving-auth.md lays it out" % ch)
+    nonce, cnonce, nc, uri = d["nonce"], base64.b64encode(os.urandom(30)).decode(), "00000001", "null/default"
+    qop, tail = ("auth-conf", ":" + "0" * 32) if conf else ("auth", "")
     ha1 = md5(md5(("%s:default:%s" % (SASL_USER, netty_base64(secret))).encode()) + (":%s:%s" % (nonce, cnonce)).encode())
     kd = lambda a2: hexmd5(("%s:%s:%s:%s:%s:%s" % (ha1.hex(), nonce, nc, cnonce, qop, hexmd5(a2.encode()))).encode())
     resp = ('charset=utf-8,username="%s",realm="default",nonce="%s",nc=%s,cnonce="%s",digest-uri="%s",'
-            'maxbuf=65536,response=%s,qop=%s' % (SASL_USER, nonce, nc, cnonce, uri, kd("AUTHENTICATE:" + uri), qop))
+            'maxbuf=65536,response=%s,qop=%s' % (SASL_USER, nonce, nc, cnonce, uri, kd("AUTHENTICATE:" + uri + tail), qop))
+    if conf:
+        resp += ',cipher="rc4"'
     got = c.rpc(sasl_message(app, resp.encode())).decode()
-    check(got == "rspauth=" + kd(":" + uri), "rspauth %r, want %r" % (got, kd(":" + uri)))
+    want = "rspauth=" + kd(":" + uri + tail)
+    check(got == want, "rspauth %r, want %r" % (got, want))
+    if conf:
+        c.layer = SaslConf(ha1)
+
+
+class Rc4:
+    def __init__(self, key):
+        S = list(range(256))
+        j = 0
+        for i in range(256):
+            j = (j + S[i] + key[i % len(key)]) & 255
+            S[i], S[j] = S[j], S[i]
+        self.S, self.i, self.j = S, 0, 0
+
+    def crypt(self, data):
+        S, i, j = self.S, self.i, self.j
+        out = bytearray(len(data))
+        for k, x in enumerate(data):
+            i = (i + 1) & 255
+            j = (j + S[i]) & 255
+            S[i], S[j] = S[j], S[i]
+            out[k] = x ^ S[(S[i] + S[j]) & 255]
+        self.i, self.j = i, j
+        return bytes(out)
+
+
+class SaslConf:
+    """DIGEST-MD5's security layer with rc4 (RFC 2831 2.3, 2.4), framed as serving-auth.md says:
+    u64 length (+8), RC4(msg || HMAC-MD5(Ki, seq || msg)[0:10]), u16 1, u32 seq."""
+
+    BLOCK = 64 << 10
+
+    def __init__(self, ha1):
+        k = lambda what: md5(ha1 + what.encode())
+        self.kic = k("Digest session key to client-to-server signing key magic constant")
+        self.kis = k("Digest session key to server-to-client signing key magic constant")
+        self.enc = Rc4(k("Digest H(A1) to client-to-server sealing key magic constant"))
+        self.dec = Rc4(k("Digest H(A1) to server-to-client sealing key magic constant"))
+        self.seq_out = self.seq_in = 0
+        self.plain = bytearray()
+        self.max_block = 0
+
+    def wrap_frame(self, data):
+        out = b""
+        for i in range(0, len(data), self.BLOCK):
+            msg = data[i:i + self.BLOCK]
+            seq = struct.pack(">I", self.seq_out)
+            mac = hmac.new(self.kic, seq + msg, hashlib.md5).digest()[:10]
+            body = self.enc.crypt(msg + mac) + struct.pack(">H", 1) + seq
+            out += struct.pack(">Q", len(body) + 8) + body
+            self.seq_out += 1
+        return out
+
+    def unwrap(self, recv):
+        n = struct.unpack(">Q", recv(8))[0]
+        check(8 + 16 <= n <= 8 + (1 << 20) + 16, "SASL block length %d" % n)
+        body = recv(n - 8)
+        plain = self.dec.crypt(body[:-6])
+        msg, mac = plain[:-10], plain[-10:]
+        typ, seq = struct.unpack(">HI", body[-6:])
+        check(typ == 1 and seq == self.seq_in, "SASL block type %d seq %d, want 1 and %d" % (typ, seq, self.seq_in))
+        want = hmac.new(self.kis, struct.pack(">I", seq) + msg, hashlib.md5).digest()[:10]
+        check(hmac.compare_digest(mac, want), "SASL block %d: the MAC does not verify" % seq)
+        check(len(msg) <= self.BLOCK, "a SASL block of %d plaintext bytes, over 64 KiB" % len(msg))
+        self.max_block = max(self.max_block, len(msg))
+        self.seq_in += 1
+        return msg
 
 
 # ---------------------------------------------------------------------------
@@ -717,6 +812,20 @@ class Serving:
             raise Fail("a connection authenticated for srv-secret read srv-open")
         except RpcFailed as e:
             check("not authorized" in e.error, "RpcFailure %r, serving.md says `not authorized`" % e.error)
+        # auth-conf (rc4): every later byte through the security layer; blocks over 64 KiB in
+        # several SASL blocks.
+        c2 = self.tcp()
+        sasl_auth(c2, "srv-secret", self.secret, conf=True)
+        _, got = c2.fetch_all(open_blocks("srv-secret", "e1", ["shuffle_1_0_%d" % p for p in range(6)] + ["shuffle_1_0_0_6"]))
+        check(got == segs + [b"".join(segs)], "blocks through SASL auth-conf (rc4) differ")
+        check(len(b"".join(segs)) > 64 << 10 and c2.layer.max_block == 64 << 10,
+              "largest SASL block %d bytes for a %d-byte block" % (c2.layer.max_block, len(b"".join(segs))))
+        try:
+            c2.rpc(open_blocks("srv-open", "e1", ["shuffle_1_0_0"]))
+            raise Fail("a connection authenticated (auth-conf) for srv-secret read srv-open")
+        except RpcFailed as e:
+            check("not authorized" in e.error, "RpcFailure %r, serving.md says `not authorized`" % e.error)
+        c2.close()
         # RemoveOutputs of the whole application, from the authenticated connection: it forgets
         # the application's secret and registrations (section 2).
         listed = self.sec.shuffles("srv-secret")
@@ -761,7 +870,8 @@ class Serving:
         b.rpc(sasl_message("srv-secret", b""))
         b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 0, 0))
         check(b.closed(), "a ChunkFetchRequest in the middle of a handshake: not closed, or answered")
-        self.ok("serving: SASL DIGEST-MD5 (qop auth) with the registered secret, then blocks; that connection "
+        self.ok("serving: SASL DIGEST-MD5 (qop auth, and auth-conf with rc4: every byte through the security "
+                "layer, blocks in SASL blocks of at most 64 KiB not spanning frames) with the registered secret, then blocks; that connection "
                 "may not read another application (`not authorized`); a second handshake, a wrong secret, an "
                 "application without one, an unknown one, a request mid-handshake close the connection; RemoveOutputs -1 after "
                 "the handshake removes the application and forgets its secret")
