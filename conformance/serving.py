@@ -14,6 +14,7 @@ import re
 import resource
 import socket
 import struct
+import subprocess
 import threading
 import time
 import urllib.request
@@ -443,6 +444,7 @@ class Serving:
             rc2 = self.stop(ra_proc) if ra_proc else 0
         check(rc == 0 and rc2 == 0, "the serving daemons exited %d and %d on SIGTERM" % (rc, rc2))
         self.restart()
+        self.advertise()
 
     def start_timers(self):
         """Connections that the bounds of section 6 close after 30 s (or must not), watched from
@@ -937,6 +939,48 @@ class Serving:
         self.ok("serving, restart: an application refused (`has not registered with this daemon since it "
                 "started`) until an executor registers again; then, after SASL with its secret, the blocks of an "
                 "executor gone since (Spark local dirs, the daemon's root) served")
+
+    def advertise(self):
+        """protocol.md "Serving" and operations.md "Serving map outputs": a daemon without
+        --serve-addr answers the serve tail "" and 0; --serve-advertise-host names the host;
+        listening on every address, the node's host name; a port it cannot bind fails the start."""
+        args = self.suite.args
+        c = Conn(self.suite.sock)
+        h = c.do_hello()
+        check(h["features"] & FEAT_SERVE, "ServerHello of a daemon without --serve-addr lacks bit 7")
+        got = register_serving(c, "srv-noserve", "e1")[1:]
+        check(got == ("", 0, 0), "serve tail %r of a daemon without --serve-addr, want (\"\", 0, 0)" % (got,))
+        c.close()
+        for name, flags, want in (("serve-adv", ["--serve-addr", "127.0.0.1:0", "--serve-advertise-host", "shuffle.example"],
+                                   "shuffle.example"),
+                                  ("serve-any", ["--serve-addr", ":0"], socket.gethostname())):
+            sock, proc = self.start(args.daemon, args.tmp, name, flags)
+            try:
+                c = Conn(sock)
+                c.do_hello()
+                _, host, port, fl = register_serving(c, "srv-adv", "e1")
+                check((host, fl) == (want, 0) and 1 <= port <= 65535,
+                      "%s: serve tail %r, want host %s" % (" ".join(flags), (host, port, fl), want))
+                b = BlockConn(("127.0.0.1", port))
+                b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 1, 0))
+                check(b.recv_frame()[0] == CHUNK_FETCH_FAILURE, "%s: the advertised port does not serve" % " ".join(flags))
+                b.close()
+                c.close()
+            finally:
+                rc = self.stop(proc)
+            check(rc == 0, "the %s daemon exited %d on SIGTERM" % (name, rc))
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        r = subprocess.run([args.daemon, "serve", "--socket", os.path.join(args.tmp, "serve-busy.sock"),
+                            "--root", os.path.join(args.tmp, "serve-busy-root"),
+                            "--serve-addr", "127.0.0.1:%d" % busy.getsockname()[1]],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+        busy.close()
+        check(r.returncode == 1, "a --serve-addr port already bound: exit status %d, want 1" % r.returncode)
+        self.ok("serving: without --serve-addr the serve tail is \"\" and 0; --serve-advertise-host names the "
+                "host; listening on every address (:0) the node's host name; a port already bound fails the "
+                "start with status 1")
 
     def refused(self, b, rid, text, what):
         """The next frame is RpcFailure for rid whose error starts with text; then closed."""
