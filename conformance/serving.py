@@ -20,7 +20,7 @@ import time
 import urllib.request
 
 from fail import Fail, check
-from wire import Conn, Reader, expect_error, i32, lst, string, u16
+from wire import BATCH_LAST, Conn, Reader, expect_error, i32, lst, string, u16
 from codec import CHECKSUMS
 from layout import spark_path
 
@@ -1119,6 +1119,10 @@ class Serving:
         got = (r.i64(), r.i64())
         r.done()
         check(got == (1, want6), "RemoveOutputs shuffle 6: %r, want (1, %d)" % (got, want6))
+        # A map output in flight on the socket when the application is removed: aborted, and the
+        # executor's registration ends (protocol.md "Lifecycle").
+        h = self.open.open(5, 7, 4)
+        self.open.batch_opaque(h, [0, 2, 2, 3, 3], b"abc", flags=BATCH_LAST)
         listed = self.open.shuffles("srv-open")
         check(all(s != 6 for s, _, _ in listed) and listed, "ListShuffles after RemoveOutputs: %r" % listed)
         r = BReader(b.rpc(bytes([REMOVE_OUTPUTS]) + bstr("srv-open") + struct.pack(">i", -1)))
@@ -1127,6 +1131,8 @@ class Serving:
         check(got == (sum(m for _, m, _ in listed), sum(x for _, _, x in listed)),
               "RemoveOutputs -1: %r, ListShuffles said %r" % (got, listed))
         check(self.open.shuffles("srv-open") == [], "shuffles left after RemoveOutputs -1")
+        expect_error("Aborted", self.open.commit, h)
+        expect_error("FailedPrecondition", self.open.open, 5, 8, 1)
         try:
             b.rpc(open_blocks("srv-open", "e1", ["shuffle_1_0_0"]))
             raise Fail("an application removed with RemoveOutputs -1 still served")
@@ -1135,7 +1141,8 @@ class Serving:
         b.close()
         self.ok("serving: RemoveBlocks counts the named ids of map outputs there and removes them whole; "
                 "RemoveOutputs (100) of a shuffle and of the application, counts as ListShuffles; the "
-                "application is no longer served")
+                "application is no longer served, its map output in flight Aborted, its executor's registration "
+                "ended (OpenMapOutput FailedPrecondition)")
 
     def connection_cap(self):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
