@@ -404,7 +404,10 @@ class Serving:
         self.ok = suite.ok
 
     def run(self):
+        """Runs every serving check but the idle bound's, whose connection finish() watches to
+        its end (120 s): the suite runs other cases meanwhile."""
         args = self.suite.args
+        self.procs = []
         if not args.daemon:
             self.suite.skipped.append("serving (needs --daemon)")
             return
@@ -415,12 +418,14 @@ class Serving:
         sock, proc = self.start(args.daemon, args.tmp, "serve",
                                 ["--allowed-roots", spark, "--serve-addr", "127.0.0.1:0",
                                  "--metrics-addr", "127.0.0.1:%d" % self.mport])
-        ra_sock, ra_proc = None, None
+        self.procs.append(proc)
         try:
             ra_sock, ra_proc = self.start(args.daemon, args.tmp, "serve-auth",
                                           ["--serve-addr", "127.0.0.1:0", "--serve-require-auth"])
+            self.procs.append(ra_proc)
             self.sock = sock
             self.registration()
+            self.idle = self.start_idle()
             self.sock = ra_sock
             ra = self.conn("ra-open", "e1")
             self.ra_addr = (ra.serve[0], ra.serve[1])
@@ -439,12 +444,56 @@ class Serving:
             self.require_auth(ra_sock)
             self.join_timers(timers)
             self.connection_cap()
+            self.stop_all(self.procs[1:])
+            self.restart()
+            self.advertise()
+        except BaseException:
+            self.stop_all(self.procs)
+            raise
+
+    def stop_all(self, procs):
+        rcs = []
+        for p in list(procs):
+            self.procs.remove(p)
+            rcs.append(self.stop(p))
+        check(not any(rcs), "serving daemons exited %r on SIGTERM" % rcs)
+
+    def finish(self):
+        """The idle bound (section 6, 120 s), then the main serving daemon stops."""
+        if not self.procs:
+            return
+        try:
+            thread, result, t_start = self.idle
+            thread.join(max(0, t_start + 150 - time.time()))
+            got = result.get("idle")
+            check(got and got[0] == "closed" and 118 <= got[1] <= 135,
+                  "a connection idle after its last answer: %r, want closed 120 s later (serving.md section 6)" % (got,))
+            self.ok("serving: a connection idle for 120 s after its last answer closed (%.1f s)" % got[1])
         finally:
-            rc = self.stop(proc)
-            rc2 = self.stop(ra_proc) if ra_proc else 0
-        check(rc == 0 and rc2 == 0, "the serving daemons exited %d and %d on SIGTERM" % (rc, rc2))
-        self.restart()
-        self.advertise()
+            self.stop_all(self.procs)
+
+    def start_idle(self):
+        result = {}
+
+        def watch():
+            try:
+                s = socket.create_connection(self.addr, timeout=150)
+                s.sendall(frame(CHUNK_FETCH_REQUEST, struct.pack(">qi", 1, 0)))
+                hdr = s.recv(9, socket.MSG_WAITALL)
+                ln = struct.unpack(">q", hdr[:8])[0]
+                s.recv(ln - 9, socket.MSG_WAITALL)
+                t0 = time.time()
+                try:
+                    got = s.recv(1)
+                    result["idle"] = ("closed", time.time() - t0) if not got else ("answered", got)
+                except ConnectionResetError:
+                    result["idle"] = ("closed", time.time() - t0)
+                s.close()
+            except Exception as e:
+                result["idle"] = ("error", repr(e))
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        return t, result, time.time()
 
     def start_timers(self):
         """Connections that the bounds of section 6 close after 30 s (or must not), watched from
@@ -1152,8 +1201,14 @@ class Serving:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         before = metric(self.mport, "shuffled_serve_connections_refused_total")
         conns = []
+        # The suite's own connections: the idle one only, once the daemon has seen the others close.
+        deadline = time.time() + 20
+        while metric(self.mport, "shuffled_serve_connections") != 1:
+            check(time.time() < deadline, "shuffled_serve_connections %d, want 1 (the idle watcher's)" %
+                  metric(self.mport, "shuffled_serve_connections"))
+            time.sleep(0.1)
         try:
-            for _ in range(4096 - 1):  # this suite's own connections are all closed by now
+            for _ in range(4096 - 2):
                 s = socket.create_connection(self.addr, timeout=20)
                 conns.append(s)
             deadline = time.time() + 20
@@ -1165,7 +1220,7 @@ class Serving:
             check(extra.closed(), "connection 4097 was not closed at accept")
             check(metric(self.mport, "shuffled_serve_connections_refused_total") == before + 1,
                   "serve_connections_refused_total did not count the refused connection")
-            for k in range(0, 4095, 511):
+            for k in range(0, 4094, 511):
                 s = conns[k]
                 s.sendall(frame(CHUNK_FETCH_REQUEST, struct.pack(">qi", 1, 0)))
                 hdr = s.recv(9, socket.MSG_WAITALL)

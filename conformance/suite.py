@@ -196,10 +196,21 @@ class Suite:
     # --- the cases -------------------------------------------------------------
 
     def run(self):
-        if self.args.only:
-            self.handshake()
-            getattr(self, self.args.only)()
-            return
+        self.serving_part = None
+        try:
+            if self.args.only:
+                self.handshake()
+                getattr(self, self.args.only)()
+            else:
+                self.all_cases()
+        except BaseException:
+            if self.serving_part:
+                self.serving_part.stop_all(list(self.serving_part.procs))
+            raise
+        if self.serving_part:
+            self.serving_part.finish()
+
+    def all_cases(self):
         self.handshake()
         self.outputs()
         self.memfd()
@@ -982,8 +993,10 @@ class Suite:
             check(rc == 0, "the restarted daemon exited %d on SIGTERM" % rc)
 
     def serving(self):
-        """docs/serving.md: a reducer's side of the block server (serving.py)."""
-        Serving(self, start_daemon, stop_daemon).run()
+        """docs/serving.md: a reducer's side of the block server (serving.py); its idle bound is
+        watched to its end (run's finally) while the other cases run."""
+        self.serving_part = Serving(self, start_daemon, stop_daemon)
+        self.serving_part.run()
 
     def watermark(self):
         """README "Lifecycle and disks": a root disk below --disk-low-watermark (a size or a
