@@ -23,6 +23,7 @@ from fail import Fail, check
 from wire import BATCH_LAST, Conn, Reader, expect_error, i32, lst, string, u16
 from codec import CHECKSUMS
 from layout import spark_path
+from sparkcrypto import CTR, X25519_BASE, gcm_open, gcm_seal, hkdf, selftest, x25519
 
 
 FEAT_SERVE = 1 << 7  # protocol.md section 3: RegisterExecutor's auth tail, Registered's serve tail
@@ -168,7 +169,7 @@ class BlockConn:
         if not self.layer:
             return self.raw_recv(n)
         while len(self.layer.plain) < n:
-            self.layer.plain += self.layer.unwrap(self.raw_recv)
+            self.layer.plain += self.layer.unwrap(self.raw_recv, n - len(self.layer.plain))
         out = bytes(self.layer.plain[:n])
         del self.layer.plain[:n]
         return out
@@ -177,7 +178,7 @@ class BlockConn:
         length, typ = struct.unpack(">qB", self.recv_exact(9))
         check(9 <= length <= (1 << 31), "the daemon sent a frame length %d" % length)
         body = self.recv_exact(length - 9)
-        if self.layer:
+        if self.layer and self.layer.framed:
             # serving-auth.md "After the handshake": SASL blocks do not span frames.
             check(not self.layer.plain, "a SASL block spans the end of a frame (%d bytes past it)" % len(self.layer.plain))
         return typ, body
@@ -327,6 +328,7 @@ class SaslConf:
     u64 length (+8), RC4(msg || HMAC-MD5(Ki, seq || msg)[0:10]), u16 1, u32 seq."""
 
     BLOCK = 64 << 10
+    framed = True
 
     def __init__(self, ha1):
         k = lambda what: md5(ha1 + what.encode())
@@ -349,7 +351,7 @@ class SaslConf:
             self.seq_out += 1
         return out
 
-    def unwrap(self, recv):
+    def unwrap(self, recv, need):
         n = struct.unpack(">Q", recv(8))[0]
         check(8 + 16 <= n <= 8 + (1 << 20) + 16, "SASL block length %d" % n)
         body = recv(n - 8)
@@ -363,6 +365,55 @@ class SaslConf:
         self.max_block = max(self.max_block, len(msg))
         self.seq_in += 1
         return msg
+
+
+# ---------------------------------------------------------------------------
+# AuthEngine (serving-auth.md "AuthEngine"), AES/CTR/NoPadding after it
+
+class CtrLayer:
+    """Each direction one AES-CTR keystream over the byte stream, no framing."""
+    framed = False
+
+    def __init__(self, key, iv_out, iv_in):
+        self.enc, self.dec = CTR(key, iv_out), CTR(key, iv_in)
+        self.plain = bytearray()
+
+    def wrap_frame(self, data):
+        return self.enc.crypt(data)
+
+    def unwrap(self, recv, need):
+        return self.dec.crypt(recv(need))
+
+
+def auth_message(app, salt, ct):
+    return b"\xfb" + bstr(app) + bstr(salt) + bstr(ct)
+
+
+def auth_engine(c, app, secret, version=1):
+    """The client side of the AuthEngine handshake, then AES/CTR on c; raises RpcFailed if refused."""
+    app_b = app.encode()
+
+    def kek(salt, transcript):
+        return hkdf(secret, salt, app_b + salt + transcript, 16)
+    priv = os.urandom(32)
+    salt_c = os.urandom(16)
+    iv = os.urandom(12)
+    mine = auth_message(app, salt_c, iv + gcm_seal(kek(salt_c, b""), iv, x25519(priv, X25519_BASE), app_b + salt_c))
+    check(len(mine) == 1 + 4 + len(app_b) + 4 + 16 + 4 + 60, "AuthMessage of %d bytes" % len(mine))
+    theirs = c.rpc(mine)
+    r = BReader(theirs)
+    check(r.u8() == 0xFB, "the server's answer is not an AuthMessage")
+    check(r.str() == app, "the server's AuthMessage names another application")
+    salt_s = r.take(r.i32())
+    ct = r.take(r.i32())
+    r.done()
+    check(len(salt_s) == 16 and len(ct) == 60, "server AuthMessage salt %d bytes, ciphertext %d" % (len(salt_s), len(ct)))
+    peer = gcm_open(kek(salt_s, mine), ct[:12], ct[12:], app_b + salt_s + mine)
+    check(peer is not None, "the server's sealed key does not open with transcript = the client's message as encoded")
+    shared = x25519(priv, peer)
+    transcript = mine + theirs
+    key = shared if version == 1 else hkdf(shared, transcript, b"derivedKey", 16)
+    c.layer = CtrLayer(key, hkdf(shared, transcript, b"outputIv", 16), hkdf(shared, transcript, b"inputIv", 16))
 
 
 # ---------------------------------------------------------------------------
@@ -408,6 +459,7 @@ class Serving:
         its end (120 s): the suite runs other cases meanwhile."""
         args = self.suite.args
         self.procs = []
+        selftest()
         if not args.daemon:
             self.suite.skipped.append("serving (needs --daemon)")
             return
@@ -877,6 +929,21 @@ class Serving:
         except RpcFailed as e:
             check("not authorized" in e.error, "RpcFailure %r, serving.md says `not authorized`" % e.error)
         c2.close()
+        # AuthEngine, versions 1 and 2, AES/CTR after it (pure Python AES: small blocks only).
+        small = sorted(range(len(segs)), key=lambda p: len(segs[p]))[:3]
+        for version in (1, 2):
+            c3 = self.tcp()
+            auth_engine(c3, "srv-secret", self.secret, version)
+            _, got = c3.fetch_all(open_blocks("srv-secret", "e1", ["shuffle_1_0_%d" % p for p in small]))
+            check(got == [segs[p] for p in small], "blocks through AuthEngine version %d (CTR) differ" % version)
+            c3.close()
+        c3 = self.tcp()
+        try:
+            auth_engine(c3, "srv-secret", b"not the secret")
+            raise Fail("AuthEngine with a wrong secret succeeded")
+        except RpcFailed as e:
+            check(e.error == "authentication failed; closing the connection", "refused AuthEngine's error %r" % e.error)
+        check(c3.closed(), "a refused AuthEngine handshake did not close the connection")
         # RemoveOutputs of the whole application, from the authenticated connection: it forgets
         # the application's secret and registrations (section 2).
         listed = self.sec.shuffles("srv-secret")
@@ -922,7 +989,8 @@ class Serving:
         b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 0, 0))
         check(b.closed(), "a ChunkFetchRequest in the middle of a handshake: not closed, or answered")
         self.ok("serving: SASL DIGEST-MD5 (qop auth, and auth-conf with rc4: every byte through the security "
-                "layer, blocks in SASL blocks of at most 64 KiB not spanning frames) with the registered secret, then blocks; that connection "
+                "layer, blocks in SASL blocks of at most 64 KiB not spanning frames) and AuthEngine (versions 1 "
+                "and 2, AES/CTR; a wrong secret refused) with the registered secret, then blocks; that connection "
                 "may not read another application (`not authorized`); a second handshake, a wrong secret, an "
                 "application without one, an unknown one, a request mid-handshake close the connection; RemoveOutputs -1 after "
                 "the handshake removes the application and forgets its secret")
