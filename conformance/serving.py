@@ -385,11 +385,57 @@ class CtrLayer:
         return self.dec.crypt(recv(need))
 
 
+class GcmLayer:
+    """AES/GCM/NoPadding (GcmTransportCipher): every message its own Tink AesGcmHkdfStreaming
+    stream, laid out as serving-auth.md says (the header apart, every segment but the last 32768
+    bytes: 32752 of plaintext and the tag)."""
+    framed = False
+    SEG = 32768
+
+    def __init__(self, key):
+        self.key = key
+        self.hl = 1 + len(key) + 7
+        self.plain = bytearray()
+        self.segments = 0  # the most segments one message from the daemon had
+
+    def wrap_frame(self, data):
+        kl = len(self.key)
+        segs = [data[i:i + self.SEG - 16] for i in range(0, len(data), self.SEG - 16)]
+        total = 8 + self.hl + sum(len(x) + 16 for x in segs)
+        lenb = struct.pack(">Q", total)
+        salt, prefix = os.urandom(kl), os.urandom(7)
+        sk = hkdf(self.key, salt, lenb, kl)
+        out = lenb + bytes([self.hl]) + salt + prefix
+        for i, seg in enumerate(segs):
+            out += gcm_seal(sk, prefix + struct.pack(">IB", i, i == len(segs) - 1), seg, b"")
+        return out
+
+    def unwrap(self, recv, need):
+        kl = len(self.key)
+        lenb = recv(8)
+        total = struct.unpack(">Q", lenb)[0]
+        check(8 + self.hl <= total <= (1 << 31), "GCM message length %d" % total)
+        hl = recv(1)[0]
+        check(hl == self.hl, "GCM header length %d, want %d" % (hl, self.hl))
+        salt, prefix = recv(kl), recv(7)
+        body = recv(total - 8 - hl)
+        sk = hkdf(self.key, salt, lenb, kl)
+        out = []
+        for i, pos in enumerate(range(0, len(body), self.SEG)):
+            seg = body[pos:pos + self.SEG]
+            check(len(seg) > 16, "a GCM segment of %d bytes" % len(seg))
+            plain = gcm_open(sk, prefix + struct.pack(">IB", i, pos + self.SEG >= len(body)), seg, b"")
+            check(plain is not None, "GCM segment %d of a %d-byte message does not authenticate" % (i, total))
+            out.append(plain)
+        self.segments = max(self.segments, len(out))
+        return b"".join(out)
+
+
 def auth_message(app, salt, ct):
     return b"\xfb" + bstr(app) + bstr(salt) + bstr(ct)
 
 
-def auth_engine(c, app, secret, version=1):
+def auth_engine(c, app, secret, version=1, gcm=False):
     """The client side of the AuthEngine handshake, then AES/CTR on c; raises RpcFailed if refused."""
     app_b = app.encode()
 
@@ -413,7 +459,10 @@ def auth_engine(c, app, secret, version=1):
     shared = x25519(priv, peer)
     transcript = mine + theirs
     key = shared if version == 1 else hkdf(shared, transcript, b"derivedKey", 16)
-    c.layer = CtrLayer(key, hkdf(shared, transcript, b"outputIv", 16), hkdf(shared, transcript, b"inputIv", 16))
+    if gcm:
+        c.layer = GcmLayer(key)
+    else:
+        c.layer = CtrLayer(key, hkdf(shared, transcript, b"outputIv", 16), hkdf(shared, transcript, b"inputIv", 16))
 
 
 # ---------------------------------------------------------------------------
@@ -937,6 +986,16 @@ class Serving:
             _, got = c3.fetch_all(open_blocks("srv-secret", "e1", ["shuffle_1_0_%d" % p for p in small]))
             check(got == [segs[p] for p in small], "blocks through AuthEngine version %d (CTR) differ" % version)
             c3.close()
+        # GCM: a block over one 32 KiB segment (pure Python AES: one such block).
+        big = max(range(len(segs)), key=lambda p: len(segs[p]))
+        check(len(segs[big]) > 32752, "no block over one GCM segment to fetch")
+        for version in (2, 1):
+            c3 = self.tcp()
+            auth_engine(c3, "srv-secret", self.secret, version, gcm=True)
+            _, got = c3.fetch_all(open_blocks("srv-secret", "e1", ["shuffle_1_0_%d" % p for p in (small[0], big)]))
+            check(got == [segs[small[0]], segs[big]], "blocks through AuthEngine version %d (GCM) differ" % version)
+            check(c3.layer.segments >= 2, "a %d-byte block in one GCM segment" % len(segs[big]))
+            c3.close()
         c3 = self.tcp()
         try:
             auth_engine(c3, "srv-secret", b"not the secret")
@@ -990,7 +1049,7 @@ class Serving:
         check(b.closed(), "a ChunkFetchRequest in the middle of a handshake: not closed, or answered")
         self.ok("serving: SASL DIGEST-MD5 (qop auth, and auth-conf with rc4: every byte through the security "
                 "layer, blocks in SASL blocks of at most 64 KiB not spanning frames) and AuthEngine (versions 1 "
-                "and 2, AES/CTR; a wrong secret refused) with the registered secret, then blocks; that connection "
+                "and 2, AES/CTR and AES/GCM, a block over one GCM segment; a wrong secret refused) with the registered secret, then blocks; that connection "
                 "may not read another application (`not authorized`); a second handshake, a wrong secret, an "
                 "application without one, an unknown one, a request mid-handshake close the connection; RemoveOutputs -1 after "
                 "the handshake removes the application and forgets its secret")

@@ -30,7 +30,7 @@ above --disk-high-watermark. With --daemon it acts as a Spark reducer of the blo
 --serve-require-auth) announce their address in Registered's serve tail; OpenBlocks and
 FetchShuffleBlocks (single and batch) are fetched chunk by chunk and compared with the data
 file's segments; GetLocalDirsForExecutors, DiagnoseCorruption (a flipped byte), RemoveBlocks and
-RemoveOutputs; SASL DIGEST-MD5 (qop auth, auth-conf with rc4) and AuthEngine (CTR) with a
+RemoveOutputs; SASL DIGEST-MD5 (qop auth, auth-conf with rc4) and AuthEngine (CTR, GCM) with a
 registered secret; hostile frames, the time and
 size bounds, 4096 connections, and a restart.
 
