@@ -42,6 +42,7 @@ type stream struct {
 	next    int
 	cost    int64
 	cur     *shufflefile.MapOutput // the map output of the last chunk sent
+	used    time.Time              // opened, or its last chunk asked
 }
 
 // message answers a block-transfer message: the RpcResponse body, or an
@@ -104,6 +105,9 @@ func (c *conn) openBlocks(m *OpenBlocks) ([]byte, error) {
 	}
 	if len(m.BlockIDs) == 0 {
 		return nil, fmt.Errorf("%w: OpenBlocks.block_ids is empty", errBadRequest)
+	}
+	if err := c.fits(len(m.BlockIDs)); err != nil {
+		return nil, err
 	}
 	chunks := make([]chunk, len(m.BlockIDs))
 	var shuffle int32
@@ -179,8 +183,8 @@ func (c *conn) fetchShuffleBlocks(m *FetchShuffleBlocks) ([]byte, error) {
 	if m.Batch {
 		n = len(m.MapIDs)
 	}
-	if n > maxChunks {
-		return nil, fmt.Errorf("%w: FetchShuffleBlocks names %d blocks, more than %d", errLimit, n, maxChunks)
+	if err := c.fits(n); err != nil {
+		return nil, err
 	}
 	chunks := make([]chunk, 0, n)
 	for i, mapID := range m.MapIDs {
@@ -205,15 +209,32 @@ func (c *conn) fetchShuffleBlocks(m *FetchShuffleBlocks) ([]byte, error) {
 	return c.openStream(m.AppID, m.ExecID, m.ShuffleID, chunks)
 }
 
+// fits checks, before a stream of n blocks is built, that this
+// connection may open it: its stream count and state stay within their
+// bounds. (The server-wide bound is taken in openStream.)
+func (c *conn) fits(n int) error {
+	lim := c.s.lim
+	cost := int64(streamCost) + int64(chunkCost)*int64(n)
+	if len(c.streams) >= lim.MaxStreams || c.streamMem+cost > lim.StreamMemory {
+		c.dropStale()
+	}
+	switch {
+	case n > maxChunks:
+		return fmt.Errorf("%w: %d blocks in one stream, more than %d", errLimit, n, maxChunks)
+	case len(c.streams) >= lim.MaxStreams:
+		return fmt.Errorf("%w: this connection has %d streams open, the most one may have; fetch their chunks first", errLimit, len(c.streams))
+	case c.streamMem+cost > lim.StreamMemory:
+		return fmt.Errorf("%w: this connection's open streams hold %d bytes; %d more blocks would pass its bound of %d bytes", errLimit, c.streamMem, n, lim.StreamMemory)
+	}
+	return nil
+}
+
 // openStream registers a stream of chunks and returns its StreamHandle.
 func (c *conn) openStream(app, exec string, shuffle int32, chunks []chunk) ([]byte, error) {
 	lim := c.s.lim
 	cost := int64(streamCost + chunkCost*len(chunks))
-	switch {
-	case len(c.streams) >= lim.MaxStreams:
-		return nil, fmt.Errorf("%w: this connection has %d streams open, the most one may have; fetch their chunks first", errLimit, len(c.streams))
-	case c.streamMem+cost > lim.StreamMemory:
-		return nil, fmt.Errorf("%w: this connection's open streams hold %d bytes; %d more blocks would pass its bound of %d bytes", errLimit, c.streamMem, len(chunks), lim.StreamMemory)
+	if err := c.fits(len(chunks)); err != nil {
+		return nil, err
 	}
 	if c.s.streams.Add(cost) > lim.TotalStreamMemory {
 		c.s.streams.Add(-cost)
@@ -225,9 +246,22 @@ func (c *conn) openStream(app, exec string, shuffle int32, chunks []chunk) ([]by
 		return nil, err
 	}
 	id := c.s.newStreamID()
-	c.streams[id] = &stream{ref: ref, shuffle: shuffle, chunks: chunks, cost: cost}
+	c.streams[id] = &stream{ref: ref, shuffle: shuffle, chunks: chunks, cost: cost, used: time.Now()}
 	c.streamMem += cost
 	return AppendStreamHandle(nil, id, int32(len(chunks))), nil
+}
+
+// dropStale closes the streams of this connection whose chunks nobody
+// asked for within IdleTimeout: a reducer whose task was killed leaves
+// its streams unfetched on a connection its executor keeps, and Spark's
+// client gives up a request after spark.network.timeout anyway.
+func (c *conn) dropStale() {
+	cut := time.Now().Add(-c.s.lim.IdleTimeout)
+	for id, st := range c.streams {
+		if st.used.Before(cut) {
+			c.endStream(id)
+		}
+	}
 }
 
 // endStream closes a stream and gives back what it held.
@@ -287,6 +321,7 @@ func (c *conn) fetchChunk(m *ChunkFetchRequest) error {
 	}
 	ch := st.chunks[st.next]
 	st.next++
+	st.used = time.Now()
 	last := st.next == len(st.chunks)
 	mo, err := c.mapOutput(st, ch.mapID)
 	if err == nil && int(ch.end) > mo.NumPartitions() {

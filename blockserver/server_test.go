@@ -468,3 +468,79 @@ func value(c prometheus.Metric) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// TestStreamBounds: streams past a connection's bounds are refused before
+// their blocks are held, and fetching frees them.
+func TestStreamBounds(t *testing.T) {
+	st := newFakeStore(t)
+	st.commit(t, "app-1", "1", shufflefile.ID{Shuffle: 0, Map: 1}, "a", "b")
+	m := metrics.NewServing()
+	_, addr := startServer(t, Config{Store: st, Metrics: m, Limits: Limits{MaxStreams: 2, StreamMemory: 4096}})
+	c := dial(t, addr)
+	one := (&FetchShuffleBlocks{AppID: "app-1", ExecID: "1", MapIDs: []int64{1}, ReduceIDs: [][]int32{{0, 1}}}).Append(nil)
+	sid, _, err := c.Open(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Open(one); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Open(one); err == nil || !strings.Contains(err.Error(), "streams open") {
+		t.Errorf("third stream: %v, want refused", err)
+	}
+	for i := range int32(2) {
+		if _, err := c.FetchChunk(sid, i, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 300 blocks: 256 + 16 x 300 bytes, past 4096 with what is open.
+	many := make([]int32, 300)
+	if _, _, err := c.Open((&FetchShuffleBlocks{AppID: "app-1", ExecID: "1", MapIDs: []int64{1}, ReduceIDs: [][]int32{many}}).Append(nil)); err == nil || !strings.Contains(err.Error(), "bound") {
+		t.Errorf("a stream past the state bound: %v", err)
+	}
+	if _, _, err := c.Open(one); err != nil {
+		t.Errorf("a stream after one ended: %v", err)
+	}
+	if got := value(m.FetchFailures.WithLabelValues(metrics.FetchLimit)); got != 2 {
+		t.Errorf("limit failures = %v, want 2", got)
+	}
+}
+
+// TestStaleStreams: streams nobody fetched from within IdleTimeout (a
+// killed task's) make room for new ones instead of filling the bound.
+func TestStaleStreams(t *testing.T) {
+	st := newFakeStore(t)
+	st.commit(t, "app-1", "1", shufflefile.ID{Shuffle: 0, Map: 1}, "a", "b")
+	_, addr := startServer(t, Config{Store: st, Limits: Limits{MaxStreams: 2, IdleTimeout: 300 * time.Millisecond}})
+	c := dial(t, addr)
+	one := (&FetchShuffleBlocks{AppID: "app-1", ExecID: "1", MapIDs: []int64{1}, ReduceIDs: [][]int32{{0, 1}}}).Append(nil)
+	stale, _, err := c.Open(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Open(one); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Open(one); err == nil {
+		t.Fatal("a third stream at once accepted")
+	}
+	// Past the idle timeout, but with requests in between so that the
+	// connection stays open.
+	for range 4 {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := c.RPC((&GetLocalDirsForExecutors{AppID: "app-1", ExecIDs: []string{"1"}}).Append(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sid, _, err := c.Open(one)
+	if err != nil {
+		t.Fatalf("a stream once the others went stale: %v", err)
+	}
+	if _, err := c.FetchChunk(stale, 0, io.Discard); err == nil || !strings.Contains(err.Error(), "not open") {
+		t.Errorf("a stale stream's chunk: %v, want the stream closed", err)
+	}
+	var b bytes.Buffer
+	if _, err := c.FetchChunk(sid, 0, &b); err != nil || b.String() != "a" {
+		t.Errorf("the new stream's chunk = %q, %v", b.String(), err)
+	}
+}

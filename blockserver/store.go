@@ -1,7 +1,6 @@
 package blockserver
 
 import (
-	"errors"
 	"io"
 
 	"github.com/shuffled/shuffled/checksum"
@@ -58,7 +57,7 @@ type Executor interface {
 }
 
 // ErrAuthFailed is returned by a Handshake step that refuses the client.
-var ErrAuthFailed = errors.New("blockserver: authentication failed")
+var ErrAuthFailed = errdefs.New(errdefs.ErrPermissionDenied, "blockserver: authentication failed")
 
 // SecretFunc returns an application's secret, ok false when it has none
 // (Store.Secret).

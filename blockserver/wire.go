@@ -2,8 +2,8 @@ package blockserver
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"github.com/shuffled/shuffled/errdefs"
 	"unicode/utf8"
 )
 
@@ -12,7 +12,7 @@ import (
 
 // ErrMalformed is wrapped by every decoding error: a frame or message that
 // is not one Spark's encoders write, or that breaks a bound.
-var ErrMalformed = errors.New("blockserver: malformed message")
+var ErrMalformed = errdefs.New(errdefs.ErrInvalidArgument, "blockserver: malformed message")
 
 func appendI32(dst []byte, v int32) []byte { return binary.BigEndian.AppendUint32(dst, uint32(v)) }
 func appendI64(dst []byte, v int64) []byte { return binary.BigEndian.AppendUint64(dst, uint64(v)) }

@@ -76,7 +76,13 @@ func New(cfg Config) *Planes {
 	if cfg.MemfdIdleGrace <= 0 {
 		cfg.MemfdIdleGrace = DefaultMemfdIdleGrace
 	}
-	return &Planes{cfg: cfg}
+	p := &Planes{cfg: cfg}
+	var limit int64
+	if cfg.Limiter != nil {
+		limit = cfg.Limiter.Limit()
+	}
+	p.resident.bound = residentBytes(limit)
+	return p
 }
 
 // DeviceFeatures are the ServerHello features of the device data plane
@@ -160,10 +166,8 @@ type Held interface {
 // its inline frame recycled, whatever the writer's queues still hold of
 // other batches. So the daemon holds one batch's payload per connection
 // at most, and the client may close or reuse its memory at
-// BatchAccepted. While memfd batches are encoded, the pages their records
-// have read are let go (MADV_DONTNEED) every MemfdResidentBytes, so that
-// a batch, whatever its size, stays resident only as far as its records
-// read it. On error Apply returns at once:
+// BatchAccepted. The memfd pages the daemon keeps resident are bounded
+// (residentPages), whatever the size of the batches. On error Apply returns at once:
 // the map output is aborted, and what its records still read is let go
 // when they end.
 func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (int64, error) {
@@ -233,22 +237,30 @@ func (c *Conn) awaitRecords(done <-chan struct{}) {
 	}
 }
 
-// MemfdResidentBytes bounds the pages of memfd batches that the daemon
-// keeps in its resident set beyond those that records are reading: once
-// the records of all the memfd batches being applied have read this much
-// since the last time, the pages of every one of them are let go
-// (MADV_DONTNEED) and read again from their memfds as records need them.
-// A batch's region is never mapped whole up front (no MAP_POPULATE):
-// a page is resident from the first read of it until the next drop, or
-// until its batch ends.
+// MemfdResidentBytes is the least bound on the memfd pages that the
+// daemon keeps in its resident set beyond those that records are reading
+// (residentPages): an eighth of the bytes-in-flight limit, and at least
+// this much.
 const MemfdResidentBytes = 32 << 20
 
-// residentPages is the daemon's account of the memfd pages its records
-// have read and not let go of: the batches being applied, and what their
-// records read since the last drop.
+// residentBytes returns the bound on the memfd pages the daemon keeps
+// resident for a bytes-in-flight limit of limit (0: none configured).
+func residentBytes(limit int64) int64 { return max(limit/8, MemfdResidentBytes) }
+
+// residentPages is the daemon's account of the memfd pages of the batches
+// being applied that it keeps resident, against a bound (residentBytes).
+// A region is never mapped whole up front (no MAP_POPULATE): a batch of
+// at most a quarter of the bound has its pages read in at once
+// (MADV_POPULATE_READ: one call, not a fault per few pages while the
+// records read) and counted whole; a larger one's pages are read in as its
+// records read them, each record counted when done (its bytes, and the
+// pages at the ends of its ranges). Once the count reaches the bound, the
+// pages of every batch are let go (MADV_DONTNEED), to be read in again
+// from the memfds as records need them; a batch's pages go when it ends.
 type residentPages struct {
 	mu      sync.Mutex // held while pages are dropped: a batch ends (unmaps) after
-	since   int64
+	bound   int64
+	counted int64 // the sum of the batches' counted
 	batches map[*pageDropper]struct{}
 }
 
@@ -259,10 +271,14 @@ type pageDropper struct {
 	// edges is what a record may read beyond its own bytes: a page at
 	// either end of each buffer it reads.
 	edges int64
+	// counted is what the batch counts resident since its pages were
+	// last let go; populated: all of them are (reads add nothing).
+	counted   int64
+	populated bool
 }
 
 // add counts data, the payload of memfd batch m, among the batches whose
-// pages are let go.
+// pages are let go, and reads it in whole if it is small.
 func (r *residentPages) add(data []byte, m *protocol.Batch) *pageDropper {
 	buffers := int64(1)
 	if m.Kind == protocol.KindColumnar {
@@ -270,42 +286,69 @@ func (r *residentPages) add(data []byte, m *protocol.Batch) *pageDropper {
 	}
 	d := &pageDropper{r: r, data: data, edges: 2 * buffers * int64(os.Getpagesize())}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.batches == nil {
 		r.batches = make(map[*pageDropper]struct{})
 	}
 	r.batches[d] = struct{}{}
-	r.mu.Unlock()
+	if n := int64(len(data)); n > 0 && n <= r.bound/4 {
+		if r.counted+n > r.bound {
+			r.dropAllLocked()
+		}
+		d.populated = populatePages(data)
+		if d.populated {
+			d.counted = n
+			r.counted += n
+		}
+	}
 	return d
 }
 
-// remove takes d out before its batch's region is unmapped: no drop
-// touches the region from then on.
+// remove takes d out before its batch's region is unmapped (or its
+// pages let go): no drop touches the region from then on.
 func (r *residentPages) remove(d *pageDropper) {
 	r.mu.Lock()
 	delete(r.batches, d)
+	r.counted -= d.counted
 	r.mu.Unlock()
 }
 
-// validated lets go of what the batch's checks read (its offsets and
-// validity, for a columnar batch), before any record reads it.
+// validated lets go of what the checks of a batch that was not read in
+// whole have read (its offsets and validity, for a columnar batch),
+// before any record reads it.
 func (d *pageDropper) validated() {
-	d.r.mu.Lock()
-	defer d.r.mu.Unlock()
-	dropPages(d.data)
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !d.populated {
+		dropPages(d.data)
+		r.counted -= d.counted
+		d.counted = 0
+	}
 }
 
-// read counts a record's n bytes read, and lets go of the pages of every
-// batch once the count since the last drop reaches MemfdResidentBytes.
+// read counts a record's n bytes read, unless its batch is counted whole,
+// and lets go of the pages of every batch once the count reaches the
+// bound.
 func (d *pageDropper) read(n int64) {
 	r := d.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.since += n + d.edges
-	if r.since < MemfdResidentBytes {
+	if d.populated {
 		return
 	}
-	r.since = 0
+	d.counted += n + d.edges
+	r.counted += n + d.edges
+	if r.counted >= r.bound {
+		r.dropAllLocked()
+	}
+}
+
+// dropAllLocked lets go of the pages of every batch. r.mu is held.
+func (r *residentPages) dropAllLocked() {
 	for b := range r.batches {
 		dropPages(b.data)
+		b.counted, b.populated = 0, false
 	}
+	r.counted = 0
 }

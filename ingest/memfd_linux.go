@@ -63,11 +63,9 @@ func mapRegion(fd int, st *unix.Stat_t, off, length int64) ([]byte, error) {
 	}
 	page := int64(os.Getpagesize())
 	start := off &^ (page - 1)
-	// No MAP_POPULATE: a page is resident in the daemon only once a
-	// record reads it (a fault maps the pages around it too), and goes
-	// again when the batch ends or MemfdResidentBytes later (see
-	// residentPages): a batch that waits for admission or for the workers
-	// holds none of its pages.
+	// No MAP_POPULATE: the pages are read in by the batch's account of
+	// them (residentPages), whole for a small batch, else as records read
+	// them.
 	mem, err := unix.Mmap(fd, start, int(off-start+length), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("memfd: mmap %d bytes at %d: %w", off-start+length, start, err)
@@ -442,4 +440,20 @@ func dropPages(data []byte) {
 	// The range is inside data's mapping (mmap maps whole pages), which
 	// its caller keeps mapped throughout.
 	_, _, _ = unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_DONTNEED)
+}
+
+// populatePages reads the pages of data, a part of a read-only shared
+// mapping of a memfd, into the process's resident set in one call
+// (MADV_POPULATE_READ, Linux 5.14), and reports whether it did: on an
+// older kernel the records fault them in as they read.
+func populatePages(data []byte) bool {
+	if len(data) == 0 {
+		return false
+	}
+	page := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	start := p &^ (page - 1)
+	end := (p + uintptr(len(data)) + page - 1) &^ (page - 1)
+	_, _, errno := unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_POPULATE_READ)
+	return errno == 0
 }

@@ -521,3 +521,61 @@ func TestApplyMemfdHoldsOnlyWhatIsRead(t *testing.T) {
 		t.Error("Apply returned with the batch's region still mapped")
 	}
 }
+
+// TestResidentPagesBound checks the account of resident memfd pages: a
+// small batch is read in whole as it is added; a large one's pages come
+// in as records read them and all go once the count reaches the bound,
+// so that reading a batch four times the bound keeps at most the bound
+// (and a record) resident; and a batch's end takes its count out.
+func TestResidentPagesBound(t *testing.T) {
+	const bound = 8 << 20
+	r := &residentPages{bound: bound}
+	c := &memfdCache{}
+	defer c.close()
+	small := make([]byte, 1<<20)
+	large := make([]byte, 4*bound)
+	for i := range large {
+		large[i] = byte(i / 4096)
+	}
+	smallData, smallRelease, err := c.mapFD(dupFD(t, namedTestMemfd(t, "resident-small", small, 0)), 0, int64(len(small)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smallRelease()
+	largeData, largeRelease, err := c.mapFD(dupFD(t, namedTestMemfd(t, "resident-large", large, 0)), 0, int64(len(large)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer largeRelease()
+	base := rssShmem(t)
+	opaque := &protocol.Batch{Kind: protocol.KindOpaque}
+	ds := r.add(smallData, opaque)
+	if got := rssShmem(t) - base; !ds.populated || got < int64(len(small)) {
+		t.Errorf("a batch of an eighth of the bound: populated %v, %d KiB resident after add, want all %d KiB", ds.populated, got>>10, len(small)>>10)
+	}
+	dl := r.add(largeData, opaque)
+	if dl.populated {
+		t.Error("a batch of four times the bound was read in whole")
+	}
+	const rec = 1 << 20
+	var peak int64
+	sum := 0
+	for off := 0; off < len(largeData); off += rec {
+		for i := off; i < off+rec; i += 4096 {
+			sum += int(largeData[i]) // a record reads its bytes
+		}
+		dl.read(rec)
+		peak = max(peak, rssShmem(t)-base)
+	}
+	if want := int64(bound + 2*rec); peak > want {
+		t.Errorf("reading a batch of %d MiB kept %d KiB resident at most, want at most the bound and a record's, %d KiB", len(large)>>20, peak>>10, want>>10)
+	}
+	r.remove(dl)
+	r.remove(ds)
+	if r.counted != 0 || len(r.batches) != 0 {
+		t.Errorf("after both batches ended: %d bytes counted, %d batches, want none", r.counted, len(r.batches))
+	}
+	if sum < 0 {
+		t.Fatal("unreachable: keeps the reads")
+	}
+}

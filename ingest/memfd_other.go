@@ -34,3 +34,6 @@ func (c *memfdCache) len() (int, int64) { return 0, 0 }
 
 // dropPages has no mapped memfd pages to let go of here.
 func dropPages([]byte) {}
+
+// populatePages has no memfd pages to read in here.
+func populatePages([]byte) bool { return false }

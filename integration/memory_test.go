@@ -92,14 +92,15 @@ func (s *memorySampler) finish() (procMemory, error) {
 // its bytes-in-flight limit plus the documented constants
 // (docs/operations.md, "Memory"), whatever the size of the batches, on
 // the memfd and inline planes: batches of a quarter of the limit and of
-// several times it, columnar and opaque, in memfds the client closes at
+// several times it (and small ones, read in whole), columnar and opaque, in memfds the client closes at
 // BatchAccepted. The daemon runs with --limit 64MiB and --pool 2.
 //
 // The bounds, with their slack:
-//   - RssShmem (the memfd pages the daemon maps): ingest.MemfdResidentBytes
-//     plus, per worker, a record of 1 MiB and the pages at the ends of its
-//     buffers, plus while a columnar batch is checked its offsets (4 bytes
-//     a row per string column): 64 MiB asserted.
+//   - RssShmem (the memfd pages the daemon maps): an eighth of the limit,
+//     at least ingest.MemfdResidentBytes (32 MiB), plus, per worker, a
+//     record of 1 MiB and the pages at the ends of its buffers, plus while
+//     a columnar batch is checked its offsets (4 bytes a row per string
+//     column): 64 MiB asserted.
 //   - RssAnon (the daemon's own memory) over its idle figure: the limit
 //     (records, encoded bytes, runs in memory) plus the inline frames
 //     being read (--frame-memory 64MiB here) plus what Go's collector lets
@@ -121,6 +122,10 @@ func TestMemoryBound(t *testing.T) {
 	const parts = 64
 	// About 136 bytes a row serialized: 125,000 rows are ~16 MiB, a
 	// quarter of the limit; 750,000 ~100 MiB, 1.5 times it.
+	tiny, err := lineitem(30_000, parts) // ~4 MiB: read in whole
+	if err != nil {
+		t.Fatal(err)
+	}
 	small, err := lineitem(125_000, parts)
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +149,7 @@ func TestMemoryBound(t *testing.T) {
 		batches int
 		write   func(*client.MapOutput) error
 	}{
+		{"memfd/columnar/small", client.PlaneMemfd, protocol.KindColumnar, 4, func(m *client.MapOutput) error { return writeColumnarMemfd(ctx, m, tiny) }},
 		{"memfd/columnar/quarter-limit", client.PlaneMemfd, protocol.KindColumnar, 4, func(m *client.MapOutput) error { return writeColumnarMemfd(ctx, m, small) }},
 		{"memfd/columnar/1.5-limit", client.PlaneMemfd, protocol.KindColumnar, 3, func(m *client.MapOutput) error { return writeColumnarMemfd(ctx, m, large) }},
 		{"memfd/opaque/4-limit", client.PlaneMemfd, protocol.KindOpaque, 2, func(m *client.MapOutput) error {

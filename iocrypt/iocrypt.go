@@ -19,7 +19,9 @@ const IVSize = 16
 func ValidKeySize(n int) bool { return n == 16 || n == 24 || n == 32 }
 
 // Key is an application's IO encryption key, expanded for AES. It holds
-// no copy of the raw key bytes after NewKey returns.
+// no copy of the key's bytes of its own after NewKey returns (the caller
+// clears its slice); the AES key schedule it holds begins with them, as
+// AES's first round key is the key.
 type Key struct {
 	block cipher.Block
 	bits  int

@@ -314,10 +314,15 @@ func (m *RegisterExecutor) Unmarshal(p []byte) error {
 			clear(src)
 		}
 	}
-	if err := d.finish(); err != nil {
-		return err
+	err := d.finish()
+	if err == nil {
+		err = m.Validate()
 	}
-	return m.Validate()
+	if err != nil {
+		m.IOEncryptionKey.Clear() // a message refused keeps no copy of the key either
+		m.AuthSecret.Clear()      // nor of the secret
+	}
+	return err
 }
 
 // Registered answers RegisterExecutor with the directories the daemon

@@ -83,6 +83,14 @@ func (r *Reader) SetAdmit(min int, admit func(n int) error) { r.admit, r.admitMi
 // SetMaxFrame changes the frame limit for the frames read from now on.
 func (r *Reader) SetMaxFrame(n uint32) { r.maxFrame = n }
 
+// Scrub zeroes every byte of the reader's buffer but those buffered and
+// not yet read: what frames already read left there (a secret a payload
+// carried, say RegisterExecutor's key) is gone from the reader's memory.
+func (r *Reader) Scrub() {
+	clear(r.buf[:r.r])
+	clear(r.buf[r.w:])
+}
+
 // SetAllocator makes the reader take whole payload buffers (those within
 // the preallocation bound that do not fit the caller's buffer) from alloc,
 // which returns a slice of length n; the caller may recycle them once done

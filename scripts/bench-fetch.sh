@@ -7,10 +7,12 @@
 #
 # The Spark side serves a layout this script writes (shuffle 0 of one
 # executor: MAPS map outputs of REDUCES blocks of BLOCK_BYTES random bytes).
-# The daemon side must already hold the same shape: shuffle 0 of application
-# APP, executor EXEC, MAPS map outputs (ids 0..MAPS-1) of REDUCES partitions,
-# committed through the daemon (e.g. by the Spark plugin or the load
-# generator); DAEMON_PID is its process id, whose CPU is measured.
+# DAEMON=auto builds shuffled and scripts/bench-fetch/populate, starts a
+# daemon (--serve-addr on loopback, its root in a temporary directory) and
+# has populate commit the same shape through the socket for APP, executor 0,
+# with SECRET. Otherwise DAEMON=host:port names a running daemon that already
+# holds shuffle 0 of APP, executor EXEC, MAPS map outputs (ids 0..MAPS-1) of
+# REDUCES partitions, and DAEMON_PID is its process id, whose CPU is measured.
 #
 # Environment: SPARK_JARS (a pyspark jars directory; default
 # bin/spark/pyspark-4.3.0/pyspark/jars under the repository root), MAPS (16),
@@ -19,7 +21,8 @@
 # this secret on both servers' sides; empty: off), CRYPTO (false;
 # spark.network.crypto.enabled), VERSION (1), CIPHER (AES/CTR/NoPadding),
 # SASL_ENCRYPTION (false), DAEMON (host:port), DAEMON_PID, APP (app-bench),
-# EXEC (0), JAVA (java), JAVAC (javac).
+# EXEC (0), JAVA (java), JAVAC (javac), BIN (a directory with prebuilt
+# shuffled and populate binaries for DAEMON=auto, on a machine without Go).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,16 +34,21 @@ DAEMON=${DAEMON:-} DAEMON_PID=${DAEMON_PID:-} APP=${APP:-app-bench} EXEC=${EXEC:
 JAVA=${JAVA:-java} JAVAC=${JAVAC:-javac}
 
 [ -d "$SPARK_JARS" ] || { echo "bench-fetch: SPARK_JARS $SPARK_JARS is not a directory" >&2; exit 1; }
-if [ -n "$DAEMON" ] && [ -z "$DAEMON_PID" ]; then
+if [ -n "$DAEMON" ] && [ "$DAEMON" != auto ] && [ -z "$DAEMON_PID" ]; then
 	echo "bench-fetch: DAEMON needs DAEMON_PID (the daemon's process, whose CPU is measured)" >&2
 	exit 1
 fi
 
 tmp=$(mktemp -d)
 spid=
+dpid=
 cleanup() {
 	exec 3>&- 2>/dev/null || true
 	if [ -n "$spid" ]; then wait "$spid" 2>/dev/null || true; fi
+	if [ -n "$dpid" ]; then
+		kill -TERM "$dpid" 2>/dev/null || true
+		wait "$dpid" 2>/dev/null || true
+	fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -57,6 +65,26 @@ echo "# Spark jars: $(basename "$(ls "$SPARK_JARS"/spark-network-common_*.jar)")
 echo "# MAPS=$MAPS REDUCES=$REDUCES BLOCK_BYTES=$BLOCK_BYTES ROUNDS=$ROUNDS BATCH=$BATCH auth=${SECRET:+on} CRYPTO=$CRYPTO VERSION=$VERSION CIPHER=$CIPHER SASL_ENCRYPTION=$SASL_ENCRYPTION"
 
 run layout "$tmp/shuffle" "$MAPS" "$REDUCES" "$BLOCK_BYTES"
+
+if [ "$DAEMON" = auto ]; then
+	if [ -n "${BIN:-}" ]; then
+		mkdir -p "$tmp/bin" && cp "$BIN/shuffled" "$BIN/populate" "$tmp/bin/"
+	else
+		(cd "$root" && go build -o "$tmp/bin/" ./cmd/shuffled ./scripts/bench-fetch/populate)
+	fi
+	mkdir -p "$tmp/root"
+	"$tmp/bin/shuffled" serve -socket "$tmp/sock" -root "$tmp/root" -serve-addr 127.0.0.1:0 >"$tmp/daemon.log" 2>&1 &
+	dpid=$!
+	for _ in $(seq 300); do
+		grep -q 'shuffled ready' "$tmp/daemon.log" && break
+		kill -0 "$dpid" 2>/dev/null || { cat "$tmp/daemon.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	DAEMON=$(sed -n 's/.*msg="serving map outputs" addr=\([^ ]*\).*/\1/p' "$tmp/daemon.log" | head -1)
+	[ -n "$DAEMON" ] || { echo "bench-fetch: the daemon did not start serving" >&2; cat "$tmp/daemon.log" >&2; exit 1; }
+	DAEMON_PID=$dpid EXEC=0
+	"$tmp/bin/populate" "$tmp/sock" "$APP" "$SECRET" "$MAPS" "$REDUCES" "$BLOCK_BYTES"
+fi
 
 auth=()
 if [ -n "$SECRET" ]; then

@@ -18,6 +18,7 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 		return fmt.Errorf("%w: map output %d/%d: %v", writer.ErrAborted, o.id.Shuffle, o.id.Map, o.failed)
 	}
 	sess.commits.Add(1)
+	log := sess.log // the session's goroutine replaces sess.log when it registers again
 	go func() {
 		defer sess.commits.Done()
 		s := sess.s
@@ -73,7 +74,7 @@ func (sess *session) commit(id uint32, m *protocol.Commit) error {
 			}
 			o.end(s, false)
 			sess.send(id, cr)
-			sess.log.Debug("map output committed", "shuffle", o.id.Shuffle, "map", o.id.Map, "runs", res.Runs, "bytes", res.BytesOut, "existing", res.Existing, "latency", elapsed)
+			log.Debug("map output committed", "shuffle", o.id.Shuffle, "map", o.id.Map, "runs", res.Runs, "bytes", res.BytesOut, "existing", res.Existing, "latency", elapsed)
 		}
 	}()
 	return nil

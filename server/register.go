@@ -49,11 +49,17 @@ func (sess *session) register(id uint32, m *protocol.RegisterExecutor) error {
 
 // dropEnded lets go of the session's registration once a removal of its
 // application ended it: the connection is then as one never registered.
+// Its Commits still answering (the removal aborted them) read the
+// session's logger: they end before it changes.
 func (sess *session) dropEnded() {
 	if sess.reg != nil && sess.reg.ended.Load() {
 		sess.s.unregister(sess.reg)
-		sess.log.Info("registration ended by the removal of its application", "app", sess.reg.app, "executor", sess.reg.executor)
+		sess.log.Info("registration ended by the removal of its application")
 		sess.reg = nil
+		sess.commits.Wait()
+		if sess.connLog != nil {
+			sess.log = sess.connLog
+		}
 	}
 }
 

@@ -449,6 +449,7 @@ func (s *Server) outputEnded(o *output) {
 // still open), waits for the sessions, and stops the engine. It returns
 // how many map outputs the deadline aborted as an error, or nil.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopServing() // reducers get no more blocks from a daemon that stops
 	s.mu.Lock()
 	if !s.mu.draining {
 		close(s.stop)
@@ -457,9 +458,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.mu.listeners {
 		ln.Close()
 	}
-	s.mu.Unlock()
-	s.stopServing()
-	s.mu.Lock()
 	var idle chan struct{}
 	if s.mu.open > 0 {
 		if s.mu.idle == nil {

@@ -269,7 +269,7 @@ func (st *servingStore) LocalDirs(app, exec string) ([]string, error) {
 		return nil, err
 	}
 	if !hashed {
-		return nil, fmt.Errorf("%w: executor %q of application %q registered no Spark local dirs (its map outputs are in the daemon's root, which reducers read through this server, not from disk)", blockserver.ErrUnknownExecutor, exec, app)
+		return nil, fmt.Errorf("%w: executor %q of application %q has no Spark local dirs this daemon knows of: it registered none (its map outputs are in the daemon's root, read through this server, not from disk), or registered before the daemon's last start", blockserver.ErrUnknownExecutor, exec, app)
 	}
 	return append([]string(nil), l.LocalDirs...), nil
 }

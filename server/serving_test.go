@@ -176,7 +176,7 @@ func TestServingEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	if _, err := c2.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "2", LocalDirs: local, SubDirs: 8, AuthSecret: bytes.Clone(secret)}); err != nil {
+	if _, err := c2.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "2", LocalDirs: local, SubDirs: 8, IOEncryptionKey: bytes.Clone(key), AuthSecret: bytes.Clone(secret)}); err != nil {
 		t.Fatal(err)
 	}
 	writeOutput(t, c2, 2, 20, 0, "local-0", "local-1")
@@ -195,7 +195,7 @@ func TestServingEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c4.Close()
-	_, err = c4.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "3", AuthSecret: []byte("zq-distinct")})
+	_, err = c4.Register(ctx, protocol.RegisterExecutor{AppID: "app-s", ExecutorID: "3", IOEncryptionKey: bytes.Clone(key), AuthSecret: []byte("zq-distinct")})
 	if err == nil || !strings.Contains(err.Error(), "auth_secret") || strings.Contains(err.Error(), "zq-distinct") {
 		t.Errorf("a second secret: %v", err)
 	}
@@ -362,5 +362,69 @@ func TestServeConfig(t *testing.T) {
 	}
 	if host, _, _ := advertise(ServeConfig{AdvertiseHost: "x.example"}, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 1}); host != "x.example" {
 		t.Errorf("advertise with --serve-advertise-host = %s", host)
+	}
+}
+
+// TestServingRestart: files survive a restart, secrets do not: the
+// application is served to nobody until one of its executors registers
+// again, then a dead executor's outputs are served again, after the
+// handshake.
+func TestServingRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{
+		SocketPath: filepath.Join(dir, "s.sock"),
+		Root:       filepath.Join(dir, "root"),
+		LimitBytes: 4 << 20,
+		PoolSize:   2,
+		Serve:      ServeConfig{Addr: "127.0.0.1:0"},
+	}
+	secret := []byte("restart-secret")
+	ctx := context.Background()
+	d := startDaemonWith(t, cfg, WithHandshake(testAuth))
+	c, err := client.Dial(ctx, d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Register(ctx, protocol.RegisterExecutor{AppID: "app-r", ExecutorID: "dead", AuthSecret: bytes.Clone(secret)}); err != nil {
+		t.Fatal(err)
+	}
+	writeOutput(t, c, 1, 5, 0, "kept", "across", "restarts")
+	c.Close()
+	d.stop(t)
+
+	d = startDaemonWith(t, cfg, WithHandshake(testAuth))
+	want := onDisk(t, shufflefile.Flat(filepath.Join(cfg.Root, "app-r", "dead")), shufflefile.ID{Shuffle: 1, Map: 5}, 0, 3)
+	req := &blockserver.FetchShuffleBlocks{AppID: "app-r", ExecID: "dead", ShuffleID: 1, MapIDs: []int64{5}, ReduceIDs: [][]int32{{0, 3}}, Batch: true}
+	// Not known since the start: no handshake succeeds, and an
+	// unauthenticated fetch gets nothing.
+	bc := blockDial(t, d)
+	if _, err := fetch(t, bc, req); err == nil || !strings.Contains(err.Error(), "since it started") {
+		t.Errorf("fetch after a restart, before any registration: %v", err)
+	}
+	bc = blockDial(t, d)
+	if _, err := bc.RPC(authMessage("app-r", secret)); err == nil {
+		t.Error("handshake accepted before the application registered again")
+	}
+	// An executor of the application registers again: the dead
+	// executor's outputs are served, after the handshake only.
+	c, err = client.Dial(ctx, d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Register(ctx, protocol.RegisterExecutor{AppID: "app-r", ExecutorID: "new", AuthSecret: bytes.Clone(secret)}); err != nil {
+		t.Fatal(err)
+	}
+	bc = blockDial(t, d)
+	if _, err := fetch(t, bc, req); err == nil || !strings.Contains(err.Error(), "requires authentication") {
+		t.Errorf("unauthenticated fetch after the registration: %v", err)
+	}
+	bc = blockDial(t, d)
+	if _, err := bc.RPC(authMessage("app-r", secret)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fetch(t, bc, req)
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0], want) {
+		t.Errorf("the dead executor's output after the restart: %d blocks, %v", len(got), err)
 	}
 }

@@ -29,6 +29,9 @@ type session struct {
 	conn *net.UnixConn
 	cred unixsock.Cred
 	log  *slog.Logger
+	// connLog is log before a registration named the application and
+	// executor in it (dropEnded goes back to it).
+	connLog *slog.Logger
 
 	ctx    context.Context // cancelled when the session ends
 	cancel context.CancelFunc
@@ -225,7 +228,14 @@ func (sess *session) serve() {
 			continue
 		}
 		m, err := protocol.DecodeFrame(&f) // closes f.FD on error
+		// A RegisterExecutor's payload may carry the IO encryption key:
+		// once the request is applied or refused, no copy of its bytes is
+		// left but the expanded key (scrubKey).
+		secret := f.Type == protocol.TypeRegister
 		if err != nil {
+			if secret {
+				scrubKey(rd, f.Payload, nil)
+			}
 			if sess.hello {
 				sess.failUndecoded(&f, err)
 			}
@@ -240,6 +250,9 @@ func (sess *session) serve() {
 			h.inline = f.Payload // the writer holds the payload; the batch's release recycles it
 		}
 		more := sess.handle1(rd, f.ID, m, &h)
+		if secret {
+			scrubKey(rd, f.Payload, m)
+		}
 		h.release()
 		if !isBatch {
 			putFrame(f.Payload)
@@ -247,6 +260,18 @@ func (sess *session) serve() {
 		if !more {
 			return
 		}
+	}
+}
+
+// scrubKey zeroes what a RegisterExecutor frame left in memory once it was
+// applied or refused: the reader's buffer, the payload and the decoded
+// message's key (m may be nil: the frame did not decode). The key itself
+// lives on expanded, in its iocrypt.Key, for as long as it is bound.
+func scrubKey(rd *protocol.Reader, payload []byte, m protocol.Message) {
+	rd.Scrub()
+	clear(payload)
+	if r, ok := m.(*protocol.RegisterExecutor); ok {
+		r.IOEncryptionKey.Clear()
 	}
 }
 
@@ -266,6 +291,7 @@ func (sess *session) handle1(rd *protocol.Reader, id uint32, m protocol.Message,
 		sess.hello = true
 		sess.conn.SetReadDeadline(time.Time{}) // --hello-timeout met
 		sess.log = sess.log.With("client", hello.Client)
+		sess.connLog = sess.log
 		// An allowed peer that completed the handshake gets its frames
 		// allocated whole; before, a declared length costs only what
 		// arrives.

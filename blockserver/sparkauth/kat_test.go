@@ -213,6 +213,9 @@ func TestCipherReaderWriterGoroutines(t *testing.T) {
 			}
 			writeResponse(&out, f.id, reply)
 		}
+		if _, err := srv.Step(saslMessage(k.App, nil)); !errors.Is(err, ErrState) || !srv.Done() {
+			t.Errorf("%s/%s: Step after the handshake = %v, done %v; want ErrState, still done", k.Spark, k.Case, err, srv.Done())
+		}
 		c := srv.Cipher()
 		r, w := c.WrapReader(br), c.WrapWriter(&out)
 		frames := make(chan frame)

@@ -74,6 +74,9 @@ public final class SparkAuthClient {
     m.put("spark.network.crypto.cipher", cipher);
     m.put("spark.network.crypto.saslFallback", "false");
     m.put("spark.shuffle.io.numConnectionsPerPeer", "1");
+    // Generous timeouts: a loaded CI machine runs this next to a race-detecting server.
+    m.put("spark.network.auth.rpcTimeout", "120s");
+    m.put("spark.shuffle.io.connectionTimeout", "120s");
     TransportConf conf = new TransportConf("shuffle", new MapConfigProvider(m));
     SecretKeyHolder keys = new SecretKeyHolder() {
       @Override
@@ -98,7 +101,7 @@ public final class SparkAuthClient {
         for (int size : sizes) {
           byte[] payload = new byte[size];
           rnd.nextBytes(payload);
-          ByteBuffer reply = client.sendRpcSync(ByteBuffer.wrap(payload), 20_000);
+          ByteBuffer reply = client.sendRpcSync(ByteBuffer.wrap(payload), 120_000);
           byte[] got = new byte[reply.remaining()];
           reply.get(got);
           if (!Arrays.equals(payload, got)) {

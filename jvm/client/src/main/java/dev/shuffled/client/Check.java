@@ -9,7 +9,10 @@ import java.nio.charset.StandardCharsets;
 final class Check {
   private Check() {}
 
-  /** A plain name (app id, executor id): 1..255 bytes of UTF-8, no '/', not . or .., no controls. */
+  /**
+   * A plain name (app id, executor id): 1..255 bytes of UTF-8, no '/', not starting with '.' (the
+   * daemon's own files do), no controls.
+   */
   static String plainName(String s) {
     if (s == null || s.isEmpty()) {
       return "empty";
@@ -20,6 +23,9 @@ final class Check {
     }
     if (s.equals(".") || s.equals("..")) {
       return "\"" + s + "\" is not a plain name";
+    }
+    if (s.startsWith(".")) {
+      return "\"" + s + "\" starts with '.', which only the daemon's own files may";
     }
     for (int i = 0; i < s.length(); ) {
       int c = s.codePointAt(i);

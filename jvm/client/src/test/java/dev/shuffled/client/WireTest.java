@@ -66,6 +66,8 @@ class WireTest {
     assertNotNull(Check.plainName("bad\uD83D")); // a lone surrogate is not UTF-8
     assertNotNull(Check.plainName(""));
     assertNotNull(Check.plainName("."));
+    assertNotNull(Check.plainName(".shuffled.lock"));
+    assertNull(Check.plainName("a.b."));
     assertNotNull(Check.plainName("a/b"));
     assertNotNull(Check.plainName("a\u0085b"));
     assertNotNull(Check.plainName("x".repeat(256)));
