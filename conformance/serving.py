@@ -1106,6 +1106,12 @@ class Serving:
             sid, k = b.stream(open_blocks("srv-r", "e-flat", ["shuffle_1_0_%d" % p for p in range(4)]))
             got = [b.chunk(sid, j) for j in range(k)]
             check(got == [("ok", x) for x in flat], "blocks of an executor gone since the restart (daemon's root)")
+            # GetLocalDirsForExecutors of an executor registered before the last start: RpcFailure.
+            try:
+                b.rpc(bytes([GET_LOCAL_DIRS]) + bstr("srv-r") + bstrs(["e-spark"]))
+                raise Fail("GetLocalDirsForExecutors answered for an executor registered before the restart")
+            except RpcFailed:
+                pass
             b.close()
             n.close()
             o.close()
@@ -1114,7 +1120,8 @@ class Serving:
         check(rc == 0, "the restarted serving daemon exited %d on SIGTERM" % rc)
         self.ok("serving, restart: an application refused (`has not registered with this daemon since it "
                 "started`) until an executor registers again; then, after SASL with its secret, the blocks of an "
-                "executor gone since (Spark local dirs, the daemon's root) served")
+                "executor gone since (Spark local dirs, the daemon's root) served, its local dirs not "
+                "(GetLocalDirsForExecutors RpcFailure)")
 
     def advertise(self):
         """protocol.md "Serving" and operations.md "Serving map outputs": a daemon without
