@@ -4,7 +4,6 @@ against its standard's test vector by selftest()."""
 
 import hashlib
 import hmac
-import struct
 
 from fail import check
 
