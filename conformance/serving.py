@@ -527,6 +527,7 @@ class Serving:
             self.sock = sock
             self.registration()
             self.idle = self.start_idle()
+            self.stale = self.start_stale()
             self.sock = ra_sock
             ra = self.conn("ra-open", "e1")
             self.ra_addr = (ra.serve[0], ra.serve[1])
@@ -536,6 +537,7 @@ class Serving:
             self.fetches()
             self.chunk_rules()
             self.local_dirs()
+            self.nothing_here()
             self.corruption()
             self.who_reads()
             self.auth()
@@ -570,8 +572,50 @@ class Serving:
             check(got and got[0] == "closed" and 118 <= got[1] <= 135,
                   "a connection idle after its last answer: %r, want closed 120 s later (serving.md section 6)" % (got,))
             self.ok("serving: a connection idle for 120 s after its last answer closed (%.1f s)" % got[1])
+            thread, result, t_start = self.stale
+            thread.join(max(0, t_start + 170 - time.time()))
+            got = result.get("stale")
+            check(got == "ok", "streams no chunk was asked of for 120 s, at the bound of 256: %r" % (got,))
+            self.ok("serving: 256 streams open, the next RpcFailure; 120 s later (the connection kept busy) "
+                    "a new stream opens, the unfetched ones closed first")
         finally:
             self.stop_all(self.procs)
+
+    def start_stale(self):
+        """Section 2 and 6: at the bound of 256 open streams, streams no chunk was asked of for
+        120 s are closed first. A connection of its own, kept from idling by chunk requests of an
+        unknown stream."""
+        result = {}
+        c = self.conn("srv-stale", "e1")
+        self.write(c, self.suite.flat(c), 1, 0, 2, plan=[(0, 2, [10])])
+        body = open_blocks("srv-stale", "e1", ["shuffle_1_0_0"])
+
+        def watch():
+            try:
+                b = BlockConn(self.addr, timeout=30)
+                sids = [b.stream(body)[0] for _ in range(256)]
+                try:
+                    b.stream(body)
+                    result["stale"] = "stream 257 opened at once"
+                    return
+                except RpcFailed:
+                    pass
+                t0 = time.time()
+                while time.time() - t0 < 125:
+                    time.sleep(min(20, max(0, 125 - (time.time() - t0))))
+                    check(b.chunk(-1, 0)[0] == "fail", "a chunk of stream -1 served")
+                sid, _ = b.stream(body)
+                check(sid not in sids, "a new stream has an old stream's id")
+                check(b.chunk(sids[0], 0)[0] == "fail", "an unfetched stream still open after it was reclaimed")
+                result["stale"] = "ok"
+                b.close()
+            except Exception as e:
+                result["stale"] = repr(e)
+            finally:
+                c.close()
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        return t, result, time.time()
 
     def start_idle(self):
         result = {}
@@ -872,6 +916,30 @@ class Serving:
                 "the end fail their chunk; %d malformed or refused requests RpcFailure, the connection going on; "
                 "256 open streams a connection" % len(bad))
 
+    def nothing_here(self):
+        """Section 3: an executor none of whose directories exists on this node (registered
+        without local dirs, nothing committed yet; or a name nobody registered, of an application
+        without local dirs) is answered RpcFailure, DiagnoseCorruption UNKNOWN_ISSUE."""
+        c = self.conn("srv-empty", "e1")
+        b = self.tcp()
+        for ex in ("e1", "e-nobody"):
+            for body in (open_blocks("srv-empty", ex, ["shuffle_1_0_0"]),
+                         fetch_shuffle_blocks("srv-empty", ex, 1, [0], [[0]], False),
+                         remove_blocks("srv-empty", ex, ["shuffle_1_0_0.data"])):
+                try:
+                    b.rpc(body)
+                    raise Fail("a request for executor %s with nothing on this node answered" % ex)
+                except RpcFailed as e:
+                    check("has no map outputs on this node" in e.error,
+                          "RpcFailure %r, want `… has no map outputs on this node`" % e.error)
+            r = BReader(b.rpc(diagnose("srv-empty", ex, 1, 0, 0, 0, "ADLER32")))
+            check((r.u8(), r.u8()) == (CORRUPTION_CAUSE, UNKNOWN_ISSUE), "DiagnoseCorruption of executor %s" % ex)
+        b.close()
+        c.close()
+        self.ok("serving: an executor with no directory on this node (registered, nothing committed; or "
+                "unknown): OpenBlocks, FetchShuffleBlocks, RemoveBlocks RpcFailure (`has no map outputs on this "
+                "node`), DiagnoseCorruption UNKNOWN_ISSUE")
+
     def local_dirs(self):
         b = self.tcp()
         r = BReader(b.rpc(bytes([GET_LOCAL_DIRS]) + bstr("srv-open") + bstrs(["e2"])))
@@ -931,7 +999,8 @@ class Serving:
     def who_reads(self):
         s = self.suite
         a, where = self.sec, self.sec_where
-        segs = self.write(a, where, 1, 0, 6, codec="lz4", algo="ADLER32")
+        segs = self.write(a, where, 1, 0, 6, codec="none", algo="ADLER32",
+                          plan=[(0, 6, [1, 100, 3000]), (3, 4, [70000])])  # partition 3 over 64 KiB
         self.sec_segs = segs
         b = self.tcp()
         for body in (open_blocks("srv-secret", "e1", ["shuffle_1_0_0"]),
@@ -1340,14 +1409,15 @@ class Serving:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         before = metric(self.mport, "shuffled_serve_connections_refused_total")
         conns = []
-        # The suite's own connections: the idle one only, once the daemon has seen the others close.
+        # The suite's own connections: the idle and stale-stream watchers', once the daemon has
+        # seen the others close.
         deadline = time.time() + 20
-        while metric(self.mport, "shuffled_serve_connections") != 1:
-            check(time.time() < deadline, "shuffled_serve_connections %d, want 1 (the idle watcher's)" %
-                  metric(self.mport, "shuffled_serve_connections"))
+        while metric(self.mport, "shuffled_serve_connections") != 2:
+            check(time.time() < deadline, "shuffled_serve_connections %d, want 2 (the watchers'; %r %r)" %
+                  (metric(self.mport, "shuffled_serve_connections"), self.idle[1], self.stale[1]))
             time.sleep(0.1)
         try:
-            for _ in range(4096 - 2):
+            for _ in range(4096 - 3):
                 s = socket.create_connection(self.addr, timeout=20)
                 conns.append(s)
             deadline = time.time() + 20
@@ -1359,7 +1429,7 @@ class Serving:
             check(extra.closed(), "connection 4097 was not closed at accept")
             check(metric(self.mport, "shuffled_serve_connections_refused_total") == before + 1,
                   "serve_connections_refused_total did not count the refused connection")
-            for k in range(0, 4094, 511):
+            for k in range(0, 4093, 511):
                 s = conns[k]
                 s.sendall(frame(CHUNK_FETCH_REQUEST, struct.pack(">qi", 1, 0)))
                 hdr = s.recv(9, socket.MSG_WAITALL)
