@@ -167,9 +167,9 @@ type Held interface {
 // other batches. So the daemon holds one batch's payload per connection
 // at most, and the client may close or reuse its memory at
 // BatchAccepted. The memfd pages the daemon keeps resident are bounded
-// (residentPages), whatever the size of the batches. On error Apply returns at once:
-// the map output is aborted, and what its records still read is let go
-// when they end.
+// (residentPages), whatever the size of the batches. On error Apply
+// returns at once: the map output is aborted, and what its records still
+// read is let go when they end.
 func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (int64, error) {
 	var payload []byte
 	release := func() {}

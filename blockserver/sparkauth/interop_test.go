@@ -85,8 +85,11 @@ func compileHarness(t *testing.T, jars string) string {
 		cp = append(cp, m...)
 	}
 	out := t.TempDir()
-	cmd := exec.Command(javac, "-Xlint:all", "-Werror", "-d", out, "-cp", strings.Join(cp, string(os.PathListSeparator)),
-		filepath.Join("testdata", "java", "SparkAuthClient.java"))
+	args := []string{"--release", "17", "-Xlint:all,-path", "-Werror", "-d", out, "-cp", strings.Join(cp, string(os.PathListSeparator))}
+	for _, f := range interopJVMFlags() {
+		args = append(args, "-J"+f)
+	}
+	cmd := exec.Command(javac, append(args, filepath.Join("testdata", "java", "SparkAuthClient.java"))...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, b)
 	}
@@ -346,28 +349,28 @@ func TestSparkInterop(t *testing.T) {
 	}
 	for version, jars := range versions {
 		t.Run("spark="+version, func(t *testing.T) {
+			t.Parallel()
 			classes := compileHarness(t, jars)
 
 			// The default server: every protocol and cipher, and the
 			// failures.
 			cases := append(goodCases(), badCases()...)
 			srv := startServer(t, secretsOf(cases), func() Options { return Options{} })
-			got := runHarness(t, classes, jars, srv.port(), cases)
-			srv.close()
-			checkRun(t, srv, cases, got)
-
 			// A server that requires SASL encryption and offers only rc4
 			// (the JDK takes 3des when offered): a plain SASL client fails.
-			cases = []interopCase{
+			rc4Cases := []interopCase{
 				{"sasl-rc4", "app-rc4", secretFor("app-rc4"), "auth", "false", "true", "1", ctr, "sasl auth-conf rc4", ""},
 				{"sasl-plain-refused", "app-a", secretFor("app-a"), "auth", "false", "false", "1", ctr, "fail", ""},
 			}
-			srv = startServer(t, secretsOf(cases), func() Options {
+			rc4 := startServer(t, secretsOf(rc4Cases), func() Options {
 				return Options{SASLRequireEncryption: true, saslCiphers: []string{"rc4"}}
 			})
-			got = runHarness(t, classes, jars, srv.port(), cases)
+			// One JVM runs the cases of both servers.
+			got := runHarness(t, classes, jars, harnessRun{srv.port(), cases}, harnessRun{rc4.port(), rc4Cases})
 			srv.close()
+			rc4.close()
 			checkRun(t, srv, cases, got)
+			checkRun(t, rc4, rc4Cases, got)
 
 			if dir := os.Getenv("SPARKAUTH_RECORD"); dir != "" {
 				recordKATs(t, classes, jars, version, dir)
@@ -412,7 +415,7 @@ func recordKATs(t *testing.T, classes, jars, version, dir string) {
 		c.sizes = "5"
 		srv := startServer(t, secretsOf([]interopCase{c}), func() Options { return katOptions(c.name) })
 		srv.record = true
-		got := runHarness(t, classes, jars, srv.port(), []interopCase{c})
+		got := runHarness(t, classes, jars, harnessRun{srv.port(), []interopCase{c}})
 		srv.close()
 		checkRun(t, srv, []interopCase{c}, got)
 		if len(srv.results) != 1 {
@@ -431,20 +434,35 @@ func recordKATs(t *testing.T, classes, jars, version, dir string) {
 	}
 }
 
-// runHarness runs the Java client over cases and returns its result lines
-// by case name.
-func runHarness(t *testing.T, classes, jars string, port int, cases []interopCase) map[string]string {
+// harnessRun is cases to run against the server on port.
+type harnessRun struct {
+	port  int
+	cases []interopCase
+}
+
+// interopJVMFlags start a short-lived JVM fast: the client compiler only,
+// the serial collector, the JDK's class data archive and a small heap.
+func interopJVMFlags() []string {
+	return []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xss1m", "-Xmx256m"}
+}
+
+// runHarness runs the Java client over the runs' cases, in one JVM, and
+// returns its result lines by case name.
+func runHarness(t *testing.T, classes, jars string, runs ...harnessRun) map[string]string {
 	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil {
 		t.Fatalf("java: %v", err)
 	}
 	var stdin strings.Builder
-	for _, c := range cases {
-		stdin.WriteString(c.line() + "\n")
+	for _, r := range runs {
+		for _, c := range r.cases {
+			fmt.Fprintf(&stdin, "%d %s\n", r.port, c.line())
+		}
 	}
-	cmd := exec.Command(java, "-Dlog4j2.level=OFF", "-cp", classes+string(os.PathListSeparator)+filepath.Join(jars, "*"),
-		"SparkAuthClient", "127.0.0.1", fmt.Sprint(port))
+	args := append(interopJVMFlags(), "-Dlog4j2.level=OFF", "-cp", classes+string(os.PathListSeparator)+filepath.Join(jars, "*"),
+		"SparkAuthClient", "127.0.0.1")
+	cmd := exec.Command(java, args...)
 	cmd.Stdin = strings.NewReader(stdin.String())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -23,26 +23,28 @@ import org.apache.spark.network.util.TransportConf;
  * AuthEngine or falls to SaslClientBootstrap as Spark's block clients do)
  * against a server, then sends RPCs and checks they come back unchanged.
  *
- * Usage: SparkAuthClient HOST PORT, then one case per line on stdin:
- *   NAME APP_ID SECRET HANDSHAKE CRYPTO SASL_ENCRYPTION VERSION CIPHER
+ * Usage: SparkAuthClient HOST, then one case per line on stdin:
+ *   PORT NAME APP_ID SECRET HANDSHAKE CRYPTO SASL_ENCRYPTION VERSION CIPHER
+ * PORT is the server's on HOST; each case connects on its own.
  * HANDSHAKE is "auth" or "none"; CRYPTO and SASL_ENCRYPTION "true"/"false"
  * (spark.network.crypto.enabled, spark.authenticate.enableSaslEncryption);
  * VERSION spark.network.crypto.authEngineVersion; CIPHER
- * spark.network.crypto.cipher; an optional ninth field lists the sizes of the
+ * spark.network.crypto.cipher; an optional tenth field lists the sizes of the
  * RPCs to send, comma-separated (default 5,200000,1). Prints "RESULT NAME OK" or
  * "RESULT NAME FAIL reason" per case.
  */
 public final class SparkAuthClient {
   public static void main(String[] args) throws Exception {
     String host = args[0];
-    int port = Integer.parseInt(args[1]);
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
       if (line.isBlank()) {
         continue;
       }
-      String[] f = line.trim().split(" ");
+      String[] all = line.trim().split(" ");
+      int port = Integer.parseInt(all[0]);
+      String[] f = Arrays.copyOfRange(all, 1, all.length);
       String name = f[0];
       String result;
       try {
