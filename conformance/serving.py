@@ -8,16 +8,22 @@ segment as its index gives it (docs/format.md section 9)."""
 
 import base64
 import hashlib
+import hmac
 import os
 import re
+import resource
 import socket
 import struct
+import subprocess
+import threading
 import time
 import urllib.request
 
 from fail import Fail, check
-from wire import Conn, Reader, expect_error, i32, lst, string, u16
+from wire import BATCH_LAST, Conn, Reader, expect_error, i32, lst, string, u16
 from codec import CHECKSUMS
+from layout import spark_path
+from sparkcrypto import CTR, X25519_BASE, gcm_open, gcm_seal, hkdf, selftest, x25519
 
 
 FEAT_SERVE = 1 << 7  # protocol.md section 3: RegisterExecutor's auth tail, Registered's serve tail
@@ -144,10 +150,13 @@ class BlockConn:
     def close(self):
         self.s.close()
 
-    def send(self, typ, fields):
-        self.s.sendall(frame(typ, fields))
+    layer = None  # a SASL auth-conf security layer once negotiated (SaslConf)
 
-    def recv_exact(self, n):
+    def send(self, typ, fields):
+        data = frame(typ, fields)
+        self.s.sendall(self.layer.wrap_frame(data) if self.layer else data)
+
+    def raw_recv(self, n):
         buf = bytearray()
         while len(buf) < n:
             chunk = self.s.recv(min(n - len(buf), 1 << 20))
@@ -156,10 +165,23 @@ class BlockConn:
             buf += chunk
         return bytes(buf)
 
+    def recv_exact(self, n):
+        if not self.layer:
+            return self.raw_recv(n)
+        while len(self.layer.plain) < n:
+            self.layer.plain += self.layer.unwrap(self.raw_recv, n - len(self.layer.plain))
+        out = bytes(self.layer.plain[:n])
+        del self.layer.plain[:n]
+        return out
+
     def recv_frame(self):
         length, typ = struct.unpack(">qB", self.recv_exact(9))
         check(9 <= length <= (1 << 31), "the daemon sent a frame length %d" % length)
-        return typ, self.recv_exact(length - 9)
+        body = self.recv_exact(length - 9)
+        if self.layer and self.layer.framed:
+            # serving-auth.md "After the handshake": SASL blocks do not span frames.
+            check(not self.layer.plain, "a SASL block spans the end of a frame (%d bytes past it)" % len(self.layer.plain))
+        return typ, body
 
     def rpc_raw(self, body):
         rid = self.next_id
@@ -249,21 +271,198 @@ def parse_directives(tok):
             for k, v in re.findall(r'([a-zA-Z-]+)=("[^"]*"|[^,]*)', tok)}
 
 
-def sasl_auth(c, app, secret):
-    """Runs the client side of the handshake with qop auth; raises RpcFailed if refused."""
+def md5(b):
+    return hashlib.md5(b).digest()
+
+
+def hexmd5(b):
+    return hashlib.md5(b).hexdigest()
+
+
+def sasl_auth(c, app, secret, conf=False):
+    """Runs the client side of the handshake, qop auth, or auth-conf with cipher rc4 (then every
+    later byte of c goes through the security layer); raises RpcFailed if refused."""
     ch = c.rpc(sasl_message(app, b"")).decode()
     d = parse_directives(ch)
-    check(d.get("realm") == "default" and "auth" in d.get("qop", "").split(",") and d.get("algorithm") == "md5-sess"
-          and len(d.get("nonce", "")) == 40, "digest-challenge %r" % ch)
-    nonce, cnonce, nc, qop, uri = d["nonce"], base64.b64encode(os.urandom(30)).decode(), "00000001", "auth", "null/default"
-    md5 = lambda b: hashlib.md5(b).digest()
-    hexmd5 = lambda b: hashlib.md5(b).hexdigest()
+    check(d.get("realm") == "default" and d.get("qop") == "auth-conf,auth" and d.get("algorithm") == "md5-sess"
+          and d.get("cipher") == "3des,rc4" and d.get("charset") == "utf-8" and len(d.get("nonce", "")) == 40,
+          "digest-challenge %r, not as serving-auth.md lays it out" % ch)
+    nonce, cnonce, nc, uri = d["nonce"], base64.b64encode(os.urandom(30)).decode(), "00000001", "null/default"
+    qop, tail = ("auth-conf", ":" + "0" * 32) if conf else ("auth", "")
     ha1 = md5(md5(("%s:default:%s" % (SASL_USER, netty_base64(secret))).encode()) + (":%s:%s" % (nonce, cnonce)).encode())
     kd = lambda a2: hexmd5(("%s:%s:%s:%s:%s:%s" % (ha1.hex(), nonce, nc, cnonce, qop, hexmd5(a2.encode()))).encode())
     resp = ('charset=utf-8,username="%s",realm="default",nonce="%s",nc=%s,cnonce="%s",digest-uri="%s",'
-            'maxbuf=65536,response=%s,qop=%s' % (SASL_USER, nonce, nc, cnonce, uri, kd("AUTHENTICATE:" + uri), qop))
+            'maxbuf=65536,response=%s,qop=%s' % (SASL_USER, nonce, nc, cnonce, uri, kd("AUTHENTICATE:" + uri + tail), qop))
+    if conf:
+        resp += ',cipher="rc4"'
     got = c.rpc(sasl_message(app, resp.encode())).decode()
-    check(got == "rspauth=" + kd(":" + uri), "rspauth %r, want %r" % (got, kd(":" + uri)))
+    want = "rspauth=" + kd(":" + uri + tail)
+    check(got == want, "rspauth %r, want %r" % (got, want))
+    if conf:
+        c.layer = SaslConf(ha1)
+
+
+class Rc4:
+    def __init__(self, key):
+        S = list(range(256))
+        j = 0
+        for i in range(256):
+            j = (j + S[i] + key[i % len(key)]) & 255
+            S[i], S[j] = S[j], S[i]
+        self.S, self.i, self.j = S, 0, 0
+
+    def crypt(self, data):
+        S, i, j = self.S, self.i, self.j
+        out = bytearray(len(data))
+        for k, x in enumerate(data):
+            i = (i + 1) & 255
+            j = (j + S[i]) & 255
+            S[i], S[j] = S[j], S[i]
+            out[k] = x ^ S[(S[i] + S[j]) & 255]
+        self.i, self.j = i, j
+        return bytes(out)
+
+
+class SaslConf:
+    """DIGEST-MD5's security layer with rc4 (RFC 2831 2.3, 2.4), framed as serving-auth.md says:
+    u64 length (+8), RC4(msg || HMAC-MD5(Ki, seq || msg)[0:10]), u16 1, u32 seq."""
+
+    BLOCK = 64 << 10
+    framed = True
+
+    def __init__(self, ha1):
+        k = lambda what: md5(ha1 + what.encode())
+        self.kic = k("Digest session key to client-to-server signing key magic constant")
+        self.kis = k("Digest session key to server-to-client signing key magic constant")
+        self.enc = Rc4(k("Digest H(A1) to client-to-server sealing key magic constant"))
+        self.dec = Rc4(k("Digest H(A1) to server-to-client sealing key magic constant"))
+        self.seq_out = self.seq_in = 0
+        self.plain = bytearray()
+        self.max_block = 0
+
+    def wrap_frame(self, data):
+        out = b""
+        for i in range(0, len(data), self.BLOCK):
+            msg = data[i:i + self.BLOCK]
+            seq = struct.pack(">I", self.seq_out)
+            mac = hmac.new(self.kic, seq + msg, hashlib.md5).digest()[:10]
+            body = self.enc.crypt(msg + mac) + struct.pack(">H", 1) + seq
+            out += struct.pack(">Q", len(body) + 8) + body
+            self.seq_out += 1
+        return out
+
+    def unwrap(self, recv, need):
+        n = struct.unpack(">Q", recv(8))[0]
+        check(8 + 16 <= n <= 8 + (1 << 20) + 16, "SASL block length %d" % n)
+        body = recv(n - 8)
+        plain = self.dec.crypt(body[:-6])
+        msg, mac = plain[:-10], plain[-10:]
+        typ, seq = struct.unpack(">HI", body[-6:])
+        check(typ == 1 and seq == self.seq_in, "SASL block type %d seq %d, want 1 and %d" % (typ, seq, self.seq_in))
+        want = hmac.new(self.kis, struct.pack(">I", seq) + msg, hashlib.md5).digest()[:10]
+        check(hmac.compare_digest(mac, want), "SASL block %d: the MAC does not verify" % seq)
+        check(len(msg) <= self.BLOCK, "a SASL block of %d plaintext bytes, over 64 KiB" % len(msg))
+        self.max_block = max(self.max_block, len(msg))
+        self.seq_in += 1
+        return msg
+
+
+# ---------------------------------------------------------------------------
+# AuthEngine (serving-auth.md "AuthEngine"), AES/CTR/NoPadding after it
+
+class CtrLayer:
+    """Each direction one AES-CTR keystream over the byte stream, no framing."""
+    framed = False
+
+    def __init__(self, key, iv_out, iv_in):
+        self.enc, self.dec = CTR(key, iv_out), CTR(key, iv_in)
+        self.plain = bytearray()
+
+    def wrap_frame(self, data):
+        return self.enc.crypt(data)
+
+    def unwrap(self, recv, need):
+        return self.dec.crypt(recv(need))
+
+
+class GcmLayer:
+    """AES/GCM/NoPadding (GcmTransportCipher): every message its own Tink AesGcmHkdfStreaming
+    stream, laid out as serving-auth.md says (the header apart, every segment but the last 32768
+    bytes: 32752 of plaintext and the tag)."""
+    framed = False
+    SEG = 32768
+
+    def __init__(self, key):
+        self.key = key
+        self.hl = 1 + len(key) + 7
+        self.plain = bytearray()
+        self.segments = 0  # the most segments one message from the daemon had
+
+    def wrap_frame(self, data):
+        kl = len(self.key)
+        segs = [data[i:i + self.SEG - 16] for i in range(0, len(data), self.SEG - 16)]
+        total = 8 + self.hl + sum(len(x) + 16 for x in segs)
+        lenb = struct.pack(">Q", total)
+        salt, prefix = os.urandom(kl), os.urandom(7)
+        sk = hkdf(self.key, salt, lenb, kl)
+        out = lenb + bytes([self.hl]) + salt + prefix
+        for i, seg in enumerate(segs):
+            out += gcm_seal(sk, prefix + struct.pack(">IB", i, i == len(segs) - 1), seg, b"")
+        return out
+
+    def unwrap(self, recv, need):
+        kl = len(self.key)
+        lenb = recv(8)
+        total = struct.unpack(">Q", lenb)[0]
+        check(8 + self.hl <= total <= (1 << 31), "GCM message length %d" % total)
+        hl = recv(1)[0]
+        check(hl == self.hl, "GCM header length %d, want %d" % (hl, self.hl))
+        salt, prefix = recv(kl), recv(7)
+        body = recv(total - 8 - hl)
+        sk = hkdf(self.key, salt, lenb, kl)
+        out = []
+        for i, pos in enumerate(range(0, len(body), self.SEG)):
+            seg = body[pos:pos + self.SEG]
+            check(len(seg) > 16, "a GCM segment of %d bytes" % len(seg))
+            plain = gcm_open(sk, prefix + struct.pack(">IB", i, pos + self.SEG >= len(body)), seg, b"")
+            check(plain is not None, "GCM segment %d of a %d-byte message does not authenticate" % (i, total))
+            out.append(plain)
+        self.segments = max(self.segments, len(out))
+        return b"".join(out)
+
+
+def auth_message(app, salt, ct):
+    return b"\xfb" + bstr(app) + bstr(salt) + bstr(ct)
+
+
+def auth_engine(c, app, secret, version=1, gcm=False):
+    """The client side of the AuthEngine handshake, then AES/CTR on c; raises RpcFailed if refused."""
+    app_b = app.encode()
+
+    def kek(salt, transcript):
+        return hkdf(secret, salt, app_b + salt + transcript, 16)
+    priv = os.urandom(32)
+    salt_c = os.urandom(16)
+    iv = os.urandom(12)
+    mine = auth_message(app, salt_c, iv + gcm_seal(kek(salt_c, b""), iv, x25519(priv, X25519_BASE), app_b + salt_c))
+    check(len(mine) == 1 + 4 + len(app_b) + 4 + 16 + 4 + 60, "AuthMessage of %d bytes" % len(mine))
+    theirs = c.rpc(mine)
+    r = BReader(theirs)
+    check(r.u8() == 0xFB, "the server's answer is not an AuthMessage")
+    check(r.str() == app, "the server's AuthMessage names another application")
+    salt_s = r.take(r.i32())
+    ct = r.take(r.i32())
+    r.done()
+    check(len(salt_s) == 16 and len(ct) == 60, "server AuthMessage salt %d bytes, ciphertext %d" % (len(salt_s), len(ct)))
+    peer = gcm_open(kek(salt_s, mine), ct[:12], ct[12:], app_b + salt_s + mine)
+    check(peer is not None, "the server's sealed key does not open with transcript = the client's message as encoded")
+    shared = x25519(priv, peer)
+    transcript = mine + theirs
+    key = shared if version == 1 else hkdf(shared, transcript, b"derivedKey", 16)
+    if gcm:
+        c.layer = GcmLayer(key)
+    else:
+        c.layer = CtrLayer(key, hkdf(shared, transcript, b"outputIv", 16), hkdf(shared, transcript, b"inputIv", 16))
 
 
 # ---------------------------------------------------------------------------
@@ -305,7 +504,11 @@ class Serving:
         self.ok = suite.ok
 
     def run(self):
+        """Runs every serving check but the idle bound's, whose connection finish() watches to
+        its end (120 s): the suite runs other cases meanwhile."""
         args = self.suite.args
+        self.procs = []
+        selftest()
         if not args.daemon:
             self.suite.skipped.append("serving (needs --daemon)")
             return
@@ -316,12 +519,15 @@ class Serving:
         sock, proc = self.start(args.daemon, args.tmp, "serve",
                                 ["--allowed-roots", spark, "--serve-addr", "127.0.0.1:0",
                                  "--metrics-addr", "127.0.0.1:%d" % self.mport])
-        ra_sock, ra_proc = None, None
+        self.procs.append(proc)
         try:
             ra_sock, ra_proc = self.start(args.daemon, args.tmp, "serve-auth",
                                           ["--serve-addr", "127.0.0.1:0", "--serve-require-auth"])
+            self.procs.append(ra_proc)
             self.sock = sock
             self.registration()
+            self.idle = self.start_idle()
+            self.stale = self.start_stale()
             self.sock = ra_sock
             ra = self.conn("ra-open", "e1")
             self.ra_addr = (ra.serve[0], ra.serve[1])
@@ -331,6 +537,7 @@ class Serving:
             self.fetches()
             self.chunk_rules()
             self.local_dirs()
+            self.nothing_here()
             self.corruption()
             self.who_reads()
             self.auth()
@@ -340,11 +547,98 @@ class Serving:
             self.require_auth(ra_sock)
             self.join_timers(timers)
             self.connection_cap()
+            self.stop_all(self.procs[1:])
+            self.restart()
+            self.advertise()
+        except BaseException:
+            self.stop_all(self.procs)
+            raise
+
+    def stop_all(self, procs):
+        rcs = []
+        for p in list(procs):
+            self.procs.remove(p)
+            rcs.append(self.stop(p))
+        check(not any(rcs), "serving daemons exited %r on SIGTERM" % rcs)
+
+    def finish(self):
+        """The idle bound (section 6, 120 s), then the main serving daemon stops."""
+        if not self.procs:
+            return
+        try:
+            thread, result, t_start = self.idle
+            thread.join(max(0, t_start + 150 - time.time()))
+            got = result.get("idle")
+            check(got and got[0] == "closed" and 118 <= got[1] <= 135,
+                  "a connection idle after its last answer: %r, want closed 120 s later (serving.md section 6)" % (got,))
+            self.ok("serving: a connection idle for 120 s after its last answer closed (%.1f s)" % got[1])
+            thread, result, t_start = self.stale
+            thread.join(max(0, t_start + 170 - time.time()))
+            got = result.get("stale")
+            check(got == "ok", "streams no chunk was asked of for 120 s, at the bound of 256: %r" % (got,))
+            self.ok("serving: 256 streams open, the next RpcFailure; 120 s later (the connection kept busy) "
+                    "a new stream opens, the unfetched ones closed first")
         finally:
-            rc = self.stop(proc)
-            rc2 = self.stop(ra_proc) if ra_proc else 0
-        check(rc == 0 and rc2 == 0, "the serving daemons exited %d and %d on SIGTERM" % (rc, rc2))
-        self.restart()
+            self.stop_all(self.procs)
+
+    def start_stale(self):
+        """Section 2 and 6: at the bound of 256 open streams, streams no chunk was asked of for
+        120 s are closed first. A connection of its own, kept from idling by chunk requests of an
+        unknown stream."""
+        result = {}
+        c = self.conn("srv-stale", "e1")
+        self.write(c, self.suite.flat(c), 1, 0, 2, plan=[(0, 2, [10])])
+        body = open_blocks("srv-stale", "e1", ["shuffle_1_0_0"])
+
+        def watch():
+            try:
+                b = BlockConn(self.addr, timeout=30)
+                sids = [b.stream(body)[0] for _ in range(256)]
+                try:
+                    b.stream(body)
+                    result["stale"] = "stream 257 opened at once"
+                    return
+                except RpcFailed:
+                    pass
+                t0 = time.time()
+                while time.time() - t0 < 125:
+                    time.sleep(min(20, max(0, 125 - (time.time() - t0))))
+                    check(b.chunk(-1, 0)[0] == "fail", "a chunk of stream -1 served")
+                sid, _ = b.stream(body)
+                check(sid not in sids, "a new stream has an old stream's id")
+                check(b.chunk(sids[0], 0)[0] == "fail", "an unfetched stream still open after it was reclaimed")
+                result["stale"] = "ok"
+                b.close()
+            except Exception as e:
+                result["stale"] = repr(e)
+            finally:
+                c.close()
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        return t, result, time.time()
+
+    def start_idle(self):
+        result = {}
+
+        def watch():
+            try:
+                s = socket.create_connection(self.addr, timeout=150)
+                s.sendall(frame(CHUNK_FETCH_REQUEST, struct.pack(">qi", 1, 0)))
+                hdr = s.recv(9, socket.MSG_WAITALL)
+                ln = struct.unpack(">q", hdr[:8])[0]
+                s.recv(ln - 9, socket.MSG_WAITALL)
+                t0 = time.time()
+                try:
+                    got = s.recv(1)
+                    result["idle"] = ("closed", time.time() - t0) if not got else ("answered", got)
+                except ConnectionResetError:
+                    result["idle"] = ("closed", time.time() - t0)
+                s.close()
+            except Exception as e:
+                result["idle"] = ("error", repr(e))
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        return t, result, time.time()
 
     def start_timers(self):
         """Connections that the bounds of section 6 close after 30 s (or must not), watched from
@@ -357,14 +651,19 @@ class Serving:
                 s = socket.create_connection(addr, timeout=5)
                 if first:
                     s.sendall(first)
+                if name == "sasl-started":  # the digest-challenge comes first
+                    s.settimeout(20)
+                    hdr = s.recv(9, socket.MSG_WAITALL)
+                    check(len(hdr) == 9 and hdr[8] == RPC_RESPONSE, "SASL's first message answered %r" % hdr)
+                    s.recv(struct.unpack(">q", hdr[:8])[0] - 9, socket.MSG_WAITALL)
+                    s.settimeout(5)
                 while True:
                     try:
                         got = s.recv(65536)
                         if not got:
                             break
-                        if not (name == "sasl-started" and got[8] == RPC_RESPONSE):  # the challenge
-                            results[name] = ("answered", got[:40])
-                            return
+                        results[name] = ("answered", got[:40])
+                        return
                     except socket.timeout:
                         if keep_sending:
                             s.sendall(keep_sending)
@@ -385,7 +684,6 @@ class Serving:
             ("require-auth-silent", self.ra_addr, b"", None),
             ("require-auth-oneway", self.ra_addr, b"", frame(ONE_WAY, struct.pack(">i", 1) + b"x")),
         ]
-        import threading
         threads = [threading.Thread(target=watch, args=sp) for sp in specs]
         for t in threads:
             t.start()
@@ -438,7 +736,7 @@ class Serving:
         d = self.conn("srv-open", "e2", local_dirs=[self.local], sub_dirs=sub)
         check(d.serve == c.serve, "serve tail %r of a second registration differs" % (d.serve,))
         self.spark_conn = d
-        self.spark_where = lambda name: os.path.join(*self._spark_path(name, sub))
+        self.spark_where = lambda name: spark_path([self.local], sub, name)
         self.secret = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
         a = self.conn("srv-secret", "e1", secret=self.secret)
         check(a.serve == c.serve, "serve tail of an application with a secret %r" % (a.serve,))
@@ -468,10 +766,6 @@ class Serving:
                 "--serve-addr 127.0.0.1:0, flags 0; a second secret or none for an application with one "
                 "InvalidArgument; a key length 0 without the auth tail, a secret over 1024 bytes, bytes after the tail "
                 "InvalidArgument; protocol.md's example bytes; without the auth tail, no serve tail")
-
-    def _spark_path(self, name, sub):
-        from layout import spark_path
-        return (spark_path([self.local], sub, name),)
 
     # --- fetching -------------------------------------------------------------------
 
@@ -590,6 +884,11 @@ class Serving:
             fetch_shuffle_blocks("srv-open", "e1", 1, [0], [[-1]], False),
             open_blocks("srv-open", "e1", ["shuffle_1_0_0"])[:-3],  # does not decode
             bytes([99]) + bstr("srv-open"),                      # a type nobody defines
+            b"",                                                 # no type byte
+            bytes([OPEN_BLOCKS]) + bstr("srv-open") + bstr("e1") + struct.pack(">i", -1),
+            bytes([OPEN_BLOCKS]) + bstr("srv-open") + bstr("e1") + struct.pack(">i", 10 ** 9),
+            bytes([OPEN_BLOCKS]) + bstr("srv-open") + bstr("e1") + struct.pack(">ii", 1, 2) + b"\xff\xfe",
+            open_blocks("srv-open", "e1", ["shuffle_1_0_0"]) + b"\0",  # trailing bytes in the body
             bytes([2]) + bstr("srv-open") + bstr("e1"),          # RegisterExecutor: not served
             bytes([5]) + bstr("srv-open"),                       # Heartbeat: not served
         ]
@@ -616,6 +915,30 @@ class Serving:
                 "ChunkFetchFailure; a failed chunk counts as fetched); missing map outputs and partitions past "
                 "the end fail their chunk; %d malformed or refused requests RpcFailure, the connection going on; "
                 "256 open streams a connection" % len(bad))
+
+    def nothing_here(self):
+        """Section 3: an executor none of whose directories exists on this node (registered
+        without local dirs, nothing committed yet; or a name nobody registered, of an application
+        without local dirs) is answered RpcFailure, DiagnoseCorruption UNKNOWN_ISSUE."""
+        c = self.conn("srv-empty", "e1")
+        b = self.tcp()
+        for ex in ("e1", "e-nobody"):
+            for body in (open_blocks("srv-empty", ex, ["shuffle_1_0_0"]),
+                         fetch_shuffle_blocks("srv-empty", ex, 1, [0], [[0]], False),
+                         remove_blocks("srv-empty", ex, ["shuffle_1_0_0.data"])):
+                try:
+                    b.rpc(body)
+                    raise Fail("a request for executor %s with nothing on this node answered" % ex)
+                except RpcFailed as e:
+                    check("has no map outputs on this node" in e.error,
+                          "RpcFailure %r, want `… has no map outputs on this node`" % e.error)
+            r = BReader(b.rpc(diagnose("srv-empty", ex, 1, 0, 0, 0, "ADLER32")))
+            check((r.u8(), r.u8()) == (CORRUPTION_CAUSE, UNKNOWN_ISSUE), "DiagnoseCorruption of executor %s" % ex)
+        b.close()
+        c.close()
+        self.ok("serving: an executor with no directory on this node (registered, nothing committed; or "
+                "unknown): OpenBlocks, FetchShuffleBlocks, RemoveBlocks RpcFailure (`has no map outputs on this "
+                "node`), DiagnoseCorruption UNKNOWN_ISSUE")
 
     def local_dirs(self):
         b = self.tcp()
@@ -650,9 +973,11 @@ class Serving:
         p = next(k for k in range(4) if segs[k])
         good = crc(segs[p])
         got = [cause(p, good), cause(p, good ^ 1), cause(p, good, "MD5"), cause(p, good, "ADLER32"),
-               cause(p, good, mapid=9), cause(9, good)]
-        check(got == [CHECKSUM_VERIFY_PASS, NETWORK_ISSUE, UNSUPPORTED_ALGO, UNKNOWN_ISSUE, UNKNOWN_ISSUE, UNKNOWN_ISSUE],
-              "CorruptionCause %r, want pass, network, unsupported, unknown (no such checksum file, map output, partition)" % got)
+               cause(p, good, mapid=9), cause(9, good), cause(p, good | (1 << 40)), cause(p, good - (1 << 32))]
+        check(got == [CHECKSUM_VERIFY_PASS, NETWORK_ISSUE, UNSUPPORTED_ALGO, UNKNOWN_ISSUE, UNKNOWN_ISSUE, UNKNOWN_ISSUE,
+                      NETWORK_ISSUE, NETWORK_ISSUE],
+              "CorruptionCause %r, want pass, network, unsupported, unknown (no such checksum file, map output, "
+              "partition), network (high bits set; the value less 2^32)" % got)
         # Flip a byte of the partition in the data file: its checksum no longer matches the file's.
         with open(where("shuffle_3_0_0.index"), "rb") as f:
             start = struct.unpack(">q", f.read()[8 * p:8 * p + 8])[0]
@@ -674,7 +999,8 @@ class Serving:
     def who_reads(self):
         s = self.suite
         a, where = self.sec, self.sec_where
-        segs = self.write(a, where, 1, 0, 6, codec="lz4", algo="ADLER32")
+        segs = self.write(a, where, 1, 0, 6, codec="none", algo="ADLER32",
+                          plan=[(0, 6, [1, 100, 3000]), (3, 4, [70000])])  # partition 3 over 64 KiB
         self.sec_segs = segs
         b = self.tcp()
         for body in (open_blocks("srv-secret", "e1", ["shuffle_1_0_0"]),
@@ -712,6 +1038,45 @@ class Serving:
             raise Fail("a connection authenticated for srv-secret read srv-open")
         except RpcFailed as e:
             check("not authorized" in e.error, "RpcFailure %r, serving.md says `not authorized`" % e.error)
+        # auth-conf (rc4): every later byte through the security layer; blocks over 64 KiB in
+        # several SASL blocks.
+        c2 = self.tcp()
+        sasl_auth(c2, "srv-secret", self.secret, conf=True)
+        _, got = c2.fetch_all(open_blocks("srv-secret", "e1", ["shuffle_1_0_%d" % p for p in range(6)] + ["shuffle_1_0_0_6"]))
+        check(got == segs + [b"".join(segs)], "blocks through SASL auth-conf (rc4) differ")
+        check(len(b"".join(segs)) > 64 << 10 and c2.layer.max_block == 64 << 10,
+              "largest SASL block %d bytes for a %d-byte block" % (c2.layer.max_block, len(b"".join(segs))))
+        try:
+            c2.rpc(open_blocks("srv-open", "e1", ["shuffle_1_0_0"]))
+            raise Fail("a connection authenticated (auth-conf) for srv-secret read srv-open")
+        except RpcFailed as e:
+            check("not authorized" in e.error, "RpcFailure %r, serving.md says `not authorized`" % e.error)
+        c2.close()
+        # AuthEngine, versions 1 and 2, AES/CTR after it (pure Python AES: small blocks only).
+        small = sorted(range(len(segs)), key=lambda p: len(segs[p]))[:3]
+        for version in (1, 2):
+            c3 = self.tcp()
+            auth_engine(c3, "srv-secret", self.secret, version)
+            _, got = c3.fetch_all(open_blocks("srv-secret", "e1", ["shuffle_1_0_%d" % p for p in small]))
+            check(got == [segs[p] for p in small], "blocks through AuthEngine version %d (CTR) differ" % version)
+            c3.close()
+        # GCM: a block over one 32 KiB segment (pure Python AES: one such block).
+        big = max(range(len(segs)), key=lambda p: len(segs[p]))
+        check(len(segs[big]) > 32752, "no block over one GCM segment to fetch")
+        for version in (2, 1):
+            c3 = self.tcp()
+            auth_engine(c3, "srv-secret", self.secret, version, gcm=True)
+            _, got = c3.fetch_all(open_blocks("srv-secret", "e1", ["shuffle_1_0_%d" % p for p in (small[0], big)]))
+            check(got == [segs[small[0]], segs[big]], "blocks through AuthEngine version %d (GCM) differ" % version)
+            check(c3.layer.segments >= 2, "a %d-byte block in one GCM segment" % len(segs[big]))
+            c3.close()
+        c3 = self.tcp()
+        try:
+            auth_engine(c3, "srv-secret", b"not the secret")
+            raise Fail("AuthEngine with a wrong secret succeeded")
+        except RpcFailed as e:
+            check(e.error == "authentication failed; closing the connection", "refused AuthEngine's error %r" % e.error)
+        check(c3.closed(), "a refused AuthEngine handshake did not close the connection")
         # RemoveOutputs of the whole application, from the authenticated connection: it forgets
         # the application's secret and registrations (section 2).
         listed = self.sec.shuffles("srv-secret")
@@ -756,7 +1121,9 @@ class Serving:
         b.rpc(sasl_message("srv-secret", b""))
         b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 0, 0))
         check(b.closed(), "a ChunkFetchRequest in the middle of a handshake: not closed, or answered")
-        self.ok("serving: SASL DIGEST-MD5 (qop auth) with the registered secret, then blocks; that connection "
+        self.ok("serving: SASL DIGEST-MD5 (qop auth, and auth-conf with rc4: every byte through the security "
+                "layer, blocks in SASL blocks of at most 64 KiB not spanning frames) and AuthEngine (versions 1 "
+                "and 2, AES/CTR and AES/GCM, a block over one GCM segment; a wrong secret refused) with the registered secret, then blocks; that connection "
                 "may not read another application (`not authorized`); a second handshake, a wrong secret, an "
                 "application without one, an unknown one, a request mid-handshake close the connection; RemoveOutputs -1 after "
                 "the handshake removes the application and forgets its secret")
@@ -771,7 +1138,6 @@ class Serving:
         os.makedirs(local)
         flags = ["--allowed-roots", spark, "--serve-addr", "127.0.0.1:0"]
         sock, proc = self.start(args.daemon, args.tmp, "serve-restart", flags)
-        from layout import spark_path
         try:
             self.sock = sock
             secret = b"restart-secret"
@@ -814,6 +1180,12 @@ class Serving:
             sid, k = b.stream(open_blocks("srv-r", "e-flat", ["shuffle_1_0_%d" % p for p in range(4)]))
             got = [b.chunk(sid, j) for j in range(k)]
             check(got == [("ok", x) for x in flat], "blocks of an executor gone since the restart (daemon's root)")
+            # GetLocalDirsForExecutors of an executor registered before the last start: RpcFailure.
+            try:
+                b.rpc(bytes([GET_LOCAL_DIRS]) + bstr("srv-r") + bstrs(["e-spark"]))
+                raise Fail("GetLocalDirsForExecutors answered for an executor registered before the restart")
+            except RpcFailed:
+                pass
             b.close()
             n.close()
             o.close()
@@ -822,7 +1194,50 @@ class Serving:
         check(rc == 0, "the restarted serving daemon exited %d on SIGTERM" % rc)
         self.ok("serving, restart: an application refused (`has not registered with this daemon since it "
                 "started`) until an executor registers again; then, after SASL with its secret, the blocks of an "
-                "executor gone since (Spark local dirs, the daemon's root) served")
+                "executor gone since (Spark local dirs, the daemon's root) served, its local dirs not "
+                "(GetLocalDirsForExecutors RpcFailure)")
+
+    def advertise(self):
+        """protocol.md "Serving" and operations.md "Serving map outputs": a daemon without
+        --serve-addr answers the serve tail "" and 0; --serve-advertise-host names the host;
+        listening on every address, the node's host name; a port it cannot bind fails the start."""
+        args = self.suite.args
+        c = Conn(self.suite.sock)
+        h = c.do_hello()
+        check(h["features"] & FEAT_SERVE, "ServerHello of a daemon without --serve-addr lacks bit 7")
+        got = register_serving(c, "srv-noserve", "e1")[1:]
+        check(got == ("", 0, 0), "serve tail %r of a daemon without --serve-addr, want (\"\", 0, 0)" % (got,))
+        c.close()
+        for name, flags, want in (("serve-adv", ["--serve-addr", "127.0.0.1:0", "--serve-advertise-host", "shuffle.example"],
+                                   "shuffle.example"),
+                                  ("serve-any", ["--serve-addr", ":0"], socket.gethostname())):
+            sock, proc = self.start(args.daemon, args.tmp, name, flags)
+            try:
+                c = Conn(sock)
+                c.do_hello()
+                _, host, port, fl = register_serving(c, "srv-adv", "e1")
+                check((host, fl) == (want, 0) and 1 <= port <= 65535,
+                      "%s: serve tail %r, want host %s" % (" ".join(flags), (host, port, fl), want))
+                b = BlockConn(("127.0.0.1", port))
+                b.send(CHUNK_FETCH_REQUEST, struct.pack(">qi", 1, 0))
+                check(b.recv_frame()[0] == CHUNK_FETCH_FAILURE, "%s: the advertised port does not serve" % " ".join(flags))
+                b.close()
+                c.close()
+            finally:
+                rc = self.stop(proc)
+            check(rc == 0, "the %s daemon exited %d on SIGTERM" % (name, rc))
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        r = subprocess.run([args.daemon, "serve", "--socket", os.path.join(args.tmp, "serve-busy.sock"),
+                            "--root", os.path.join(args.tmp, "serve-busy-root"),
+                            "--serve-addr", "127.0.0.1:%d" % busy.getsockname()[1]],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+        busy.close()
+        check(r.returncode == 1, "a --serve-addr port already bound: exit status %d, want 1" % r.returncode)
+        self.ok("serving: without --serve-addr the serve tail is \"\" and 0; --serve-advertise-host names the "
+                "host; listening on every address (:0) the node's host name; a port already bound fails the "
+                "start with status 1")
 
     def refused(self, b, rid, text, what):
         """The next frame is RpcFailure for rid whose error starts with text; then closed."""
@@ -859,6 +1274,10 @@ class Serving:
             ("a short ChunkFetchRequest", frame(CHUNK_FETCH_REQUEST, struct.pack(">q", 1))),
             ("a string past the frame", frame(STREAM_REQUEST, struct.pack(">i", 100) + b"abc")),
             ("a string not UTF-8", frame(STREAM_REQUEST, struct.pack(">i", 2) + b"\xff\xfe")),
+            ("a negative string length", frame(STREAM_REQUEST, struct.pack(">i", -1))),
+            ("a negative body_size", frame(RPC_REQUEST, struct.pack(">qi", 1, -1) + b"abc")),
+            ("a OneWayMessage's body_size too large", frame(ONE_WAY, struct.pack(">i", 5) + b"abc")),
+            ("random bytes", bytes([0x9c, 0x41, 0x07, 0xee, 0x10, 0x00, 0x5a, 0x33]) * 8),
         ]
         for what, raw in cases:
             b = self.tcp()
@@ -957,6 +1376,10 @@ class Serving:
         got = (r.i64(), r.i64())
         r.done()
         check(got == (1, want6), "RemoveOutputs shuffle 6: %r, want (1, %d)" % (got, want6))
+        # A map output in flight on the socket when the application is removed: aborted, and the
+        # executor's registration ends (protocol.md "Lifecycle").
+        h = self.open.open(5, 7, 4)
+        self.open.batch_opaque(h, [0, 2, 2, 3, 3], b"abc", flags=BATCH_LAST)
         listed = self.open.shuffles("srv-open")
         check(all(s != 6 for s, _, _ in listed) and listed, "ListShuffles after RemoveOutputs: %r" % listed)
         r = BReader(b.rpc(bytes([REMOVE_OUTPUTS]) + bstr("srv-open") + struct.pack(">i", -1)))
@@ -965,6 +1388,8 @@ class Serving:
         check(got == (sum(m for _, m, _ in listed), sum(x for _, _, x in listed)),
               "RemoveOutputs -1: %r, ListShuffles said %r" % (got, listed))
         check(self.open.shuffles("srv-open") == [], "shuffles left after RemoveOutputs -1")
+        expect_error("Aborted", self.open.commit, h)
+        expect_error("FailedPrecondition", self.open.open, 5, 8, 1)
         try:
             b.rpc(open_blocks("srv-open", "e1", ["shuffle_1_0_0"]))
             raise Fail("an application removed with RemoveOutputs -1 still served")
@@ -973,10 +1398,10 @@ class Serving:
         b.close()
         self.ok("serving: RemoveBlocks counts the named ids of map outputs there and removes them whole; "
                 "RemoveOutputs (100) of a shuffle and of the application, counts as ListShuffles; the "
-                "application is no longer served")
+                "application is no longer served, its map output in flight Aborted, its executor's registration "
+                "ended (OpenMapOutput FailedPrecondition)")
 
     def connection_cap(self):
-        import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard < 4096 + 200:
             self.suite.skipped.append("serving connection cap (RLIMIT_NOFILE %d)" % hard)
@@ -984,8 +1409,15 @@ class Serving:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         before = metric(self.mport, "shuffled_serve_connections_refused_total")
         conns = []
+        # The suite's own connections: the idle and stale-stream watchers', once the daemon has
+        # seen the others close.
+        deadline = time.time() + 20
+        while metric(self.mport, "shuffled_serve_connections") != 2:
+            check(time.time() < deadline, "shuffled_serve_connections %d, want 2 (the watchers'; %r %r)" %
+                  (metric(self.mport, "shuffled_serve_connections"), self.idle[1], self.stale[1]))
+            time.sleep(0.1)
         try:
-            for _ in range(4096 - 1):  # this suite's own connections are all closed by now
+            for _ in range(4096 - 3):
                 s = socket.create_connection(self.addr, timeout=20)
                 conns.append(s)
             deadline = time.time() + 20
@@ -997,7 +1429,7 @@ class Serving:
             check(extra.closed(), "connection 4097 was not closed at accept")
             check(metric(self.mport, "shuffled_serve_connections_refused_total") == before + 1,
                   "serve_connections_refused_total did not count the refused connection")
-            for k in range(0, 4095, 511):
+            for k in range(0, 4093, 511):
                 s = conns[k]
                 s.sendall(frame(CHUNK_FETCH_REQUEST, struct.pack(">qi", 1, 0)))
                 hdr = s.recv(9, socket.MSG_WAITALL)

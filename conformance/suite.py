@@ -25,7 +25,14 @@ percentage) refuses Open, naming the disk and its free bytes; one started with -
 removes an application without a connection within its 30 s rounds (about 30 s of the run) and
 keeps one still connected. As root able to mount, it gives a daemon an 8 MiB tmpfs root and fills
 and frees it: Open refused below --disk-low-watermark, still refused until free space is back
-above --disk-high-watermark.
+above --disk-high-watermark. With --daemon it acts as a Spark reducer of the block server
+(docs/serving.md; serving.py): daemons started with --serve-addr 127.0.0.1:0 (one with
+--serve-require-auth) announce their address in Registered's serve tail; OpenBlocks and
+FetchShuffleBlocks (single and batch) are fetched chunk by chunk and compared with the data
+file's segments; GetLocalDirsForExecutors, DiagnoseCorruption (a flipped byte), RemoveBlocks and
+RemoveOutputs; SASL DIGEST-MD5 (qop auth, auth-conf with rc4) and AuthEngine (CTR, GCM) with a
+registered secret; hostile frames, the time and
+size bounds, 4096 connections, and a restart.
 
 Standard library only, except the `zstandard` package for zstd frames (the zstd cases are
 left out, said so, when it is missing, unless --require-zstd). Bare section numbers are
@@ -190,10 +197,21 @@ class Suite:
     # --- the cases -------------------------------------------------------------
 
     def run(self):
-        if self.args.only:
-            self.handshake()
-            getattr(self, self.args.only)()
-            return
+        self.serving_part = None
+        try:
+            if self.args.only:
+                self.handshake()
+                getattr(self, self.args.only)()
+            else:
+                self.all_cases()
+        except BaseException:
+            if self.serving_part:
+                self.serving_part.stop_all(list(self.serving_part.procs))
+            raise
+        if self.serving_part:
+            self.serving_part.finish()
+
+    def all_cases(self):
         self.handshake()
         self.outputs()
         self.memfd()
@@ -979,8 +997,10 @@ class Suite:
             check(rc == 0, "the restarted daemon exited %d on SIGTERM" % rc)
 
     def serving(self):
-        """docs/serving.md: a reducer's side of the block server (serving.py)."""
-        Serving(self, start_daemon, stop_daemon).run()
+        """docs/serving.md: a reducer's side of the block server (serving.py); its idle bound is
+        watched to its end (run's finally) while the other cases run."""
+        self.serving_part = Serving(self, start_daemon, stop_daemon)
+        self.serving_part.run()
 
     def watermark(self):
         """README "Lifecycle and disks": a root disk below --disk-low-watermark (a size or a
