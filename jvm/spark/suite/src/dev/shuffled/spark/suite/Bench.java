@@ -20,13 +20,15 @@ import org.apache.spark.sql.SparkSession;
  * The Spark benchmark: one SQL job that shuffles about {@code --mib} MiB of rows (generated
  * rows repartitioned by key into a sink that reads every column), in each of {@code --modes}
  * in turn, {@code --reps} times each (mode after mode within a repetition, so that a change in
- * the machine's load hits every mode alike). Modes: {@code sort} (Spark's sort shuffle),
+ * the machine's load hits every mode alike; each repetition starts with the next mode, so that
+ * no mode always follows the same other one). Modes: {@code sort} (Spark's sort shuffle),
  * {@code shuffled} (the plugin; reducers fetch from the executors' BlockManagers) and
  * {@code shuffled-serving} (the plugin with {@code spark.shuffled.serving.enabled=true}: the
  * daemon, started with {@code --serve-addr} on the executors' host, serves the map outputs and
- * reducers fetch from it). Every mode sets {@code spark.shuffle.readHostLocalDisk=false}, so
- * that on this one host reducers fetch every block that is not their own executor's over the
- * network, as they would from another node, and not from the files.
+ * reducers fetch from it). With {@code shuffled-serving} among the modes, every mode sets
+ * {@code spark.shuffle.readHostLocalDisk=false}, so that on this one host reducers fetch every
+ * block that is not their own executor's over the network, as they would from another node,
+ * and not from the files (else Spark's default, host-local reads, would bypass the serving).
  *
  * <p>Per run: the measured job's wall time (map and reduce stages, from the action's call to
  * its return), the map stage's and the reduce stage's wall time, the shuffle write time of the
@@ -82,7 +84,11 @@ public final class Bench {
     Map<String, List<double[]>> results = new LinkedHashMap<>();
     try {
       for (int r = 0; r < reps; r++) {
-        for (String mode : modes) {
+        // Each repetition starts with the next mode, so that no mode always runs right after
+        // the same other one (the previous application's cleanup, the page cache's writeback).
+        List<String> order = new ArrayList<>(modes.subList(r % modes.size(), modes.size()));
+        order.addAll(modes.subList(0, r % modes.size()));
+        for (String mode : order) {
           SparkConf conf = new SparkConf()
               .setMaster("local-cluster[" + executors + ",1,2048]")
               .set("spark.executor.memory", "1g")
@@ -90,11 +96,13 @@ public final class Bench {
               .set("spark.ui.enabled", "false")
               .set("spark.sql.adaptive.enabled", "false")
               .set("spark.sql.shuffle.partitions", "200")
-              .set("spark.shuffle.readHostLocalDisk", "false")
               .set("spark.executor.extraClassPath", a.get("--plugin-jar"));
           if (!mode.equals(SORT)) {
             conf.set("spark.shuffle.manager", SparkSuite.MANAGER)
                 .set("spark.shuffled.socket", daemon.socket.toString());
+          }
+          if (modes.contains(SERVING)) {
+            conf.set("spark.shuffle.readHostLocalDisk", "false");
           }
           if (mode.equals(SERVING)) {
             conf.set("spark.shuffled.serving.enabled", "true");
