@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # scripts/bench-fetch.sh: reduce-side fetch with Spark's own client
 # (ExternalBlockStoreClient) from Spark's external shuffle service handler
-# (ExternalBlockHandler in a TransportServer, its own JVM) and, when DAEMON is
-# set, from a shuffled daemon's block server (--serve-addr): MB/s and the
-# server process's CPU seconds per GB, per round and the median of ROUNDS.
+# (ExternalBlockHandler in a TransportServer, its own JVM), from an executor's
+# own block server (NettyBlockRpcServer in a TransportServer, its own JVM, over
+# the same files; EXECUTOR=0 leaves it out) and, when DAEMON is set, from a
+# shuffled daemon's block server (--serve-addr): MB/s and the server process's
+# CPU seconds per GB, per round and the median of ROUNDS.
 #
 # The Spark side serves a layout this script writes (shuffle 0 of one
 # executor: MAPS map outputs of REDUCES blocks of BLOCK_BYTES random bytes).
@@ -20,7 +22,7 @@
 # block per map, as Spark's batch fetch does), SECRET (spark.authenticate with
 # this secret on both servers' sides; empty: off), CRYPTO (false;
 # spark.network.crypto.enabled), VERSION (1), CIPHER (AES/CTR/NoPadding),
-# SASL_ENCRYPTION (false), DAEMON (host:port), DAEMON_PID, APP (app-bench),
+# SASL_ENCRYPTION (false), EXECUTOR (1), DAEMON (host:port), DAEMON_PID, APP (app-bench),
 # EXEC (0), JAVA (java), JAVAC (javac), BIN (a directory with prebuilt
 # shuffled and populate binaries for DAEMON=auto, on a machine without Go).
 set -euo pipefail
@@ -30,7 +32,7 @@ SPARK_JARS=${SPARK_JARS:-$root/bin/spark/pyspark-4.3.0/pyspark/jars}
 MAPS=${MAPS:-16} REDUCES=${REDUCES:-200} BLOCK_BYTES=${BLOCK_BYTES:-65536} ROUNDS=${ROUNDS:-5}
 BATCH=${BATCH:-0} SECRET=${SECRET:-} CRYPTO=${CRYPTO:-false} VERSION=${VERSION:-1}
 CIPHER=${CIPHER:-AES/CTR/NoPadding} SASL_ENCRYPTION=${SASL_ENCRYPTION:-false}
-DAEMON=${DAEMON:-} DAEMON_PID=${DAEMON_PID:-} APP=${APP:-app-bench} EXEC=${EXEC:-0}
+EXECUTOR=${EXECUTOR:-1} DAEMON=${DAEMON:-} DAEMON_PID=${DAEMON_PID:-} APP=${APP:-app-bench} EXEC=${EXEC:-0}
 JAVA=${JAVA:-java} JAVAC=${JAVAC:-javac}
 
 [ -d "$SPARK_JARS" ] || { echo "bench-fetch: SPARK_JARS $SPARK_JARS is not a directory" >&2; exit 1; }
@@ -54,7 +56,8 @@ cleanup() {
 trap cleanup EXIT
 
 cp=""
-for pat in spark-network-common_ spark-network-shuffle_ netty-buffer- netty-common- netty-transport-4 jackson-annotations-; do
+for pat in spark-network-common_ spark-network-shuffle_ spark-core_ scala-library- slf4j-api- \
+	netty-buffer- netty-common- netty-transport-4 jackson-annotations-; do
 	for j in "$SPARK_JARS"/"$pat"*.jar; do cp="$cp:$j"; done
 done
 "$JAVAC" -Xlint:all -Werror -d "$tmp/classes" -cp "${cp#:}" "$root/scripts/bench-fetch/FetchBench.java"
@@ -93,23 +96,40 @@ fi
 opts=("${auth[@]}")
 [ "$BATCH" = 1 ] && opts+=(batch)
 
-# Spark's handler in its own JVM (started directly, so that $! is the JVM
-# whose CPU is measured); closing fd 3 stops it.
-mkfifo "$tmp/ctl"
-"$JAVA" -Dlog4j2.level=OFF -cp "$tmp/classes:$SPARK_JARS/*" FetchBench serve 0 "${auth[@]}" \
-	<"$tmp/ctl" >"$tmp/serve.out" 2>"$tmp/serve.err" &
-spid=$!
-exec 3>"$tmp/ctl"
-for _ in $(seq 600); do
-	grep -q '^READY' "$tmp/serve.out" 2>/dev/null && break
-	kill -0 "$spid" 2>/dev/null || { cat "$tmp/serve.err" >&2; exit 1; }
-	sleep 0.1
-done
-port=$(awk '/^READY/ {print $2}' "$tmp/serve.out")
-[ -n "$port" ] || { echo "bench-fetch: Spark's server did not start" >&2; exit 1; }
+# start_server MODE ARGS...: one of FetchBench's servers in its own JVM
+# (started directly, so that $spid is the JVM whose CPU is measured); sets
+# $spid and $port. stop_server (closing fd 3) stops it.
+start_server() {
+	rm -f "$tmp/ctl" && mkfifo "$tmp/ctl"
+	"$JAVA" -Dlog4j2.level=OFF -cp "$tmp/classes:$SPARK_JARS/*" FetchBench "$@" \
+		<"$tmp/ctl" >"$tmp/serve.out" 2>"$tmp/serve.err" &
+	spid=$!
+	exec 3>"$tmp/ctl"
+	for _ in $(seq 600); do
+		grep -q '^READY' "$tmp/serve.out" 2>/dev/null && break
+		kill -0 "$spid" 2>/dev/null || { cat "$tmp/serve.err" >&2; exit 1; }
+		sleep 0.1
+	done
+	port=$(awk '/^READY/ {print $2}' "$tmp/serve.out")
+	[ -n "$port" ] || { echo "bench-fetch: Spark's server ($1) did not start" >&2; exit 1; }
+}
+stop_server() {
+	exec 3>&-
+	wait "$spid" 2>/dev/null || true
+	spid=
+}
 
+start_server serve 0 "${auth[@]}"
 echo "## Spark ExternalBlockHandler (pid $spid, port $port)"
 run fetch 127.0.0.1 "$port" "$APP" "$EXEC" "$MAPS" "$REDUCES" "$ROUNDS" "$spid" register "$tmp/shuffle" "${opts[@]}"
+stop_server
+
+if [ "$EXECUTOR" = 1 ]; then
+	start_server serve-executor 0 "$APP" "$tmp/shuffle" "${auth[@]}"
+	echo "## Spark executor's NettyBlockRpcServer (pid $spid, port $port)"
+	run fetch 127.0.0.1 "$port" "$APP" "$EXEC" "$MAPS" "$REDUCES" "$ROUNDS" "$spid" "${opts[@]}"
+	stop_server
+fi
 
 if [ -n "$DAEMON" ]; then
 	echo "## shuffled block server (pid $DAEMON_PID, $DAEMON)"

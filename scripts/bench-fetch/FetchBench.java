@@ -1,6 +1,7 @@
 import java.io.File;
 import java.io.IOException;
 import java.io.RandomAccessFile;
+import java.lang.reflect.Proxy;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -17,9 +18,14 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.apache.spark.SparkConf;
+import org.apache.spark.network.BlockDataManager;
 import org.apache.spark.network.TransportContext;
+import org.apache.spark.network.buffer.FileSegmentManagedBuffer;
 import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.network.crypto.AuthServerBootstrap;
+import org.apache.spark.network.netty.NettyBlockRpcServer;
+import org.apache.spark.network.server.RpcHandler;
 import org.apache.spark.network.sasl.SecretKeyHolder;
 import org.apache.spark.network.server.TransportServer;
 import org.apache.spark.network.server.TransportServerBootstrap;
@@ -30,6 +36,10 @@ import org.apache.spark.network.shuffle.ExternalBlockStoreClient;
 import org.apache.spark.network.shuffle.protocol.ExecutorShuffleInfo;
 import org.apache.spark.network.util.MapConfigProvider;
 import org.apache.spark.network.util.TransportConf;
+import org.apache.spark.serializer.JavaSerializer;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.ShuffleBlockBatchId;
+import org.apache.spark.storage.ShuffleBlockId;
 
 /**
  * Reduce-side fetch benchmark with Spark's own classes (scripts/bench-fetch.sh).
@@ -42,6 +52,12 @@ import org.apache.spark.network.util.TransportConf;
  *     runs Spark's ExternalBlockHandler (the external shuffle service's handler) in a
  *     TransportServer on PORT, with AuthServerBootstrap when a secret is given (the
  *     options below); prints "READY port" and serves until stdin closes.
+ * serve-executor PORT APP DIR [options]
+ *     the same with an executor's own block server instead: Spark's NettyBlockRpcServer (what
+ *     NettyBlockTransferService puts in an executor's TransportServer) over a BlockDataManager
+ *     that answers a shuffle block, or a batch of contiguous ones, of the layout under DIR with
+ *     a FileSegmentManagedBuffer of its data file, as an executor's BlockManager does through
+ *     IndexShuffleBlockResolver; it serves nothing else.
  * fetch HOST PORT APP EXEC MAPS REDUCES ROUNDS SERVER_PID [options]
  *     fetches every block of shuffle 0 (one fetchBlocks per map, at most 4 in flight)
  *     ROUNDS times with ExternalBlockStoreClient, and prints per round the MB/s and the
@@ -62,6 +78,8 @@ public final class FetchBench {
       case "layout" -> layout(Path.of(args[1]), Integer.parseInt(args[2]), Integer.parseInt(args[3]),
           Long.parseLong(args[4]));
       case "serve" -> serve(Integer.parseInt(args[1]), options(args, 2));
+      case "serve-executor" -> serveExecutor(Integer.parseInt(args[1]), args[2], Path.of(args[3]),
+          options(args, 4));
       case "fetch" -> fetch(args);
       default -> throw new IllegalArgumentException("unknown mode " + args[0]);
     }
@@ -134,9 +152,65 @@ public final class FetchBench {
   }
 
   private static void serve(int port, Map<String, String> opts) throws Exception {
-    String secret = opts.get("secret");
     TransportConf conf = conf(opts);
-    ExternalBlockHandler handler = new ExternalBlockHandler(conf, null);
+    serve(port, conf, new ExternalBlockHandler(conf, null), opts.get("secret"));
+  }
+
+  private static void serveExecutor(int port, String app, Path dir, Map<String, String> opts)
+      throws Exception {
+    String[] localDirs = {dir.resolve("local0").toString()};
+    TransportConf conf = conf(opts);
+    // A proxy, so that one source serves Spark 3.5 to 4.x, whose BlockDataManager methods for
+    // uploads differ; a fetch calls getLocalBlockData only.
+    BlockDataManager blocks = (BlockDataManager) Proxy.newProxyInstance(
+        FetchBench.class.getClassLoader(), new Class<?>[] {BlockDataManager.class},
+        (proxy, method, margs) -> switch (method.getName()) {
+          case "getLocalBlockData" -> shuffleBlock(conf, localDirs, (BlockId) margs[0]);
+          case "getLocalDiskDirs" -> localDirs.clone();
+          case "toString" -> "FetchBench blocks";
+          case "hashCode" -> System.identityHashCode(proxy);
+          case "equals" -> proxy == margs[0];
+          default -> throw new UnsupportedOperationException(method.getName());
+        });
+    RpcHandler handler =
+        new NettyBlockRpcServer(app, new JavaSerializer(new SparkConf(false)), blocks);
+    serve(port, conf, handler, opts.get("secret"));
+  }
+
+  /** A shuffle block or a batch of them, as IndexShuffleBlockResolver.getBlockData finds it. */
+  private static ManagedBuffer shuffleBlock(TransportConf conf, String[] localDirs, BlockId id)
+      throws IOException {
+    int shuffle;
+    long map;
+    int start;
+    int end;
+    if (id instanceof ShuffleBlockId b) {
+      shuffle = b.shuffleId();
+      map = b.mapId();
+      start = b.reduceId();
+      end = start + 1;
+    } else if (id instanceof ShuffleBlockBatchId b) {
+      shuffle = b.shuffleId();
+      map = b.mapId();
+      start = b.startReduceId();
+      end = b.endReduceId();
+    } else {
+      throw new IllegalArgumentException("not a shuffle block: " + id);
+    }
+    String base = "shuffle_" + shuffle + "_" + map + "_0";
+    File index = new File(ExecutorDiskUtils.getFilePath(localDirs, SUBDIRS, base + ".index"));
+    File data = new File(ExecutorDiskUtils.getFilePath(localDirs, SUBDIRS, base + ".data"));
+    try (RandomAccessFile f = new RandomAccessFile(index, "r")) {
+      f.seek(8L * start);
+      long from = f.readLong();
+      f.seek(8L * end);
+      long to = f.readLong();
+      return new FileSegmentManagedBuffer(conf, data, from, to - from);
+    }
+  }
+
+  private static void serve(int port, TransportConf conf, RpcHandler handler, String secret)
+      throws Exception {
     List<TransportServerBootstrap> bootstraps = new ArrayList<>();
     if (secret != null) {
       bootstraps.add(new AuthServerBootstrap(conf, keys(secret)));
