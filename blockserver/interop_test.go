@@ -2,13 +2,11 @@ package blockserver
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,60 +14,14 @@ import (
 	"github.com/shuffled/shuffled/blockserver/sparkauth"
 	"github.com/shuffled/shuffled/checksum"
 	"github.com/shuffled/shuffled/shufflefile"
+	"github.com/shuffled/shuffled/testkit/sparkjars"
 )
 
 // The interop test runs Spark's own reducer-side classes
 // (OneForOneBlockFetcher, ExternalBlockStoreClient; testdata/java,
 // compiled here with javac) against a Server. It needs a JDK and Spark's
-// jars: the directories in SHUFFLED_SPARK_JARS (separated by the OS's list
-// separator), else bin/spark/pyspark-*/pyspark/jars under the repository
-// root, where scripts/test installs pyspark.
-
-// sparkJars returns the jar directories to test against, by Spark version.
-func sparkJars(t *testing.T) map[string]string {
-	t.Helper()
-	var dirs []string
-	if env := os.Getenv("SHUFFLED_SPARK_JARS"); env != "" {
-		dirs = filepath.SplitList(env)
-	} else {
-		root, err := moduleRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dirs, _ = filepath.Glob(filepath.Join(root, "bin", "spark", "pyspark-*", "pyspark", "jars"))
-	}
-	re := regexp.MustCompile(`^spark-network-shuffle_[0-9.]+-([0-9][0-9A-Za-z.\-]*)\.jar$`)
-	out := map[string]string{}
-	for _, d := range dirs {
-		ents, err := os.ReadDir(d)
-		if err != nil {
-			t.Fatalf("SHUFFLED_SPARK_JARS: %v", err)
-		}
-		for _, e := range ents {
-			if m := re.FindStringSubmatch(e.Name()); m != nil {
-				out[m[1]] = d
-			}
-		}
-	}
-	return out
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
+// jars, which testkit/sparkjars finds (SHUFFLED_SPARK_JARS, else pyspark
+// under bin/spark, where scripts/test installs it).
 
 // sparkAuth is the daemon's authentication (server/serving_auth.go does
 // the same): package sparkauth behind Handshake.
@@ -102,10 +54,7 @@ func (a sparkCipher) WrapWriter(w io.Writer) FrameWriter { return a.c.WrapWriter
 // larger than the send buffer included, through the connection's cipher and
 // a wrong secret gets nothing. One JVM per Spark version runs every case.
 func TestSparkFetchInterop(t *testing.T) {
-	versions := sparkJars(t)
-	if len(versions) == 0 {
-		t.Skip("no Spark jars: set SHUFFLED_SPARK_JARS or install pyspark under bin/spark (scripts/test does)")
-	}
+	versions := sparkjars.Find(t, "spark-network-shuffle")
 	for _, tool := range []string{"javac", "java"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("Spark's jars are here but %s is not: %v", tool, err)

@@ -26,9 +26,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/shuffled/shuffled/internal/accept"
 	"github.com/shuffled/shuffled/limiter"
 	"github.com/shuffled/shuffled/metrics"
 )
@@ -156,7 +156,7 @@ type Server struct {
 	mu struct {
 		sync.Mutex
 		closed    bool
-		listeners map[net.Listener]struct{}
+		listeners accept.Listeners
 		conns     map[*conn]struct{}
 	}
 }
@@ -181,7 +181,6 @@ func New(cfg Config) (*Server, error) {
 	// do, so that ids of an earlier run are unlikely to name a stream of
 	// this one.
 	s.nextID.Store(int64(rand.Int32N(1<<31-1)) * 1000)
-	s.mu.listeners = map[net.Listener]struct{}{}
 	s.mu.conns = map[*conn]struct{}{}
 	return s, nil
 }
@@ -192,39 +191,21 @@ func (s *Server) Limits() Limits { return s.lim }
 // Serve accepts connections on ln until ln is closed or Close is called;
 // then it returns nil.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		ln.Close()
-		return nil
-	}
-	s.mu.listeners[ln] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.mu.listeners, ln)
-		s.mu.Unlock()
-	}()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if s.isClosed() || errors.Is(err, net.ErrClosed) {
-				return nil
+	err := accept.Serve(ln, accept.Loop{
+		Mu:        &s.mu,
+		Listeners: &s.mu.listeners,
+		Closed:    func() bool { return s.mu.closed },
+		Warn:      func(err error) { s.log.Warn("block server: accept", "err", err) },
+		Handle: func(nc net.Conn) {
+			if c := s.admit(nc); c != nil {
+				go c.serve()
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				s.log.Warn("block server: accept", "err", err)
-				time.Sleep(50 * time.Millisecond) // out of descriptors: back off rather than spin
-				continue
-			}
-			return fmt.Errorf("blockserver: accept: %w", err)
-		}
-		c := s.admit(nc)
-		if c == nil {
-			continue
-		}
-		go c.serve()
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("blockserver: accept: %w", err)
 	}
+	return nil
 }
 
 // admit registers a new connection, or closes it past MaxConnections or
@@ -254,12 +235,6 @@ func (s *Server) ended(c *conn) {
 	s.wg.Done()
 }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.closed
-}
-
 // Conns returns the number of open connections.
 func (s *Server) Conns() int {
 	s.mu.Lock()
@@ -272,9 +247,7 @@ func (s *Server) Conns() int {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.mu.closed = true
-	for ln := range s.mu.listeners {
-		ln.Close()
-	}
+	s.mu.listeners.CloseAll()
 	for c := range s.mu.conns {
 		c.shutdown()
 	}

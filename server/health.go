@@ -15,7 +15,7 @@ var (
 func (s *Server) Live() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.draining && len(s.mu.listeners) == 0 {
+	if !s.mu.draining && s.mu.listeners.Len() == 0 {
 		return errNotServing
 	}
 	return nil
@@ -29,7 +29,7 @@ func (s *Server) Ready() error {
 	switch {
 	case s.mu.draining:
 		return errDraining
-	case len(s.mu.listeners) == 0:
+	case s.mu.listeners.Len() == 0:
 		return errNotServing
 	}
 	return nil

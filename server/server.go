@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/shuffled/shuffled/disks"
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/ingest"
+	"github.com/shuffled/shuffled/internal/accept"
 	"github.com/shuffled/shuffled/metrics"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/shufflefile"
@@ -72,7 +72,7 @@ type Server struct {
 
 	mu struct {
 		sync.Mutex
-		listeners map[net.Listener]struct{}
+		listeners accept.Listeners
 		sessions  map[*session]struct{}
 		perUID    map[uint32]int                 // sessions by peer uid
 		uidFrames map[uint32]*semaphore.Weighted // each uid's share of frames, while it has sessions
@@ -209,7 +209,6 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		st := lim.Stats()
 		return st.InFlight, st.Peak
 	})
-	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.sessions = make(map[*session]struct{})
 	s.mu.perUID = make(map[uint32]int)
 	s.mu.uidFrames = make(map[uint32]*semaphore.Weighted)
@@ -241,44 +240,26 @@ func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 // Serve accepts connections on ln until ln is closed or Shutdown is called;
 // then it returns nil. It may be called for several listeners.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.mu.draining {
-		s.mu.Unlock()
-		ln.Close()
-		return nil
-	}
-	s.mu.listeners[ln] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.mu.listeners, ln)
-		s.mu.Unlock()
-	}()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if s.isDraining() || errors.Is(err, net.ErrClosed) {
-				return nil
+	err := accept.Serve(ln, accept.Loop{
+		Mu:        &s.mu,
+		Listeners: &s.mu.listeners,
+		Closed:    func() bool { return s.mu.draining },
+		Warn:      func(err error) { s.log.Warn("accept", "err", err) },
+		Handle: func(conn net.Conn) {
+			uc, ok := conn.(*net.UnixConn)
+			if !ok {
+				conn.Close()
+				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				s.log.Warn("accept", "err", err)
-				time.Sleep(50 * time.Millisecond) // out of descriptors: back off rather than spin
-				continue
+			if sess := s.newSession(uc); sess != nil {
+				go sess.serve()
 			}
-			return fmt.Errorf("server: accept: %w", err)
-		}
-		uc, ok := conn.(*net.UnixConn)
-		if !ok {
-			conn.Close()
-			continue
-		}
-		sess := s.newSession(uc)
-		if sess == nil {
-			continue
-		}
-		go sess.serve()
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("server: accept: %w", err)
 	}
+	return nil
 }
 
 func (s *Server) isDraining() bool {
@@ -455,9 +436,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.stop)
 	}
 	s.mu.draining = true
-	for ln := range s.mu.listeners {
-		ln.Close()
-	}
+	s.mu.listeners.CloseAll()
 	var idle chan struct{}
 	if s.mu.open > 0 {
 		if s.mu.idle == nil {

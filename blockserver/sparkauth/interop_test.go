@@ -14,63 +14,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/shuffled/shuffled/testkit/sparkjars"
 )
 
 // The interop test runs Spark's own client classes (testdata/java,
 // compiled here with javac) against a server built on this package. It
-// needs a JDK and Spark's jars: the directories in SHUFFLED_SPARK_JARS
-// (separated by the OS's list separator), else bin/spark/pyspark-*/pyspark/jars
-// under the repository root, where scripts/test installs pyspark.
-
-// sparkJarDirs returns the jar directories to test against, by Spark version.
-func sparkJarDirs(t *testing.T) map[string]string {
-	t.Helper()
-	var dirs []string
-	if env := os.Getenv("SHUFFLED_SPARK_JARS"); env != "" {
-		dirs = filepath.SplitList(env)
-	} else {
-		root, err := repoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dirs, _ = filepath.Glob(filepath.Join(root, "bin", "spark", "pyspark-*", "pyspark", "jars"))
-	}
-	re := regexp.MustCompile(`^spark-network-common_[0-9.]+-([0-9][0-9A-Za-z.\-]*)\.jar$`)
-	out := make(map[string]string)
-	for _, d := range dirs {
-		ents, err := os.ReadDir(d)
-		if err != nil {
-			t.Fatalf("SHUFFLED_SPARK_JARS: %v", err)
-		}
-		for _, e := range ents {
-			if m := re.FindStringSubmatch(e.Name()); m != nil {
-				out[m[1]] = d
-			}
-		}
-	}
-	return out
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
+// needs a JDK and Spark's jars, which testkit/sparkjars finds
+// (SHUFFLED_SPARK_JARS, else pyspark under bin/spark, where scripts/test
+// installs it).
 
 // compileHarness compiles the Java client against one Spark's jars.
 func compileHarness(t *testing.T, jars string) string {
@@ -343,10 +298,7 @@ func checkRun(t *testing.T, srv *testServer, cases []interopCase, got map[string
 }
 
 func TestSparkInterop(t *testing.T) {
-	versions := sparkJarDirs(t)
-	if len(versions) == 0 {
-		t.Skip("no Spark jars: set SHUFFLED_SPARK_JARS or install pyspark under bin/spark (scripts/test does)")
-	}
+	versions := sparkjars.Find(t, "spark-network-common")
 	for version, jars := range versions {
 		t.Run("spark="+version, func(t *testing.T) {
 			t.Parallel()
