@@ -21,8 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
 	"github.com/shuffled/shuffled/limiter"
@@ -50,10 +48,6 @@ type Config struct {
 	// CUDACompressSlots: device batches each device compresses at once
 	// (0: DefaultCompressSlots).
 	CUDACompressSlots int
-	// EarlyAnswerBytes bounds the payloads answered BatchAccepted before
-	// their records are all encoded (0: heldBatchBytes of the limit;
-	// negative: none, every batch is answered once nothing reads it).
-	EarlyAnswerBytes int64
 }
 
 // DefaultCompressSlots is Config.CUDACompressSlots's default.
@@ -71,10 +65,6 @@ type Planes struct {
 	cfg      Config
 	dev      devicePlanes
 	resident residentPages // of the memfd batches being applied
-	// early holds the payloads of the batches answered before their
-	// records were all encoded (heldBatchBytes): the client may free its
-	// memory at BatchAccepted while the daemon still maps it.
-	early *semaphore.Weighted
 }
 
 // New returns the data planes of cfg. Nothing is opened: a device is at
@@ -92,21 +82,8 @@ func New(cfg Config) *Planes {
 		limit = cfg.Limiter.Limit()
 	}
 	p.resident.bound = residentBytes(limit)
-	early := cfg.EarlyAnswerBytes
-	if early == 0 {
-		early = heldBatchBytes(limit)
-	}
-	p.early = semaphore.NewWeighted(max(early, 0))
 	return p
 }
-
-// heldBatchBytes bounds the payloads of the batches (inline or memfd) that
-// the daemon answers BatchAccepted before every record of them is encoded
-// (a quarter of the bytes-in-flight limit, at least 64 MiB): a batch that
-// fits what is left of it is answered as soon as its records are admitted,
-// so a connection's next batch arrives while this one is encoded; a
-// larger one is answered once its records no longer read it.
-func heldBatchBytes(limit int64) int64 { return max(limit/4, 64<<20) }
 
 // DeviceFeatures are the ServerHello features of the device data plane
 // this build serves.
@@ -184,14 +161,12 @@ type Held interface {
 // caller has checked m against its map output (kind, partitions, bounds).
 // log is the connection's.
 //
-// Apply returns (and the caller answers BatchAccepted) once the batch's
-// records are admitted when its payload fits in what is left of the
-// daemon's early-answer budget (heldBatchBytes), held from then until no
-// record reads it; otherwise only once no record of the batch reads its
-// payload any more: its memfd region is unmapped, its inline frame
-// recycled. So the payloads the daemon holds past their BatchAccepted
-// never exceed that budget, and beyond it it holds one batch's payload
-// per connection at most, which the client has not been told it may free. The memfd pages the daemon keeps resident are bounded
+// Apply returns (and the caller answers BatchAccepted) only once no record
+// of the batch reads its payload any more: its memfd region is unmapped,
+// its inline frame recycled, whatever the writer's queues still hold of
+// other batches. So the daemon holds one batch's payload per connection
+// at most, and the client may close or reuse its memory at
+// BatchAccepted. The memfd pages the daemon keeps resident are bounded
 // (residentPages), whatever the size of the batches. On error Apply
 // returns at once: the map output is aborted, and what its records still
 // read is let go when they end.
@@ -221,14 +196,9 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 	default:
 		return 0, fmt.Errorf("%w: data plane %v is not supported by this build", errdefs.ErrUnsupported, m.Plane)
 	}
-	n := int64(len(payload))
-	early := c.p.early.TryAcquire(n)
 	done := make(chan struct{})
 	hooks.Done = func() {
 		release()
-		if early {
-			c.p.early.Release(n)
-		}
 		close(done)
 	}
 	var err error
@@ -252,10 +222,8 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 	if err != nil {
 		return 0, err
 	}
-	if !early {
-		c.awaitRecords(done)
-	}
-	return n, nil
+	c.awaitRecords(done)
+	return int64(len(payload)), nil
 }
 
 // awaitRecords waits until done is closed (the batch's records no longer
