@@ -197,43 +197,29 @@ func (s *Set) ListShuffles(app string) ([]ShuffleUsage, error) {
 // could read.
 func (s *Set) Applications() ([]AppUsage, error) {
 	byApp := map[string]*AppUsage{}
-	var errs []error
-	for _, d := range s.disks {
-		ents, err := s.opts.fs.ReadDir(d.dir)
+	errs := s.appDirs(func(d *Disk, e fs.DirEntry) error {
+		info, err := e.Info()
 		if err != nil {
-			s.ReportError(d, err)
-			errs = append(errs, err)
-			continue
+			if notExist(err) {
+				return nil
+			}
+			return err
 		}
-		for _, e := range ents {
-			if !e.IsDir() || shufflefile.ValidateName("application id", e.Name()) != nil {
-				continue
-			}
-			info, err := e.Info()
-			if err != nil {
-				if !notExist(err) {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			bytes, newest, err := treeUsage(s.opts.fs, filepath.Join(d.dir, e.Name()))
-			if err != nil {
-				errs = append(errs, err)
-			}
-			u := byApp[e.Name()]
-			if u == nil {
-				u = &AppUsage{App: e.Name(), DiskBytes: map[string]int64{}}
-				byApp[e.Name()] = u
-			}
-			u.Bytes += bytes
-			u.DiskBytes[d.dir] += bytes
-			for _, t := range []time.Time{info.ModTime(), newest} {
-				if t.After(u.ModTime) {
-					u.ModTime = t
-				}
+		bytes, newest, err := treeUsage(s.opts.fs, filepath.Join(d.dir, e.Name()))
+		u := byApp[e.Name()]
+		if u == nil {
+			u = &AppUsage{App: e.Name(), DiskBytes: map[string]int64{}}
+			byApp[e.Name()] = u
+		}
+		u.Bytes += bytes
+		u.DiskBytes[d.dir] += bytes
+		for _, t := range []time.Time{info.ModTime(), newest} {
+			if t.After(u.ModTime) {
+				u.ModTime = t
 			}
 		}
-	}
+		return err
+	})
 	out := make([]AppUsage, 0, len(byApp))
 	for _, u := range byApp {
 		out = append(out, *u)
@@ -251,6 +237,24 @@ func (s *Set) Applications() ([]AppUsage, error) {
 // returns what it could read.
 func (s *Set) ApplicationNames() ([]string, error) {
 	var names []string
+	errs := s.appDirs(func(_ *Disk, e fs.DirEntry) error {
+		names = append(names, e.Name())
+		return nil
+	})
+	if len(s.disks) > 1 {
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return names, fmt.Errorf("disks: list applications: %w", err)
+	}
+	return names, nil
+}
+
+// appDirs calls visit for each entry of each disk's directory that is a
+// directory named by a valid application id, and returns the errors of
+// reading the disks' directories (each reported) and those visit returned.
+func (s *Set) appDirs(visit func(d *Disk, e fs.DirEntry) error) []error {
 	var errs []error
 	for _, d := range s.disks {
 		ents, err := s.opts.fs.ReadDir(d.dir)
@@ -260,19 +264,15 @@ func (s *Set) ApplicationNames() ([]string, error) {
 			continue
 		}
 		for _, e := range ents {
-			if e.IsDir() && shufflefile.ValidateName("application id", e.Name()) == nil {
-				names = append(names, e.Name())
+			if !e.IsDir() || shufflefile.ValidateName("application id", e.Name()) != nil {
+				continue
+			}
+			if err := visit(d, e); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
-	if len(s.disks) > 1 {
-		slices.Sort(names)
-		names = slices.Compact(names)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return names, fmt.Errorf("disks: list applications: %w", err)
-	}
-	return names, nil
+	return errs
 }
 
 // SweepTemps removes the temp files (shufflefile.Sweep) of every executor
