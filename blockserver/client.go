@@ -2,6 +2,7 @@ package blockserver
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -106,6 +107,26 @@ func (c *Client) Open(msg []byte) (streamID int64, chunks int32, err error) {
 		return 0, 0, err
 	}
 	return DecodeStreamHandle(body)
+}
+
+// FetchAll opens the stream msg (an encoded OpenBlocks or
+// FetchShuffleBlocks) and fetches each of its chunks in order, holding
+// them whole: for tests and small fetches. On error it returns the chunks
+// fetched before it.
+func (c *Client) FetchAll(msg []byte) ([][]byte, error) {
+	sid, n, err := c.Open(msg)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for i := range n {
+		var b bytes.Buffer
+		if _, err := c.FetchChunk(sid, i, &b); err != nil {
+			return out, err
+		}
+		out = append(out, b.Bytes())
+	}
+	return out, nil
 }
 
 // FetchChunk asks for one chunk and copies its body to w, returning its

@@ -254,17 +254,5 @@ func dial(t testing.TB, addr string) *Client {
 // fetchAll opens msg and fetches every chunk.
 func fetchAll(t testing.TB, c *Client, msg []byte) ([][]byte, error) {
 	t.Helper()
-	sid, n, err := c.Open(msg)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]byte
-	for i := range n {
-		var b bytes.Buffer
-		if _, err := c.FetchChunk(sid, i, &b); err != nil {
-			return out, err
-		}
-		out = append(out, b.Bytes())
-	}
-	return out, nil
+	return c.FetchAll(msg)
 }

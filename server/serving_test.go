@@ -114,19 +114,7 @@ func blockDial(t *testing.T, d *daemon) *blockserver.Client {
 
 func fetch(t *testing.T, c *blockserver.Client, m interface{ Append([]byte) []byte }) ([][]byte, error) {
 	t.Helper()
-	sid, n, err := c.Open(m.Append(nil))
-	if err != nil {
-		return nil, err
-	}
-	var out [][]byte
-	for i := range n {
-		var b bytes.Buffer
-		if _, err := c.FetchChunk(sid, i, &b); err != nil {
-			return out, err
-		}
-		out = append(out, b.Bytes())
-	}
-	return out, nil
+	return c.FetchAll(m.Append(nil))
 }
 
 // TestServingEndToEnd: executors write map outputs through the socket
