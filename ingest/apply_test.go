@@ -45,9 +45,11 @@ func (s funcSink) Remove() {}
 // not return while the worker is held (the records still read the
 // payload), runs whileHeld (may be nil), then lets the worker go and
 // returns Apply's result and whether released reported true when Apply
-// returned.
+// returned. The Conn answers no batch early (Config.EarlyAnswerBytes -1):
+// TestApplyEarly checks the early answer.
 func applyHeld(t *testing.T, m *protocol.Batch, h Held, released func() bool, whileHeld func()) (int64, error, bool) {
 	t.Helper()
+	cfg := Config{EarlyAnswerBytes: -1}
 	e, err := writer.New(writer.WithWorkers(1), writer.WithLimit(256<<20))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func applyHeld(t *testing.T, m *protocol.Batch, h Held, released func() bool, wh
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := New(Config{}).NewConn(ctx, nil)
+	c := New(cfg).NewConn(ctx, nil)
 	defer c.Close()
 	type result struct {
 		n        int64
@@ -138,5 +140,81 @@ func TestApplyInlineHoldsFrameUntilRead(t *testing.T) {
 	}
 	if !recycled {
 		t.Error("Apply returned before the inline frame was recycled")
+	}
+}
+
+// TestApplyEarly checks the early answer: a batch that fits the budget
+// (Config.EarlyAnswerBytes) is answered while its records are still
+// queued, its payload held (the inline frame not recycled) and counted in
+// the budget until they end, so that a second batch past what is left of
+// the budget is answered only once nothing reads it.
+func TestApplyEarly(t *testing.T) {
+	e, err := writer.New(writer.WithWorkers(1), writer.WithLimit(256<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	held, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	blocker, err := e.Open(ctx, writer.Spec{ID: shufflefile.ID{Shuffle: 9}, NumPartitions: 1, Codec: codec.None, Layout: shufflefile.Flat(t.TempDir()),
+		Sink: func(writer.SinkSpec) (writer.Sink, error) {
+			return funcSink{write: func() { once.Do(func() { close(held); <-gate }) }}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Write(ctx, 0, []byte("hold the worker")); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	const size = 4 << 20
+	c := New(Config{EarlyAnswerBytes: size + size/2}).NewConn(ctx, nil)
+	defer c.Close()
+	batch := func() (*protocol.Batch, *testHeld) {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i / 512)
+		}
+		m := opaqueBatch(protocol.PlaneInline, data, 8)
+		m.Inline = data
+		return m, &testHeld{fd: -1}
+	}
+	w, err := e.Open(ctx, writer.Spec{ID: shufflefile.ID{Shuffle: 1, Map: 1}, NumPartitions: 8, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, h1 := batch()
+	if n, err := c.Apply(nil, Output{Writer: w}, m1, h1); err != nil || n != size {
+		t.Fatalf("Apply = %d, %v; want %d, nil", n, err, size)
+	}
+	if h1.recycled.Load() {
+		t.Fatal("the first batch's frame was recycled while its records were queued")
+	}
+	m2, h2 := batch()
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.Apply(nil, Output{Writer: w}, m2, h2)
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the second batch was answered (%v) past the early budget while the first one's records were queued", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if !h1.recycled.Load() || !h2.recycled.Load() {
+		t.Errorf("frames recycled: first %v, second %v; want both once their records ended", h1.recycled.Load(), h2.recycled.Load())
+	}
+	for _, w := range []*writer.MapWriter{blocker, w} {
+		if _, err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.p.early.TryAcquire(size + size/2) {
+		t.Error("the early budget was not given back once the batches' records ended")
 	}
 }

@@ -20,6 +20,9 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/shuffled/shuffled/errdefs"
 	"github.com/shuffled/shuffled/gpu"
@@ -48,6 +51,10 @@ type Config struct {
 	// CUDACompressSlots: device batches each device compresses at once
 	// (0: DefaultCompressSlots).
 	CUDACompressSlots int
+	// EarlyAnswerBytes bounds the payloads answered BatchAccepted before
+	// their records are all encoded (0: heldBatchBytes of the limit;
+	// negative: none, every batch is answered once nothing reads it).
+	EarlyAnswerBytes int64
 }
 
 // DefaultCompressSlots is Config.CUDACompressSlots's default.
@@ -65,6 +72,11 @@ type Planes struct {
 	cfg      Config
 	dev      devicePlanes
 	resident residentPages // of the memfd batches being applied
+	maps     sharedMaps    // the memfd mappings, shared by the connections
+	// early holds the payloads of the batches answered before their
+	// records were all encoded (heldBatchBytes): the client may free its
+	// memory at BatchAccepted while the daemon still maps it.
+	early *semaphore.Weighted
 }
 
 // New returns the data planes of cfg. Nothing is opened: a device is at
@@ -82,8 +94,25 @@ func New(cfg Config) *Planes {
 		limit = cfg.Limiter.Limit()
 	}
 	p.resident.bound = residentBytes(limit)
+	p.maps.resident = &p.resident
+	early := cfg.EarlyAnswerBytes
+	if early == 0 {
+		early = heldBatchBytes(limit)
+	}
+	p.early = semaphore.NewWeighted(max(early, 0))
 	return p
 }
+
+// heldBatchBytes bounds the payloads of the batches (inline or memfd) that
+// the daemon answers BatchAccepted before every record of them is encoded:
+// an eighth of the bytes-in-flight limit. A batch that fits what is left
+// of it is answered as soon as its records are admitted, so a connection's
+// next batch arrives while this one is encoded; a larger one is answered
+// once its records no longer read it. The memfd batches it holds fit the
+// whole-read share of the resident account (residentBytes, a quarter of
+// the limit) beside one batch per connection at the load generator's
+// default concurrency, so that none of them is read in twice.
+func heldBatchBytes(limit int64) int64 { return limit / 8 }
 
 // DeviceFeatures are the ServerHello features of the device data plane
 // this build serves.
@@ -106,6 +135,7 @@ func (p *Planes) NewConn(ctx context.Context, budget *MemfdBudget) *Conn {
 	c := &Conn{p: p, ctx: ctx}
 	c.memfds.budget = budget
 	c.memfds.grace = p.cfg.MemfdIdleGrace
+	c.memfds.shared = &p.maps
 	return c
 }
 
@@ -161,12 +191,14 @@ type Held interface {
 // caller has checked m against its map output (kind, partitions, bounds).
 // log is the connection's.
 //
-// Apply returns (and the caller answers BatchAccepted) only once no record
-// of the batch reads its payload any more: its memfd region is unmapped,
-// its inline frame recycled, whatever the writer's queues still hold of
-// other batches. So the daemon holds one batch's payload per connection
-// at most, and the client may close or reuse its memory at
-// BatchAccepted. The memfd pages the daemon keeps resident are bounded
+// Apply returns (and the caller answers BatchAccepted) once the batch's
+// records are admitted when its payload fits in what is left of the
+// daemon's early-answer budget (heldBatchBytes), held from then until no
+// record reads it; otherwise only once no record of the batch reads its
+// payload any more: its memfd region is unmapped, its inline frame
+// recycled. So the payloads the daemon holds past their BatchAccepted
+// never exceed that budget, and beyond it it holds one batch's payload
+// per connection at most, which the client has not been told it may free. The memfd pages the daemon keeps resident are bounded
 // (residentPages), whatever the size of the batches. On error Apply
 // returns at once: the map output is aborted, and what its records still
 // read is let go when they end.
@@ -178,17 +210,19 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 	case protocol.PlaneInline:
 		payload, release = m.Inline, h.TakeInline()
 	case protocol.PlaneMemfd:
-		data, unmap, err := c.memfds.mapFD(h.TakeFD(), m.Region.Offset, m.Region.Length)
+		data, sm, unmap, err := c.memfds.mapShared(h.TakeFD(), m.Region.Offset, m.Region.Length)
 		if err != nil {
 			return 0, err
 		}
 		payload = data
-		d := c.p.resident.add(data, m)
+		if sm == nil { // no bytes
+			release = unmap
+			break
+		}
+		d := c.p.resident.add(data, sm, m)
 		hooks.Validated, hooks.Read = d.validated, d.read
-		// A cached mapping stays; its pages go, as an uncached one's do.
 		release = func() {
-			c.p.resident.remove(d)
-			dropPages(data)
+			c.p.resident.end(d)
 			unmap()
 		}
 	case protocol.PlaneCUDAIPC:
@@ -196,9 +230,14 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 	default:
 		return 0, fmt.Errorf("%w: data plane %v is not supported by this build", errdefs.ErrUnsupported, m.Plane)
 	}
+	n := int64(len(payload))
+	early := c.p.early.TryAcquire(n)
 	done := make(chan struct{})
 	hooks.Done = func() {
 		release()
+		if early {
+			c.p.early.Release(n)
+		}
 		close(done)
 	}
 	var err error
@@ -222,8 +261,10 @@ func (c *Conn) Apply(log *slog.Logger, out Output, m *protocol.Batch, h Held) (i
 	if err != nil {
 		return 0, err
 	}
-	c.awaitRecords(done)
-	return int64(len(payload)), nil
+	if !early {
+		c.awaitRecords(done)
+	}
+	return n, nil
 }
 
 // awaitRecords waits until done is closed (the batch's records no longer
@@ -237,118 +278,231 @@ func (c *Conn) awaitRecords(done <-chan struct{}) {
 	}
 }
 
-// MemfdResidentBytes is the least bound on the memfd pages that the
-// daemon keeps in its resident set beyond those that records are reading
-// (residentPages): an eighth of the bytes-in-flight limit, and at least
-// this much.
+// MemfdResidentBytes is the least bound on the memfd pages of batches
+// read in whole that the daemon keeps resident (residentPages): a quarter
+// of the bytes-in-flight limit, and at least this much.
 const MemfdResidentBytes = 32 << 20
 
-// residentBytes returns the bound on the memfd pages the daemon keeps
-// resident for a bytes-in-flight limit of limit (0: none configured).
-func residentBytes(limit int64) int64 { return max(limit/8, MemfdResidentBytes) }
+// residentBytes returns the bound on the memfd pages of batches read in
+// whole for a bytes-in-flight limit of limit (0: none configured).
+func residentBytes(limit int64) int64 { return max(limit/4, MemfdResidentBytes) }
 
 // residentPages is the daemon's account of the memfd pages of the batches
-// being applied that it keeps resident, against a bound (residentBytes).
-// A region is never mapped whole up front (no MAP_POPULATE): a batch of
-// at most a quarter of the bound has its pages read in at once
-// (MADV_POPULATE_READ: one call, not a fault per few pages while the
-// records read) and counted whole; a larger one's pages are read in as its
-// records read them, each record counted when done (its bytes, and the
-// pages at the ends of its ranges). Once the count reaches the bound, the
-// pages of every batch are let go (MADV_DONTNEED), to be read in again
-// from the memfds as records need them; a batch's pages go when it ends.
+// being applied that it keeps resident. A region is never mapped whole up
+// front (no MAP_POPULATE). It has two shares:
+//
+//   - whole: a batch of at most an eighth of the bound has its pages read
+//     in at once (MADV_POPULATE_READ: one call, not a fault per few pages
+//     while the records read) and counted whole, if it fits in what is
+//     left of the bound. Its pages stay, counted once (kept), while
+//     batches of the same memfd region read them and after the last one
+//     ends, for the next (a client's pool of buffers sends them again and
+//     again): those batches read them in no more. Kept pages go, least recently used first,
+//     when a batch needs their room, and when their mapping is unmapped;
+//     no other batch's reading lets go of the pages of a batch in use.
+//   - read: any other batch's pages are read in as its records read them,
+//     each record counted when done (its bytes, and the pages at the ends
+//     of its ranges). Once that count reaches a quarter of the bound, the
+//     pages of every batch of this share (and of it only) are let go
+//     (MADV_DONTNEED), to be read in again from the memfds as records
+//     need them; a batch's pages go when it ends.
+//
+// So the resident memfd pages stay within 5/4 of the bound plus what the
+// records being encoded read. The shares are apart so that small batches,
+// the common case, are never read in twice while they are in use: with
+// one share, every larger batch's reading (or a burst of small batches
+// past the bound) let go of every batch's pages, and the records read
+// them in again.
 type residentPages struct {
-	mu      sync.Mutex // held while pages are dropped: a batch ends (unmaps) after
-	bound   int64
-	counted int64 // the sum of the batches' counted
-	batches map[*pageDropper]struct{}
+	mu    sync.Mutex // held while pages are dropped: a mapping is unmapped after
+	bound int64
+	whole int64 // the bytes of the batches read in whole, and of the kept regions
+	read  int64 // the sum of the read share's counted
+	// reading are the batches of the read share.
+	reading map[*pageDropper]struct{}
+	// idle are the kept regions no batch is using, least recently used
+	// first; seq orders them.
+	idle map[*keptRegion]struct{}
+	seq  uint64
+}
+
+// A keptRegion is the pages of a region of a shared mapping, read in
+// whole, that stay resident (and counted once) while batches read them
+// and between those batches. A mapping keeps one region at most: the
+// first read in whole while it keeps none.
+type keptRegion struct {
+	sm    *sharedMapping
+	data  []byte
+	users int    // batches reading it
+	last  uint64 // residentPages.seq when it was last let go of
+}
+
+// same reports whether data is k's region.
+func (k *keptRegion) same(data []byte) bool {
+	return len(data) == len(k.data) && unsafe.SliceData(data) == unsafe.SliceData(k.data)
 }
 
 // A pageDropper is one memfd batch's share of residentPages.
 type pageDropper struct {
 	r    *residentPages
+	sm   *sharedMapping // the mapping data lies in
 	data []byte
 	// edges is what a record may read beyond its own bytes: a page at
 	// either end of each buffer it reads.
 	edges int64
-	// counted is what the batch counts resident since its pages were
-	// last let go; populated: all of them are (reads add nothing).
-	counted   int64
-	populated bool
+	// whole: the batch was read in whole. kept: the region it reads is
+	// its mapping's kept one, which counts len(data) in r.whole (once, for
+	// all its batches); else a batch read in whole counts it itself (its
+	// mapping keeps another region). Not whole: counted is what the batch
+	// counts in r.read since its pages were last let go.
+	kept    *keptRegion
+	whole   bool
+	counted int64
 }
 
-// add counts data, the payload of memfd batch m, among the batches whose
-// pages are let go, and reads it in whole if it is small.
-func (r *residentPages) add(data []byte, m *protocol.Batch) *pageDropper {
+// add counts data, the payload of memfd batch m in mapping sm, in one of
+// the shares, and reads it in whole if it is small and fits (or finds it
+// kept).
+func (r *residentPages) add(data []byte, sm *sharedMapping, m *protocol.Batch) *pageDropper {
 	buffers := int64(1)
 	if m.Kind == protocol.KindColumnar {
 		buffers = 3 * int64(len(m.Columnar.Columns)) // validity, offsets, data
 	}
-	d := &pageDropper{r: r, data: data, edges: 2 * buffers * int64(os.Getpagesize())}
+	d := &pageDropper{r: r, sm: sm, data: data, edges: 2 * buffers * int64(os.Getpagesize())}
+	n := int64(len(data))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.batches == nil {
-		r.batches = make(map[*pageDropper]struct{})
-	}
-	r.batches[d] = struct{}{}
-	if n := int64(len(data)); n > 0 && n <= r.bound/4 {
-		if r.counted+n > r.bound {
-			r.dropAllLocked()
+	if n > 0 && n <= r.bound/8 {
+		if k := sm.kept; k != nil && k.same(data) {
+			k.users++
+			delete(r.idle, k)
+			d.kept, d.whole = k, true
+			return d
 		}
-		d.populated = populatePages(data)
-		if d.populated {
-			d.counted = n
-			r.counted += n
+		r.makeRoomLocked(n)
+		if r.whole+n <= r.bound && populatePages(data) {
+			d.whole = true
+			r.whole += n
+			if sm.kept == nil { // kept from now on, for the next batches too
+				d.kept = &keptRegion{sm: sm, data: data, users: 1}
+				sm.kept = d.kept
+			}
+			return d
 		}
 	}
+	if r.reading == nil {
+		r.reading = make(map[*pageDropper]struct{})
+	}
+	r.reading[d] = struct{}{}
 	return d
 }
 
-// remove takes d out before its batch's region is unmapped (or its
-// pages let go): no drop touches the region from then on.
-func (r *residentPages) remove(d *pageDropper) {
+// makeRoomLocked lets go of idle kept regions, least recently used first,
+// until n more bytes fit the whole share or none is left. r.mu is held.
+func (r *residentPages) makeRoomLocked(n int64) {
+	for r.whole+n > r.bound && len(r.idle) > 0 {
+		var oldest *keptRegion
+		for k := range r.idle {
+			if oldest == nil || k.last < oldest.last {
+				oldest = k
+			}
+		}
+		r.dropKeptLocked(oldest, true)
+	}
+}
+
+// dropKeptLocked takes idle region k out of the account, its pages let go
+// unless its mapping is about to be unmapped (pages says). r.mu is held.
+func (r *residentPages) dropKeptLocked(k *keptRegion, pages bool) {
+	delete(r.idle, k)
+	k.sm.kept = nil
+	r.whole -= int64(len(k.data))
+	if pages {
+		dropPages(k.data)
+	}
+}
+
+// end takes d out when its batch no longer reads it, before its mapping
+// is let go of: a region read in whole stays kept (and counted) for the
+// mapping's next batch, unless the mapping keeps another region already;
+// a batch of the read share lets go of its pages.
+func (r *residentPages) end(d *pageDropper) {
 	r.mu.Lock()
-	delete(r.batches, d)
-	r.counted -= d.counted
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	switch {
+	case d.kept != nil:
+		k := d.kept
+		if k.users--; k.users == 0 {
+			r.seq++
+			k.last = r.seq
+			if r.idle == nil {
+				r.idle = make(map[*keptRegion]struct{})
+			}
+			r.idle[k] = struct{}{}
+		}
+	case d.whole:
+		// Its mapping keeps another region: its count and pages go.
+		r.whole -= int64(len(d.data))
+		dropPages(d.data)
+	default:
+		delete(r.reading, d)
+		r.read -= d.counted
+		d.dropLocked()
+	}
+}
+
+// forget takes the kept region of sm out of the account before sm is
+// unmapped (no batch reads it then).
+func (r *residentPages) forget(sm *sharedMapping) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k := sm.kept; k != nil {
+		r.dropKeptLocked(k, false)
+	}
 }
 
 // validated lets go of what the checks of a batch that was not read in
 // whole have read (its offsets and validity, for a columnar batch),
 // before any record reads it.
 func (d *pageDropper) validated() {
-	r := d.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !d.populated {
-		dropPages(d.data)
-		r.counted -= d.counted
-		d.counted = 0
-	}
-}
-
-// read counts a record's n bytes read, unless its batch is counted whole,
-// and lets go of the pages of every batch once the count reaches the
-// bound.
-func (d *pageDropper) read(n int64) {
-	r := d.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if d.populated {
+	if d.whole {
 		return
 	}
-	d.counted += n + d.edges
-	r.counted += n + d.edges
-	if r.counted >= r.bound {
-		r.dropAllLocked()
-	}
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d.dropLocked()
+	r.read -= d.counted
+	d.counted = 0
 }
 
-// dropAllLocked lets go of the pages of every batch. r.mu is held.
-func (r *residentPages) dropAllLocked() {
-	for b := range r.batches {
-		dropPages(b.data)
-		b.counted, b.populated = 0, false
+// dropLocked lets go of the pages of d, a batch of the read share, unless
+// they are its mapping's kept region (a batch read in whole reads them, or
+// will). r.mu is held.
+func (d *pageDropper) dropLocked() {
+	if k := d.sm.kept; k != nil && k.same(d.data) {
+		return
 	}
-	r.counted = 0
+	dropPages(d.data)
+}
+
+// read counts a record's n bytes read, unless its batch is read in whole,
+// and lets go of the pages of the read share once its count reaches a
+// quarter of the bound.
+func (d *pageDropper) read(n int64) {
+	if d.whole {
+		return
+	}
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d.counted += n + d.edges
+	r.read += n + d.edges
+	if r.read >= r.bound/4 {
+		for b := range r.reading {
+			b.dropLocked()
+			b.counted = 0
+		}
+		r.read = 0
+	}
 }

@@ -85,13 +85,106 @@ const (
 // freed, so no other file takes its device and inode number.
 type memfdKey struct{ dev, ino uint64 }
 
-// A memfdMapping is a cached read-only mapping of a sealed memfd's region.
+// A memfdMapping is a connection's cache entry: a read-only mapping of a
+// sealed memfd's region, which it holds a reference to.
 type memfdMapping struct {
 	key        memfdKey
+	sm         *sharedMapping
 	mem        []byte
 	start, end int64 // the file bytes mem holds: [start, end), start page-aligned
 	refs       int   // batches that read it
-	dead       bool  // out of the cache: unmapped when refs reaches 0
+	dead       bool  // out of the cache: its reference goes when refs reaches 0
+}
+
+// A sharedMapping is one read-only mapping of a sealed memfd's region,
+// shared by every connection that reads the memfd while it is mapped: the
+// caches' entries that hold it and the uncached batches that read it
+// count its references, and the last one unmaps it. A memfd that several
+// connections send (a client's pool of buffers, a task on each connection)
+// is mapped once, not once a connection, so that its pages are in the
+// daemon's resident set once (residentPages keeps them between batches).
+// The connections share nothing else: each checks its own bounds and
+// budget, and a connection reads only what its peer passed it the memfd
+// of (the descriptor names the file).
+type sharedMapping struct {
+	key        memfdKey
+	mem        []byte
+	start, end int64       // the file bytes mem holds: [start, end), start page-aligned
+	refs       int         // guarded by sharedMaps.mu
+	kept       *keptRegion // guarded by residentPages.mu
+}
+
+// sharedMaps are the daemon's shared mappings, by memfd.
+type sharedMaps struct {
+	mu       sync.Mutex
+	maps     map[memfdKey][]*sharedMapping
+	resident *residentPages // forgets a mapping's kept pages before it is unmapped; nil: none
+}
+
+// acquire returns a reference to a mapping of [off, off+length) of the
+// memfd fd (whose fstat is st and identity key): one that is mapped
+// already and holds the range, or a new one of exactly the range, once
+// its seals and holes are checked. A region of no bytes maps nothing
+// (nil, nil).
+func (s *sharedMaps) acquire(fd int, st *unix.Stat_t, key memfdKey, off, length int64) (*sharedMapping, error) {
+	if length > 0 && off >= 0 {
+		s.mu.Lock()
+		for _, sm := range s.maps[key] {
+			if off >= sm.start && length <= sm.end-off {
+				sm.refs++
+				s.mu.Unlock()
+				return sm, nil
+			}
+		}
+		s.mu.Unlock()
+	}
+	mem, err := mapRegion(fd, st, off, length)
+	if err != nil || mem == nil {
+		return nil, err
+	}
+	start := off &^ (int64(os.Getpagesize()) - 1)
+	sm := &sharedMapping{key: key, mem: mem, start: start, end: start + int64(len(mem)), refs: 1}
+	s.mu.Lock()
+	if s.maps == nil {
+		s.maps = make(map[memfdKey][]*sharedMapping)
+	}
+	s.maps[key] = append(s.maps[key], sm)
+	s.mu.Unlock()
+	return sm, nil
+}
+
+// release gives a reference back, and unmaps the mapping when it was the
+// last, once residentPages has forgotten its kept pages.
+func (s *sharedMaps) release(sm *sharedMapping) {
+	s.mu.Lock()
+	sm.refs--
+	last := sm.refs == 0
+	if last {
+		list := s.maps[sm.key]
+		for i, o := range list {
+			if o == sm {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(s.maps, sm.key)
+		} else {
+			s.maps[sm.key] = list
+		}
+	}
+	s.mu.Unlock()
+	if last {
+		if s.resident != nil {
+			s.resident.forget(sm)
+		}
+		_ = unix.Munmap(sm.mem)
+	}
+}
+
+// bytes returns the bytes of sm's mapping from file offset off on.
+func (sm *sharedMapping) bytes(off, length int64) []byte {
+	return sm.mem[off-sm.start : off-sm.start+length]
 }
 
 // memfdCache keeps, for one connection, the mappings of sealed memfds that
@@ -119,6 +212,9 @@ type memfdMapping struct {
 // busy again), or before that when another connection of the uid needs the
 // budget's room.
 type memfdCache struct {
+	// shared are the daemon's mappings, which a miss of the cache takes
+	// a reference to; nil: the cache's own (tests).
+	shared  *sharedMaps
 	mu      sync.Mutex
 	entries []*memfdMapping // most recently used last
 	bytes   int64
@@ -240,33 +336,46 @@ func (b *MemfdBudget) reclaimIdle(c *memfdCache, n int64) {
 
 // mapFD is mapMemfd through the cache.
 func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
+	data, _, release, err := c.mapShared(fd, off, length)
+	return data, release, err
+}
+
+// mapShared is mapFD that also returns the shared mapping the bytes lie
+// in (nil for a region of no bytes).
+func (c *memfdCache) mapShared(fd int, off, length int64) ([]byte, *sharedMapping, func(), error) {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, nil, fmt.Errorf("memfd: fstat: %w", err)
+		return nil, nil, nil, fmt.Errorf("memfd: fstat: %w", err)
 	}
 	key := memfdKey{dev: uint64(st.Dev), ino: st.Ino}
 	c.mu.Lock()
 	c.busyLocked()
+	if c.shared == nil {
+		c.shared = &sharedMaps{}
+	}
+	shared := c.shared
 	if length > 0 && off >= 0 {
 		for i, e := range c.entries {
 			if e.key == key && off >= e.start && length <= e.end-off {
 				e.refs++
 				c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
 				c.mu.Unlock()
-				return e.mem[off-e.start : off-e.start+length], c.releaser(e), nil
+				return e.sm.bytes(off, length), e.sm, c.releaser(e), nil
 			}
 		}
 	}
 	c.mu.Unlock()
-	mem, err := mapRegion(fd, &st, off, length)
-	if err != nil || mem == nil {
-		return nil, func() {}, err
+	sm, err := shared.acquire(fd, &st, key, off, length)
+	if err != nil || sm == nil {
+		return nil, nil, func() {}, err
 	}
-	start := off &^ (int64(os.Getpagesize()) - 1)
-	data := mem[off-start:]
-	uncached := func() ([]byte, func(), error) { return data, func() { _ = unix.Munmap(mem) }, nil }
-	n := int64(len(mem))
+	data := sm.bytes(off, length)
+	uncached := func() ([]byte, *sharedMapping, func(), error) {
+		var once sync.Once
+		return data, sm, func() { once.Do(func() { shared.release(sm) }) }, nil
+	}
+	n := int64(len(sm.mem))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, again := c.seen[key]
@@ -304,10 +413,10 @@ func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
 			c.dropLocked(0)
 		}
 	}
-	e := &memfdMapping{key: key, mem: mem, start: start, end: start + n, refs: 1}
+	e := &memfdMapping{key: key, sm: sm, mem: sm.mem, start: sm.start, end: sm.end, refs: 1}
 	c.entries = append(c.entries, e)
 	c.bytes += n
-	return data, c.releaser(e), nil
+	return data, sm, c.releaser(e), nil
 }
 
 // boundLocked drops the least recently used mappings until one of n more
@@ -328,7 +437,7 @@ func (c *memfdCache) releaser(e *memfdMapping) func() {
 			unmap := e.refs == 0 && e.dead
 			c.mu.Unlock()
 			if unmap {
-				_ = unix.Munmap(e.mem)
+				c.shared.release(e.sm)
 			}
 		})
 	}
@@ -343,7 +452,7 @@ func (c *memfdCache) dropLocked(i int) {
 	c.budget.give(int64(len(e.mem)))
 	e.dead = true
 	if e.refs == 0 {
-		_ = unix.Munmap(e.mem)
+		c.shared.release(e.sm)
 	}
 }
 

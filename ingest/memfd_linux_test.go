@@ -523,38 +523,39 @@ func TestApplyMemfdHoldsOnlyWhatIsRead(t *testing.T) {
 }
 
 // TestResidentPagesBound checks the account of resident memfd pages: a
-// small batch is read in whole as it is added; a large one's pages come
-// in as records read them and all go once the count reaches the bound,
-// so that reading a batch four times the bound keeps at most the bound
-// (and a record) resident; and a batch's end takes its count out.
+// small batch is read in whole as it is added, and stays resident while
+// a large one's pages come in as records read them and go each time their
+// count reaches a quarter of the bound, so that reading a batch four
+// times the bound keeps at most the small batch, a quarter of the bound
+// and a record resident; a small batch past what is left of the bound is
+// not read in whole; a small batch's pages stay kept, and counted, once it
+// ends, until their mapping is unmapped.
 func TestResidentPagesBound(t *testing.T) {
 	const bound = 8 << 20
 	r := &residentPages{bound: bound}
-	c := &memfdCache{}
+	c := &memfdCache{shared: &sharedMaps{resident: r}}
 	defer c.close()
 	small := make([]byte, 1<<20)
 	large := make([]byte, 4*bound)
 	for i := range large {
 		large[i] = byte(i / 4096)
 	}
-	smallData, smallRelease, err := c.mapFD(dupFD(t, namedTestMemfd(t, "resident-small", small, 0)), 0, int64(len(small)))
+	smallData, smallMap, smallRelease, err := c.mapShared(dupFD(t, namedTestMemfd(t, "resident-small", small, 0)), 0, int64(len(small)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer smallRelease()
-	largeData, largeRelease, err := c.mapFD(dupFD(t, namedTestMemfd(t, "resident-large", large, 0)), 0, int64(len(large)))
+	largeData, largeMap, largeRelease, err := c.mapShared(dupFD(t, namedTestMemfd(t, "resident-large", large, 0)), 0, int64(len(large)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer largeRelease()
 	base := rssShmem(t)
 	opaque := &protocol.Batch{Kind: protocol.KindOpaque}
-	ds := r.add(smallData, opaque)
-	if got := rssShmem(t) - base; !ds.populated || got < int64(len(small)) {
-		t.Errorf("a batch of an eighth of the bound: populated %v, %d KiB resident after add, want all %d KiB", ds.populated, got>>10, len(small)>>10)
+	ds := r.add(smallData, smallMap, opaque)
+	if got := rssShmem(t) - base; !ds.whole || got < int64(len(small)) {
+		t.Errorf("a batch of an eighth of the bound: read in whole %v, %d KiB resident after add, want all %d KiB", ds.whole, got>>10, len(small)>>10)
 	}
-	dl := r.add(largeData, opaque)
-	if dl.populated {
+	dl := r.add(largeData, largeMap, opaque)
+	if dl.whole {
 		t.Error("a batch of four times the bound was read in whole")
 	}
 	const rec = 1 << 20
@@ -567,15 +568,132 @@ func TestResidentPagesBound(t *testing.T) {
 		dl.read(rec)
 		peak = max(peak, rssShmem(t)-base)
 	}
-	if want := int64(bound + 2*rec); peak > want {
-		t.Errorf("reading a batch of %d MiB kept %d KiB resident at most, want at most the bound and a record's, %d KiB", len(large)>>20, peak>>10, want>>10)
+	if want := int64(len(small) + bound/4 + 2*rec); peak > want {
+		t.Errorf("reading a batch of %d MiB kept %d KiB resident at most, want at most the small batch's, a quarter of the bound and a record's, %d KiB", len(large)>>20, peak>>10, want>>10)
 	}
-	r.remove(dl)
-	r.remove(ds)
-	if r.counted != 0 || len(r.batches) != 0 {
-		t.Errorf("after both batches ended: %d bytes counted, %d batches, want none", r.counted, len(r.batches))
+	if got := rssShmem(t) - base; got < int64(len(small)) {
+		t.Errorf("after the large batch's reads, %d KiB resident: the small batch's pages (%d KiB) were let go", got>>10, len(small)>>10)
+	}
+	r.end(dl)
+	largeRelease()
+	// Batches of the same region share its count; regions of other
+	// memfds are read in whole up to the bound; the next one is not.
+	same := r.add(smallData, smallMap, opaque)
+	if same.kept != ds.kept || r.whole != int64(len(small)) {
+		t.Errorf("a second batch of the region: its kept region shared %v, %d bytes counted whole; want shared, %d", same.kept == ds.kept, r.whole, len(small))
+	}
+	var fill []*pageDropper
+	for i := 0; r.whole+int64(len(small)) <= bound; i++ {
+		data, sm, release, err := c.mapShared(dupFD(t, namedTestMemfd(t, fmt.Sprintf("resident-fill-%d", i), small, 0)), 0, int64(len(small)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		fill = append(fill, r.add(data, sm, opaque))
+		if !fill[len(fill)-1].whole {
+			t.Fatalf("small batch %d not read in whole with %d of %d bytes counted", len(fill), r.whole, bound)
+		}
+	}
+	pastData, pastMap, pastRelease, err := c.mapShared(dupFD(t, namedTestMemfd(t, "resident-past", small, 0)), 0, int64(len(small)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if past := r.add(pastData, pastMap, opaque); past.whole {
+		t.Errorf("a small batch past the bound (%d of %d bytes counted) was read in whole", r.whole, bound)
+	} else {
+		r.end(past)
+	}
+	pastRelease()
+	r.end(ds)
+	r.end(same)
+	for _, d := range fill {
+		r.end(d)
+	}
+	if want := int64(len(fill)+1) * int64(len(small)); r.whole != want || len(r.idle) != len(fill)+1 || r.read != 0 || len(r.reading) != 0 {
+		t.Errorf("after every batch ended: %d bytes counted whole, %d idle kept regions, %d read, %d batches reading; want %d, %d, none", r.whole, len(r.idle), r.read, len(r.reading), want, len(fill)+1)
+	}
+	if got := rssShmem(t) - base; got < int64(len(small)) {
+		t.Errorf("after the small batches ended, %d KiB resident: their kept pages (%d KiB) were let go", got>>10, len(small)>>10)
+	}
+	for _, d := range fill {
+		r.forget(d.sm) // as if their mappings went
+	}
+	again := r.add(smallData, smallMap, opaque)
+	if again.kept == nil || r.whole != int64(len(small)) || len(r.idle) != 0 {
+		t.Errorf("a batch of the kept region: kept %v, %d bytes counted whole, %d idle; want the region reused, %d bytes, none idle", again.kept != nil, r.whole, len(r.idle), len(small))
+	}
+	r.end(again)
+	smallRelease() // the last reference: the mapping goes, and its kept region
+	if r.whole != 0 || len(r.idle) != 0 || smallMap.kept != nil {
+		t.Errorf("after the mapping went: %d bytes counted whole, %d idle kept regions; want none", r.whole, len(r.idle))
 	}
 	if sum < 0 {
 		t.Fatal("unreachable: keeps the reads")
 	}
+}
+
+// TestKeptRegionsMakeRoom checks that idle kept regions give their room,
+// least recently used first, to a batch that needs it, their pages let go.
+func TestKeptRegionsMakeRoom(t *testing.T) {
+	const bound = 8 << 20
+	r := &residentPages{bound: bound}
+	c := &memfdCache{shared: &sharedMaps{resident: r}}
+	defer c.close()
+	opaque := &protocol.Batch{Kind: protocol.KindOpaque}
+	region := make([]byte, bound/8)
+	var maps []*sharedMapping
+	for i := range 9 { // 9 regions of an eighth of the bound: one too many
+		data, sm, release, err := c.mapShared(dupFD(t, namedTestMemfd(t, fmt.Sprintf("kept-%d", i), region, 0)), 0, int64(len(region)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		d := r.add(data, sm, opaque)
+		if !d.whole {
+			t.Fatalf("region %d not read in whole with %d of %d bytes counted", i, r.whole, bound)
+		}
+		r.end(d)
+		maps = append(maps, sm)
+	}
+	if maps[0].kept != nil || maps[1].kept == nil || maps[8].kept == nil {
+		t.Errorf("kept after the ninth region: first %v, second %v, ninth %v; want the least recently used (the first) let go",
+			maps[0].kept != nil, maps[1].kept != nil, maps[8].kept != nil)
+	}
+	if r.whole != bound {
+		t.Errorf("%d bytes counted whole, want the bound's %d", r.whole, bound)
+	}
+}
+
+// TestSharedMappings checks that two connections' caches reading the same
+// memfd share one mapping, which goes when the last of them lets go.
+func TestSharedMappings(t *testing.T) {
+	shared := &sharedMaps{}
+	a, b := &memfdCache{shared: shared}, &memfdCache{shared: shared}
+	const name = "shared-mapping"
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	fd := namedTestMemfd(t, name, data, 0)
+	da, sa, ra, err := a.mapShared(dupFD(t, fd), 0, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, sb, rb, err := b.mapShared(dupFD(t, fd), 4096, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa != sb || !bytes.Equal(db, data[4096:4096+8192]) || !bytes.Equal(da, data) {
+		t.Fatalf("the second connection's read: shared %v, bytes right %v", sa == sb, bytes.Equal(db, data[4096:4096+8192]))
+	}
+	ra()
+	if !mapsName(t, "memfd:"+name) {
+		t.Error("the mapping went while the second connection's batch read it")
+	}
+	rb()
+	if mapsName(t, "memfd:"+name) {
+		t.Error("the mapping stayed after both batches let go")
+	}
+	a.close()
+	b.close()
 }

@@ -96,8 +96,9 @@ func (s *memorySampler) finish() (procMemory, error) {
 // BatchAccepted. The daemon runs with --limit 64MiB and --pool 2.
 //
 // The bounds, with their slack:
-//   - RssShmem (the memfd pages the daemon maps): an eighth of the limit,
-//     at least ingest.MemfdResidentBytes (32 MiB), plus, per worker, a
+//   - RssShmem (the memfd pages the daemon maps): 5/4 of R, a quarter of
+//     the limit and at least ingest.MemfdResidentBytes (32 MiB: 40 MiB
+//     here), plus batches answered early (within R), plus, per worker, a
 //     record of 1 MiB and the pages at the ends of its buffers, plus while
 //     a columnar batch is checked its offsets (4 bytes a row per string
 //     column): 64 MiB asserted.
