@@ -36,7 +36,9 @@ import org.apache.spark.sql.SparkSession;
  * tasks), the CPU seconds of the executor JVMs and of the daemon over the job, the shuffle bytes
  * written and the bytes reducers fetched remotely. Prints one line per run, the medians and,
  * for every mode after the first, the median over the repetitions of its job wall time over the
- * first mode's in the same repetition, with the smallest and largest of those ratios.
+ * first mode's in the same repetition, with the smallest and largest of those ratios and their
+ * geometric mean (with the order alternating, a cost of coming second in a repetition cancels
+ * out of it). Before each measured job the machine settles ({@link #settle}).
  *
  * <p>Arguments: {@code --daemon BIN --work DIR --plugin-jar JAR [--mib 2048] [--reps 5]
  * [--executors 2] [--modes sort,shuffled]}.
@@ -144,10 +146,10 @@ public final class Bench {
           v.get(r)[JOB] / base.get(r)[JOB], v.get(r)[REDUCE] / base.get(r)[REDUCE]
         });
       }
-      System.out.printf("%s/%s: job wall time %.3f (median of %d paired ratios, %.3f..%.3f),"
-              + " reduce stage %.3f (%.3f..%.3f)%n",
+      System.out.printf("%s/%s: job wall time %.3f (median of %d paired ratios, %.3f..%.3f;"
+              + " geometric mean %.3f), reduce stage %.3f (%.3f..%.3f)%n",
           mode, modes.get(0), median(ratios, 0), reps, min(ratios, 0), max(ratios, 0),
-          median(ratios, 1), min(ratios, 1), max(ratios, 1));
+          geomean(ratios, 0), median(ratios, 1), min(ratios, 1), max(ratios, 1));
     }
   }
 
@@ -174,6 +176,10 @@ public final class Bench {
     return runs.stream().mapToDouble(m -> m[i]).max().orElse(Double.NaN);
   }
 
+  private static double geomean(List<double[]> runs, int i) {
+    return Math.exp(runs.stream().mapToDouble(m -> Math.log(m[i])).average().orElse(Double.NaN));
+  }
+
   private static double median(List<double[]> runs, int i) {
     double[] v = runs.stream().mapToDouble(m -> m[i]).toArray();
     Arrays.sort(v);
@@ -193,6 +199,7 @@ public final class Bench {
       spark.sparkContext().listenerBus().waitUntilEmpty(30_000);
       l.reset();
       String app = spark.sparkContext().applicationId();
+      settle(app);
       double cpu0 = executorCpu(app);
       Map<String, Double> d0 = daemon.metrics();
       long t0 = System.nanoTime();
@@ -218,6 +225,24 @@ public final class Bench {
       SparkSession.clearActiveSession();
       SparkSession.clearDefaultSession();
     }
+  }
+
+  /**
+   * Lets the machine settle before the measured job: waits (up to 60 s) for the executor JVMs
+   * of earlier applications to exit, writes the dirty pages back ({@code sync}: the earlier
+   * runs' map outputs and this run's warm-up) and idles 2 s, so that no measured job runs beside
+   * the previous application's exit, file removal or writeback.
+   */
+  private static void settle(String app) throws IOException, InterruptedException {
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (System.nanoTime() < deadline && ProcessHandle.allProcesses().anyMatch(h -> {
+      String cmd = h.info().commandLine().orElse("");
+      return cmd.contains("CoarseGrainedExecutorBackend") && !cmd.contains(app);
+    })) {
+      Thread.sleep(200);
+    }
+    new ProcessBuilder("sync").inheritIO().start().waitFor();
+    Thread.sleep(2000);
   }
 
   private static double delta(Map<String, Double> before, Map<String, Double> after, String k) {
