@@ -50,25 +50,8 @@ func (s funcSink) Remove() {}
 func applyHeld(t *testing.T, m *protocol.Batch, h Held, released func() bool, whileHeld func()) (int64, error, bool) {
 	t.Helper()
 	cfg := Config{EarlyAnswerBytes: -1}
-	e, err := writer.New(writer.WithWorkers(1), writer.WithLimit(256<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
 	ctx := context.Background()
-	held, gate := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	blocker, err := e.Open(ctx, writer.Spec{ID: shufflefile.ID{Shuffle: 1, Map: 0}, NumPartitions: 1, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir()),
-		Sink: func(writer.SinkSpec) (writer.Sink, error) {
-			return funcSink{write: func() { once.Do(func() { close(held); <-gate }) }}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := blocker.Write(ctx, 0, []byte("hold the worker")); err != nil {
-		t.Fatal(err)
-	}
-	<-held
+	e, blocker, gate := heldWorker(t)
 	w, err := e.Open(ctx, writer.Spec{ID: shufflefile.ID{Shuffle: 1, Map: 1}, NumPartitions: len(m.Opaque.PartitionOffsets) - 1, Codec: codec.LZ4, Layout: shufflefile.Flat(t.TempDir())})
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +94,33 @@ func applyHeld(t *testing.T, m *protocol.Batch, h Held, released func() bool, wh
 	return r.n, r.err, r.released
 }
 
+// heldWorker returns a writer engine of one worker, 256 MiB of limit,
+// whose worker is held by blocker's first record (a map output of shuffle
+// 9) until gate is closed: records queued meanwhile wait.
+func heldWorker(t *testing.T) (e *writer.Engine, blocker *writer.MapWriter, gate chan struct{}) {
+	t.Helper()
+	e, err := writer.New(writer.WithWorkers(1), writer.WithLimit(256<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	held, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	blocker, err = e.Open(ctx, writer.Spec{ID: shufflefile.ID{Shuffle: 9}, NumPartitions: 1, Codec: codec.None, Layout: shufflefile.Flat(t.TempDir()),
+		Sink: func(writer.SinkSpec) (writer.Sink, error) {
+			return funcSink{write: func() { once.Do(func() { close(held); <-gate }) }}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Write(ctx, 0, []byte("hold the worker")); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	return e, blocker, gate
+}
+
 // opaqueBatch returns an opaque Batch of data cut into parts partitions
 // of records of at most 1 MiB (the writer's record size).
 func opaqueBatch(plane protocol.Plane, data []byte, parts int) *protocol.Batch {
@@ -149,25 +159,8 @@ func TestApplyInlineHoldsFrameUntilRead(t *testing.T) {
 // the budget until they end, so that a second batch past what is left of
 // the budget is answered only once nothing reads it.
 func TestApplyEarly(t *testing.T) {
-	e, err := writer.New(writer.WithWorkers(1), writer.WithLimit(256<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
 	ctx := context.Background()
-	held, gate := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	blocker, err := e.Open(ctx, writer.Spec{ID: shufflefile.ID{Shuffle: 9}, NumPartitions: 1, Codec: codec.None, Layout: shufflefile.Flat(t.TempDir()),
-		Sink: func(writer.SinkSpec) (writer.Sink, error) {
-			return funcSink{write: func() { once.Do(func() { close(held); <-gate }) }}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := blocker.Write(ctx, 0, []byte("hold the worker")); err != nil {
-		t.Fatal(err)
-	}
-	<-held
+	e, blocker, gate := heldWorker(t)
 	const size = 4 << 20
 	c := New(Config{EarlyAnswerBytes: size + size/2}).NewConn(ctx, nil)
 	defer c.Close()

@@ -1,0 +1,88 @@
+//go:build cuda
+
+package server
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCUDAMemoryBound checks the CUDA IPC plane's share of the memory
+// bound (docs/operations.md, "Memory"): with --limit 64MiB, device
+// batches of several times the limit (an opaque one of 4 times it, staged
+// through the fixed pinned chunks; a columnar one of about twice it, GPU
+// compressed, its streams held by their records) leave the daemon's
+// resident memory within its figure after a small warm-up batch (device
+// open, staging pinned, kernels loaded) plus 3 × the limit (records,
+// encoded bytes, what Go's collector lets the heap grow) and 64 MiB. The
+// executors run in their own processes; this process is the daemon.
+func TestCUDAMemoryBound(t *testing.T) {
+	openDevice(t)
+	const limit = 64 << 20
+	d := startDaemon(t, func(c *Config) { c.LimitBytes = limit })
+	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 1, Rows: 20_000, Partitions: 64, Outputs: 1, Shuffle: 1})
+	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "opaque", Opaque: 8 << 20, Partitions: 64, Outputs: 1, Shuffle: 2})
+	base := selfRSS(t)
+	var (
+		mu   sync.Mutex
+		peak int64
+		stop = make(chan struct{})
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if v := selfRSS(t); v > 0 {
+					mu.Lock()
+					peak = max(peak, v)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "opaque", Opaque: 4 * limit, Partitions: 64, Outputs: 2, Shuffle: 3})
+	r := runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 2, Rows: 1_000_000, Partitions: 200, Outputs: 2, Shuffle: 4})
+	close(stop)
+	<-done
+	t.Logf("daemon VmRSS after the warm-up %d MiB, peak while batches of %d MiB (opaque) and %d MiB (columnar) went through %d MiB (--limit 64MiB)",
+		base>>20, (4*limit)>>20, r.Bytes>>20, peak>>20)
+	if r.Bytes <= limit {
+		t.Fatalf("the columnar batch is %d bytes, not past the limit", r.Bytes)
+	}
+	if want := base + 3*limit + 64<<20; peak > want {
+		t.Errorf("peak VmRSS %d MiB, want at most %d MiB (after the warm-up %d MiB + 3 × the 64 MiB limit + 64 MiB)", peak>>20, want>>20, base>>20)
+	}
+}
+
+// selfRSS returns this process's VmRSS in bytes.
+func selfRSS(t *testing.T) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Error(err)
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
