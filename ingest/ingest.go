@@ -198,7 +198,8 @@ type Held interface {
 // payload any more: its memfd region is unmapped, its inline frame
 // recycled. So the payloads the daemon holds past their BatchAccepted
 // never exceed that budget, and beyond it it holds one batch's payload
-// per connection at most, which the client has not been told it may free. The memfd pages the daemon keeps resident are bounded
+// per connection at most, which the client has not been told it may
+// free. The memfd pages the daemon keeps resident are bounded
 // (residentPages), whatever the size of the batches. On error Apply
 // returns at once: the map output is aborted, and what its records still
 // read is let go when they end.
