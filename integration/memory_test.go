@@ -2,91 +2,17 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/shuffled/shuffled/client"
 	"github.com/shuffled/shuffled/ingest"
+	"github.com/shuffled/shuffled/internal/procmem"
 	"github.com/shuffled/shuffled/partition"
 	"github.com/shuffled/shuffled/partition/synth"
 	"github.com/shuffled/shuffled/protocol"
 	"github.com/shuffled/shuffled/protocol/columnar"
 )
-
-// procMemory is what /proc/PID/status says of a process's resident
-// memory, in bytes: all of it, and its shared-memory (memfd, tmpfs) and
-// anonymous parts.
-type procMemory struct{ rss, shmem, anon int64 }
-
-func readProcMemory(pid int) (procMemory, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return procMemory{}, err
-	}
-	var m procMemory
-	fields := map[string]*int64{"VmRSS:": &m.rss, "RssShmem:": &m.shmem, "RssAnon:": &m.anon}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		for name, dst := range fields {
-			if rest, ok := strings.CutPrefix(line, name); ok {
-				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-				if err != nil {
-					return m, fmt.Errorf("/proc/%d/status: %s %q: %w", pid, name, rest, err)
-				}
-				*dst = kb << 10
-			}
-		}
-	}
-	return m, nil
-}
-
-// memorySampler reads a process's memory every few milliseconds and
-// keeps each figure's peak.
-type memorySampler struct {
-	pid  int
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	peak procMemory
-	err  error
-}
-
-func sampleMemory(pid int) *memorySampler {
-	s := &memorySampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			m, err := readProcMemory(pid)
-			s.mu.Lock()
-			if err != nil && s.err == nil {
-				s.err = err
-			}
-			s.peak.rss = max(s.peak.rss, m.rss)
-			s.peak.shmem = max(s.peak.shmem, m.shmem)
-			s.peak.anon = max(s.peak.anon, m.anon)
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return s
-}
-
-// finish stops the sampling and returns the peaks.
-func (s *memorySampler) finish() (procMemory, error) {
-	close(s.stop)
-	<-s.done
-	return s.peak, s.err
-}
 
 // TestMemoryBound checks that the daemon's resident memory stays within
 // its bytes-in-flight limit plus the documented constants
@@ -113,7 +39,7 @@ func (s *memorySampler) finish() (procMemory, error) {
 func TestMemoryBound(t *testing.T) {
 	const limit = 64 << 20
 	d := startDaemon(t, config{args: []string{"--limit", "64MiB", "--frame-memory", "64MiB"}})
-	idle, err := readProcMemory(d.pid())
+	idle, err := procmem.Read(d.pid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +92,7 @@ func TestMemoryBound(t *testing.T) {
 			return m.WriteColumnar(ctx, payload, layout)
 		}},
 	}
-	s := sampleMemory(d.pid())
+	s := procmem.Sample(d.pid(), 2*time.Millisecond)
 	for i, tc := range cases {
 		m, err := c.Open(ctx, protocol.OpenMapOutput{ShuffleID: 1, MapID: int64(i), NumPartitions: parts, Kind: tc.kind}, client.WithPlane(tc.plane))
 		if err != nil {
@@ -181,17 +107,17 @@ func TestMemoryBound(t *testing.T) {
 			t.Fatalf("%s: Commit: %v", tc.name, err)
 		}
 	}
-	peak, err := s.finish()
+	peak, err := s.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("daemon idle: VmRSS %d MiB, RssShmem %d MiB, RssAnon %d MiB; peaks: VmRSS %d MiB, RssShmem %d MiB, RssAnon %d MiB (--limit 64MiB)",
-		idle.rss>>20, idle.shmem>>20, idle.anon>>20, peak.rss>>20, peak.shmem>>20, peak.anon>>20)
-	if want := int64(ingest.MemfdResidentBytes + 32<<20); peak.shmem > want {
-		t.Errorf("peak RssShmem %d MiB, want at most %d MiB: the daemon maps memfd pages past what its records in flight read", peak.shmem>>20, want>>20)
+		idle.RSS>>20, idle.Shmem>>20, idle.Anon>>20, peak.RSS>>20, peak.Shmem>>20, peak.Anon>>20)
+	if want := int64(ingest.MemfdResidentBytes + 32<<20); peak.Shmem > want {
+		t.Errorf("peak RssShmem %d MiB, want at most %d MiB: the daemon maps memfd pages past what its records in flight read", peak.Shmem>>20, want>>20)
 	}
-	if want := idle.anon + 3*limit + 64<<20; peak.anon > want {
-		t.Errorf("peak RssAnon %d MiB, want at most %d MiB (idle %d MiB + 3 × the 64 MiB limit + 64 MiB of frames)", peak.anon>>20, want>>20, idle.anon>>20)
+	if want := idle.Anon + 3*limit + 64<<20; peak.Anon > want {
+		t.Errorf("peak RssAnon %d MiB, want at most %d MiB (idle %d MiB + 3 × the 64 MiB limit + 64 MiB of frames)", peak.Anon>>20, want>>20, idle.Anon>>20)
 	}
 }
 

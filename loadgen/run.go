@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shuffled/shuffled/client"
+	"github.com/shuffled/shuffled/internal/procmem"
 	"github.com/shuffled/shuffled/internal/unixsock"
 	"github.com/shuffled/shuffled/protocol"
 )
@@ -112,7 +113,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	// process may read it.
 	var (
 		dcpu *daemonCPU
-		dmem *memSampler
+		dmem *procmem.Sampler
 	)
 	switch {
 	case ch != nil:
@@ -133,7 +134,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	prog := startProgress(progress, "run", cfg.Tasks, cfg.Duration)
 	res, err := runTasks(ctx, &cfg, p, t, prog)
 	prog.finish()
-	dpeak, dpeakOK := dmem.finish()
+	dpeak, dpeakOK := daemonPeak(dmem)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +169,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (_ *Report, err er
 	}
 	rep := newReport(&cfg, p, res, ds)
 	if dpeakOK {
-		rep.DaemonPeakVmRSSBytes, rep.DaemonPeakRssShmemBytes, rep.DaemonPeakRssAnonBytes = dpeak.rss, dpeak.shmem, dpeak.anon
+		rep.DaemonPeakVmRSSBytes, rep.DaemonPeakRssShmemBytes, rep.DaemonPeakRssAnonBytes = dpeak.RSS, dpeak.Shmem, dpeak.Anon
 	}
 	switch {
 	case d != nil:

@@ -3,13 +3,11 @@
 package server
 
 import (
-	"bufio"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shuffled/shuffled/internal/procmem"
 )
 
 // TestCUDAMemoryBound checks the CUDA IPC plane's share of the memory
@@ -30,34 +28,19 @@ func TestCUDAMemoryBound(t *testing.T) {
 	d := startDaemon(t, func(c *Config) { c.LimitBytes = limit; c.CUDAStagingPrime = true })
 	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 1, Rows: 20_000, Partitions: 64, Outputs: 1, Shuffle: 1})
 	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "opaque", Opaque: 8 << 20, Partitions: 64, Outputs: 1, Shuffle: 2})
-	base := selfRSS(t)
-	var (
-		mu   sync.Mutex
-		peak int64
-		stop = make(chan struct{})
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if v := selfRSS(t); v > 0 {
-					mu.Lock()
-					peak = max(peak, v)
-					mu.Unlock()
-				}
-			}
-		}
-	}()
+	idle, err := procmem.Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := idle.RSS
+	s := procmem.Sample(os.Getpid(), 5*time.Millisecond)
 	runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "opaque", Opaque: 4 * limit, Partitions: 64, Outputs: 2, Shuffle: 3})
 	r := runExecutor(t, job{Socket: d.socket, Plane: "cuda-ipc", Kind: "columnar", Schema: "lineitem", Seed: 2, Rows: 1_000_000, Partitions: 200, Outputs: 2, Shuffle: 4})
-	close(stop)
-	<-done
+	m, err := s.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := m.RSS
 	t.Logf("daemon VmRSS after the warm-up %d MiB, peak while batches of %d MiB (opaque) and %d MiB (columnar) went through %d MiB (--limit 64MiB)",
 		base>>20, (4*limit)>>20, r.Bytes>>20, peak>>20)
 	if r.Bytes <= limit {
@@ -66,26 +49,4 @@ func TestCUDAMemoryBound(t *testing.T) {
 	if want := base + 3*limit + 64<<20; peak > want {
 		t.Errorf("peak VmRSS %d MiB, want at most %d MiB (after the warm-up %d MiB + 3 × the 64 MiB limit + 64 MiB)", peak>>20, want>>20, base>>20)
 	}
-}
-
-// selfRSS returns this process's VmRSS in bytes.
-func selfRSS(t *testing.T) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		t.Error(err)
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Error(err)
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
 }
