@@ -109,15 +109,19 @@ const (
 	RequestOpen       = "OpenMapOutput"
 )
 
+// counter returns a counter of the daemon's namespace, registered nowhere.
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
+}
+
+// gauge returns a gauge of the daemon's namespace, registered nowhere.
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
+}
+
 // New returns the daemon's metrics registered on a fresh private registry,
 // with the Go runtime and process collectors beside them.
 func New() *Metrics {
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
-	}
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
-	}
 	m := &Metrics{
 		BytesIn:  counter("input_bytes_total", "Uncompressed record bytes received from clients."),
 		BytesOut: counter("output_bytes_total", "Compressed bytes written to shuffle files on disk."),

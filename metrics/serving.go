@@ -48,11 +48,8 @@ func CloseReasons() []string {
 
 // NewServing returns the block server's metrics, registered nowhere.
 func NewServing() *Serving {
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
-	}
 	s := &Serving{
-		Connections:        prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "serve_connections", Help: "Open connections of the block server."}),
+		Connections:        gauge("serve_connections", "Open connections of the block server."),
 		ConnectionsTotal:   counter("serve_connections_total", "Connections the block server accepted."),
 		ConnectionsRefused: counter("serve_connections_refused_total", "Connections the block server closed at once: past its connection bound."),
 		ConnectionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
