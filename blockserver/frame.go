@@ -183,10 +183,7 @@ func AppendChunkFetchFailure(dst []byte, streamID int64, chunk int32, msg string
 // AppendRpcResponse appends an RpcResponse frame: i64 request_id, i32
 // body_size, body.
 func AppendRpcResponse(dst []byte, requestID int64, body []byte) []byte {
-	dst = appendFrameHeader(dst, TypeRpcResponse, 12, int64(len(body)))
-	dst = appendI64(dst, requestID)
-	dst = appendI32(dst, int32(len(body)))
-	return append(dst, body...)
+	return appendRpc(dst, TypeRpcResponse, requestID, body)
 }
 
 // AppendRpcFailure appends an RpcFailure frame: i64 request_id, string
@@ -214,7 +211,13 @@ func AppendChunkFetchRequest(dst []byte, streamID int64, chunk int32) []byte {
 
 // AppendRpcRequest appends an RpcRequest frame (a client's).
 func AppendRpcRequest(dst []byte, requestID int64, body []byte) []byte {
-	dst = appendFrameHeader(dst, TypeRpcRequest, 12, int64(len(body)))
+	return appendRpc(dst, TypeRpcRequest, requestID, body)
+}
+
+// appendRpc appends an RpcRequest or RpcResponse frame (typ), which share
+// their layout.
+func appendRpc(dst []byte, typ byte, requestID int64, body []byte) []byte {
+	dst = appendFrameHeader(dst, typ, 12, int64(len(body)))
 	dst = appendI64(dst, requestID)
 	dst = appendI32(dst, int32(len(body)))
 	return append(dst, body...)
