@@ -522,6 +522,18 @@ func TestApplyMemfdHoldsOnlyWhatIsRead(t *testing.T) {
 	}
 }
 
+// mapNamed maps the whole of a new sealed memfd named name holding data
+// through c, and returns its bytes, its shared mapping and the function
+// that lets go of them.
+func mapNamed(t *testing.T, c *memfdCache, name string, data []byte) ([]byte, *sharedMapping, func()) {
+	t.Helper()
+	b, sm, release, err := c.mapShared(dupFD(t, namedTestMemfd(t, name, data, 0)), 0, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, sm, release
+}
+
 // TestResidentPagesBound checks the account of resident memfd pages: a
 // small batch is read in whole as it is added, and stays resident while
 // a large one's pages come in as records read them and go each time their
@@ -540,14 +552,8 @@ func TestResidentPagesBound(t *testing.T) {
 	for i := range large {
 		large[i] = byte(i / 4096)
 	}
-	smallData, smallMap, smallRelease, err := c.mapShared(dupFD(t, namedTestMemfd(t, "resident-small", small, 0)), 0, int64(len(small)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	largeData, largeMap, largeRelease, err := c.mapShared(dupFD(t, namedTestMemfd(t, "resident-large", large, 0)), 0, int64(len(large)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	smallData, smallMap, smallRelease := mapNamed(t, c, "resident-small", small)
+	largeData, largeMap, largeRelease := mapNamed(t, c, "resident-large", large)
 	base := rssShmem(t)
 	opaque := &protocol.Batch{Kind: protocol.KindOpaque}
 	ds := r.add(smallData, smallMap, opaque)
@@ -584,20 +590,14 @@ func TestResidentPagesBound(t *testing.T) {
 	}
 	var fill []*pageDropper
 	for i := 0; r.whole+int64(len(small)) <= bound; i++ {
-		data, sm, release, err := c.mapShared(dupFD(t, namedTestMemfd(t, fmt.Sprintf("resident-fill-%d", i), small, 0)), 0, int64(len(small)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		data, sm, release := mapNamed(t, c, fmt.Sprintf("resident-fill-%d", i), small)
 		defer release()
 		fill = append(fill, r.add(data, sm, opaque))
 		if !fill[len(fill)-1].whole {
 			t.Fatalf("small batch %d not read in whole with %d of %d bytes counted", len(fill), r.whole, bound)
 		}
 	}
-	pastData, pastMap, pastRelease, err := c.mapShared(dupFD(t, namedTestMemfd(t, "resident-past", small, 0)), 0, int64(len(small)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pastData, pastMap, pastRelease := mapNamed(t, c, "resident-past", small)
 	if past := r.add(pastData, pastMap, opaque); past.whole {
 		t.Errorf("a small batch past the bound (%d of %d bytes counted) was read in whole", r.whole, bound)
 	} else {
@@ -643,10 +643,7 @@ func TestKeptRegionsMakeRoom(t *testing.T) {
 	region := make([]byte, bound/8)
 	var maps []*sharedMapping
 	for i := range 9 { // 9 regions of an eighth of the bound: one too many
-		data, sm, release, err := c.mapShared(dupFD(t, namedTestMemfd(t, fmt.Sprintf("kept-%d", i), region, 0)), 0, int64(len(region)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		data, sm, release := mapNamed(t, c, fmt.Sprintf("kept-%d", i), region)
 		defer release()
 		d := r.add(data, sm, opaque)
 		if !d.whole {
