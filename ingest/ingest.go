@@ -14,6 +14,7 @@
 package ingest
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"log/slog"
@@ -322,9 +323,8 @@ type residentPages struct {
 	// reading are the batches of the read share.
 	reading map[*pageDropper]struct{}
 	// idle are the kept regions no batch is using, least recently used
-	// first; seq orders them.
-	idle map[*keptRegion]struct{}
-	seq  uint64
+	// at the front.
+	idle list.List
 }
 
 // A keptRegion is the pages of a region of a shared mapping, read in
@@ -334,8 +334,8 @@ type residentPages struct {
 type keptRegion struct {
 	sm    *sharedMapping
 	data  []byte
-	users int    // batches reading it
-	last  uint64 // residentPages.seq when it was last let go of
+	users int           // batches reading it
+	elem  *list.Element // in residentPages.idle while no batch uses it; else nil
 }
 
 // same reports whether data is k's region.
@@ -376,7 +376,7 @@ func (r *residentPages) add(data []byte, sm *sharedMapping, m *protocol.Batch) *
 	if n > 0 && n <= r.bound/8 {
 		if k := sm.kept; k != nil && k.same(data) {
 			k.users++
-			delete(r.idle, k)
+			r.unidleLocked(k)
 			d.kept, d.whole = k, true
 			return d
 		}
@@ -401,21 +401,24 @@ func (r *residentPages) add(data []byte, sm *sharedMapping, m *protocol.Batch) *
 // makeRoomLocked lets go of idle kept regions, least recently used first,
 // until n more bytes fit the whole share or none is left. r.mu is held.
 func (r *residentPages) makeRoomLocked(n int64) {
-	for r.whole+n > r.bound && len(r.idle) > 0 {
-		var oldest *keptRegion
-		for k := range r.idle {
-			if oldest == nil || k.last < oldest.last {
-				oldest = k
-			}
-		}
-		r.dropKeptLocked(oldest, true)
+	for r.whole+n > r.bound && r.idle.Len() > 0 {
+		r.dropKeptLocked(r.idle.Front().Value.(*keptRegion), true)
+	}
+}
+
+// unidleLocked takes k out of the idle regions, if it is there. r.mu is
+// held.
+func (r *residentPages) unidleLocked(k *keptRegion) {
+	if k.elem != nil {
+		r.idle.Remove(k.elem)
+		k.elem = nil
 	}
 }
 
 // dropKeptLocked takes idle region k out of the account, its pages let go
 // unless its mapping is about to be unmapped (pages says). r.mu is held.
 func (r *residentPages) dropKeptLocked(k *keptRegion, pages bool) {
-	delete(r.idle, k)
+	r.unidleLocked(k)
 	k.sm.kept = nil
 	r.whole -= int64(len(k.data))
 	if pages {
@@ -434,12 +437,7 @@ func (r *residentPages) end(d *pageDropper) {
 	case d.kept != nil:
 		k := d.kept
 		if k.users--; k.users == 0 {
-			r.seq++
-			k.last = r.seq
-			if r.idle == nil {
-				r.idle = make(map[*keptRegion]struct{})
-			}
-			r.idle[k] = struct{}{}
+			k.elem = r.idle.PushBack(k)
 		}
 	case d.whole:
 		// Its mapping keeps another region: its count and pages go.

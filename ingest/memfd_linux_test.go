@@ -609,8 +609,8 @@ func TestResidentPagesBound(t *testing.T) {
 	for _, d := range fill {
 		r.end(d)
 	}
-	if want := int64(len(fill)+1) * int64(len(small)); r.whole != want || len(r.idle) != len(fill)+1 || r.read != 0 || len(r.reading) != 0 {
-		t.Errorf("after every batch ended: %d bytes counted whole, %d idle kept regions, %d read, %d batches reading; want %d, %d, none", r.whole, len(r.idle), r.read, len(r.reading), want, len(fill)+1)
+	if want := int64(len(fill)+1) * int64(len(small)); r.whole != want || r.idle.Len() != len(fill)+1 || r.read != 0 || len(r.reading) != 0 {
+		t.Errorf("after every batch ended: %d bytes counted whole, %d idle kept regions, %d read, %d batches reading; want %d, %d, none", r.whole, r.idle.Len(), r.read, len(r.reading), want, len(fill)+1)
 	}
 	if got := rssShmem(t) - base; got < int64(len(small)) {
 		t.Errorf("after the small batches ended, %d KiB resident: their kept pages (%d KiB) were let go", got>>10, len(small)>>10)
@@ -619,13 +619,13 @@ func TestResidentPagesBound(t *testing.T) {
 		r.forget(d.sm) // as if their mappings went
 	}
 	again := r.add(smallData, smallMap, opaque)
-	if again.kept == nil || r.whole != int64(len(small)) || len(r.idle) != 0 {
-		t.Errorf("a batch of the kept region: kept %v, %d bytes counted whole, %d idle; want the region reused, %d bytes, none idle", again.kept != nil, r.whole, len(r.idle), len(small))
+	if again.kept == nil || r.whole != int64(len(small)) || r.idle.Len() != 0 {
+		t.Errorf("a batch of the kept region: kept %v, %d bytes counted whole, %d idle; want the region reused, %d bytes, none idle", again.kept != nil, r.whole, r.idle.Len(), len(small))
 	}
 	r.end(again)
 	smallRelease() // the last reference: the mapping goes, and its kept region
-	if r.whole != 0 || len(r.idle) != 0 || smallMap.kept != nil {
-		t.Errorf("after the mapping went: %d bytes counted whole, %d idle kept regions; want none", r.whole, len(r.idle))
+	if r.whole != 0 || r.idle.Len() != 0 || smallMap.kept != nil {
+		t.Errorf("after the mapping went: %d bytes counted whole, %d idle kept regions; want none", r.whole, r.idle.Len())
 	}
 	if sum < 0 {
 		t.Fatal("unreachable: keeps the reads")
