@@ -88,12 +88,9 @@ type memfdKey struct{ dev, ino uint64 }
 // A memfdMapping is a connection's cache entry: a read-only mapping of a
 // sealed memfd's region, which it holds a reference to.
 type memfdMapping struct {
-	key        memfdKey
-	sm         *sharedMapping
-	mem        []byte
-	start, end int64 // the file bytes mem holds: [start, end), start page-aligned
-	refs       int   // batches that read it
-	dead       bool  // out of the cache: its reference goes when refs reaches 0
+	sm   *sharedMapping // its key, bytes and region
+	refs int            // batches that read it
+	dead bool           // out of the cache: its reference goes when refs reaches 0
 }
 
 // A sharedMapping is one read-only mapping of a sealed memfd's region,
@@ -357,7 +354,7 @@ func (c *memfdCache) mapShared(fd int, off, length int64) ([]byte, *sharedMappin
 	shared := c.shared
 	if length > 0 && off >= 0 {
 		for i, e := range c.entries {
-			if e.key == key && off >= e.start && length <= e.end-off {
+			if e.sm.key == key && off >= e.sm.start && length <= e.sm.end-off {
 				e.refs++
 				c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
 				c.mu.Unlock()
@@ -389,7 +386,7 @@ func (c *memfdCache) mapShared(fd int, off, length int64) ([]byte, *sharedMappin
 		return uncached()
 	}
 	for i := 0; i < len(c.entries); {
-		if old := c.entries[i]; old.key == key { // another region of the same memfd
+		if old := c.entries[i]; old.sm.key == key { // another region of the same memfd
 			c.dropLocked(i)
 			continue
 		}
@@ -413,7 +410,7 @@ func (c *memfdCache) mapShared(fd int, off, length int64) ([]byte, *sharedMappin
 			c.dropLocked(0)
 		}
 	}
-	e := &memfdMapping{key: key, sm: sm, mem: sm.mem, start: sm.start, end: sm.end, refs: 1}
+	e := &memfdMapping{sm: sm, refs: 1}
 	c.entries = append(c.entries, e)
 	c.bytes += n
 	return data, sm, c.releaser(e), nil
@@ -448,8 +445,8 @@ func (c *memfdCache) releaser(e *memfdMapping) func() {
 func (c *memfdCache) dropLocked(i int) {
 	e := c.entries[i]
 	c.entries = append(c.entries[:i], c.entries[i+1:]...)
-	c.bytes -= int64(len(e.mem))
-	c.budget.give(int64(len(e.mem)))
+	c.bytes -= int64(len(e.sm.mem))
+	c.budget.give(int64(len(e.sm.mem)))
 	e.dead = true
 	if e.refs == 0 {
 		c.shared.release(e.sm)
