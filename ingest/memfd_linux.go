@@ -331,14 +331,9 @@ func (b *MemfdBudget) reclaimIdle(c *memfdCache, n int64) {
 	}
 }
 
-// mapFD is mapMemfd through the cache.
-func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
-	data, _, release, err := c.mapShared(fd, off, length)
-	return data, release, err
-}
-
-// mapShared is mapFD that also returns the shared mapping the bytes lie
-// in (nil for a region of no bytes).
+// mapShared is mapMemfd through the cache and the daemon's shared
+// mappings: it returns the bytes, the shared mapping they lie in (nil for
+// a region of no bytes) and the function that lets go of them.
 func (c *memfdCache) mapShared(fd int, off, length int64) ([]byte, *sharedMapping, func(), error) {
 	defer unix.Close(fd)
 	var st unix.Stat_t

@@ -522,6 +522,12 @@ func TestApplyMemfdHoldsOnlyWhatIsRead(t *testing.T) {
 	}
 }
 
+// mapFD is mapShared without the shared mapping, as most tests want it.
+func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
+	data, _, release, err := c.mapShared(fd, off, length)
+	return data, release, err
+}
+
 // mapNamed maps the whole of a new sealed memfd named name holding data
 // through c, and returns its bytes, its shared mapping and the function
 // that lets go of them.

@@ -26,10 +26,6 @@ type sharedMaps struct{ resident *residentPages }
 // sharedMapping is never made here.
 type sharedMapping struct{ kept *keptRegion }
 
-func (c *memfdCache) mapFD(fd int, off, length int64) ([]byte, func(), error) {
-	return mapMemfd(fd, off, length)
-}
-
 func (c *memfdCache) mapShared(fd int, off, length int64) ([]byte, *sharedMapping, func(), error) {
 	_, _, err := mapMemfd(fd, off, length)
 	return nil, nil, nil, err
