@@ -1,15 +1,12 @@
 package dev.shuffled.client;
 
+import static dev.shuffled.client.FakeDaemon.readFrame;
+import static dev.shuffled.client.FakeDaemon.readReq;
+import static dev.shuffled.client.FakeDaemon.send;
 import static org.junit.jupiter.api.Assertions.*;
 
 import java.io.IOException;
-import java.net.StandardProtocolFamily;
-import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.channels.ServerSocketChannel;
-import java.nio.channels.SocketChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,70 +22,9 @@ import org.junit.jupiter.api.io.TempDir;
 class FakeDaemonTest {
   @TempDir Path dir;
 
-  interface Script {
-    void run(SocketChannel ch) throws Exception;
-  }
-
   /** Serves one connection with {@code script} on a new socket; returns its path. */
-  private Path serve(Script script) throws IOException {
-    Path sock = dir.resolve("fake.sock");
-    Files.deleteIfExists(sock);
-    ServerSocketChannel ss = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
-    ss.bind(UnixDomainSocketAddress.of(sock));
-    Thread t =
-        new Thread(
-            () -> {
-              try (ss;
-                  SocketChannel ch = ss.accept()) {
-                script.run(ch);
-              } catch (Exception ignored) {
-                // the client hung up: the script is over
-              }
-            });
-    t.setDaemon(true);
-    t.start();
-    return sock;
-  }
-
-  /** Reads one whole frame; returns its header. */
-  private static Wire.Header readFrame(SocketChannel ch) throws IOException {
-    ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
-    while (h.hasRemaining()) {
-      if (ch.read(h) < 0) {
-        throw new IOException("eof");
-      }
-    }
-    h.flip();
-    Wire.Header hd = Wire.readHeader(h, 1 << 26);
-    ByteBuffer p = ByteBuffer.allocate(hd.length());
-    while (p.hasRemaining()) {
-      if (ch.read(p) < 0) {
-        throw new IOException("eof");
-      }
-    }
-    return hd;
-  }
-
-  private record Req(int id, Wire.Msg m) {}
-
-  /** Reads one whole frame and decodes its request. */
-  private static Req readReq(SocketChannel ch) throws IOException {
-    ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
-    readFully(ch, h);
-    h.flip();
-    Wire.Header hd = Wire.readHeader(h, 1 << 26);
-    ByteBuffer p = ByteBuffer.allocate(hd.length());
-    readFully(ch, p);
-    p.flip();
-    return new Req(hd.id(), Wire.decode(hd.type(), p));
-  }
-
-  private static void readFully(SocketChannel ch, ByteBuffer b) throws IOException {
-    while (b.hasRemaining()) {
-      if (ch.read(b) < 0) {
-        throw new IOException("eof");
-      }
-    }
+  private Path serve(FakeDaemon.Script script) throws IOException {
+    return FakeDaemon.serve(dir.resolve("fake.sock"), script);
   }
 
   /**
@@ -105,7 +41,7 @@ class FakeDaemonTest {
         ch -> {
           int parts = 0;
           while (true) {
-            Req r = readReq(ch);
+            FakeDaemon.Req r = readReq(ch);
             got.add(r.m());
             Wire.Msg answer;
             if (r.m() instanceof Wire.Hello) {
@@ -125,13 +61,6 @@ class FakeDaemonTest {
             send(ch, r.id(), answer);
           }
         });
-  }
-
-  private static void send(SocketChannel ch, int id, Wire.Msg m) throws IOException {
-    ByteBuffer b = ByteBuffer.wrap(Wire.frame(id, m, 0));
-    while (b.hasRemaining()) {
-      ch.write(b);
-    }
   }
 
   private static final Wire.ServerHello HELLO =

@@ -6,10 +6,7 @@ import java.io.IOException;
 import java.net.SocketTimeoutException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.channels.ServerSocketChannel;
-import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -33,59 +30,31 @@ class ReconnectTest {
    * {@code hangUpAtPing} closes the connection at it. Records the request types it read.
    */
   private Path serve(Path sock, boolean hangUpAtPing, List<Integer> got) throws IOException {
-    Files.deleteIfExists(sock);
-    ServerSocketChannel ss = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
-    ss.bind(UnixDomainSocketAddress.of(sock));
-    Thread t =
-        new Thread(
-            () -> {
-              try (ss;
-                  SocketChannel ch = ss.accept()) {
-                int n = 0;
-                while (true) {
-                  ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
-                  readFully(ch, h);
-                  h.flip();
-                  Wire.Header hd = Wire.readHeader(h, 1 << 26);
-                  ByteBuffer p = ByteBuffer.allocate(hd.length());
-                  readFully(ch, p);
-                  p.flip();
-                  Wire.Msg m = Wire.decode(hd.type(), p);
-                  got.add(hd.type());
-                  Wire.Msg answer;
-                  if (m instanceof Wire.Hello) {
-                    answer = HELLO;
-                  } else if (m instanceof Wire.Register) {
-                    answer = new Wire.Registered(List.of("/var/lib/shuffled/app/exec"));
-                  } else if (m instanceof Wire.Open) {
-                    answer = new Wire.Opened(++n);
-                  } else if (hd.type() == Wire.PING && hangUpAtPing) {
-                    return;
-                  } else if (hd.type() == Wire.PING) {
-                    continue;
-                  } else {
-                    answer = new Wire.Empty(hd.type() | Wire.RESPONSE);
-                  }
-                  ByteBuffer b = ByteBuffer.wrap(Wire.frame(hd.id(), answer, 0));
-                  while (b.hasRemaining()) {
-                    ch.write(b);
-                  }
-                }
-              } catch (Exception ignored) {
-                // the client hung up
-              }
-            });
-    t.setDaemon(true);
-    t.start();
-    return sock;
-  }
-
-  private static void readFully(SocketChannel ch, ByteBuffer b) throws IOException {
-    while (b.hasRemaining()) {
-      if (ch.read(b) < 0) {
-        throw new IOException("eof");
-      }
-    }
+    return FakeDaemon.serve(
+        sock,
+        ch -> {
+          int n = 0;
+          while (true) {
+            FakeDaemon.Req r = FakeDaemon.readReq(ch);
+            Wire.Msg m = r.m();
+            got.add(r.type());
+            Wire.Msg answer;
+            if (m instanceof Wire.Hello) {
+              answer = HELLO;
+            } else if (m instanceof Wire.Register) {
+              answer = new Wire.Registered(List.of("/var/lib/shuffled/app/exec"));
+            } else if (m instanceof Wire.Open) {
+              answer = new Wire.Opened(++n);
+            } else if (r.type() == Wire.PING && hangUpAtPing) {
+              return;
+            } else if (r.type() == Wire.PING) {
+              continue;
+            } else {
+              answer = new Wire.Empty(r.type() | Wire.RESPONSE);
+            }
+            FakeDaemon.send(ch, r.id(), answer);
+          }
+        });
   }
 
   /** A client whose daemon hung up, and a listener in its place that never accepts. */

@@ -3,12 +3,7 @@ package dev.shuffled.client;
 import static org.junit.jupiter.api.Assertions.*;
 
 import java.io.IOException;
-import java.net.StandardProtocolFamily;
-import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.channels.ServerSocketChannel;
-import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -138,61 +133,26 @@ class ServingTest {
 
   // ---- against a fake daemon ------------------------------------------------------------
 
-  private record Req(int id, Wire.Msg m) {}
-
-  private static void readFully(SocketChannel ch, ByteBuffer b) throws IOException {
-    while (b.hasRemaining()) {
-      if (ch.read(b) < 0) {
-        throw new IOException("eof");
-      }
-    }
-  }
-
-  private static Req readReq(SocketChannel ch) throws IOException {
-    ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
-    readFully(ch, h);
-    h.flip();
-    Wire.Header hd = Wire.readHeader(h, 1 << 26);
-    ByteBuffer p = ByteBuffer.allocate(hd.length());
-    readFully(ch, p);
-    p.flip();
-    return new Req(hd.id(), Wire.decode(hd.type(), p));
-  }
-
   /**
    * A daemon announcing {@code features} that answers RegisterExecutor with {@code registered}
    * and records the requests it reads.
    */
   private Path daemon(long features, Wire.Registered registered, List<Wire.Msg> got)
       throws IOException {
-    Path sock = dir.resolve("fake.sock");
-    Files.deleteIfExists(sock);
-    ServerSocketChannel ss = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
-    ss.bind(UnixDomainSocketAddress.of(sock));
-    Thread t =
-        new Thread(
-            () -> {
-              try (ss;
-                  SocketChannel ch = ss.accept()) {
-                while (true) {
-                  Req r = readReq(ch);
-                  got.add(r.m());
-                  Wire.Msg answer =
-                      r.m() instanceof Wire.Hello
-                          ? new Wire.ServerHello(1, 1 << 20, 1 << 19, features, "fake")
-                          : registered;
-                  ByteBuffer b = ByteBuffer.wrap(Wire.frame(r.id(), answer, 0));
-                  while (b.hasRemaining()) {
-                    ch.write(b);
-                  }
-                }
-              } catch (Exception ignored) {
-                // the client hung up
-              }
-            });
-    t.setDaemon(true);
-    t.start();
-    return sock;
+    return FakeDaemon.serve(
+        dir.resolve("fake.sock"),
+        ch -> {
+          while (true) {
+            FakeDaemon.Req r = FakeDaemon.readReq(ch);
+            got.add(r.m());
+            FakeDaemon.send(
+                ch,
+                r.id(),
+                r.m() instanceof Wire.Hello
+                    ? new Wire.ServerHello(1, 1 << 20, 1 << 19, features, "fake")
+                    : registered);
+          }
+        });
   }
 
   private static final long SERVES =
