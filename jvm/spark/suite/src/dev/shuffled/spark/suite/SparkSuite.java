@@ -749,16 +749,7 @@ public final class SparkSuite {
   private void essKill(SparkSession spark, Tasks l) throws Exception {
     JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     LongAccumulator mapped = sc.sc().longAccumulator("mapped");
-    int per = 50_000;
-    JavaPairRDD<Integer, Long> pairs = Jobs.generate(spark, 4, per, s -> {
-      List<Tuple2<Integer, Long>> out = new ArrayList<>(per);
-      for (int i = s * per; i < (s + 1) * per; i++) {
-        out.add(new Tuple2<>(i % 5000, (long) i));
-      }
-      mapped.add(out.size());
-      return out.iterator();
-    });
-    JavaRDD<String> rows = pairs.reduceByKey(Long::sum, 8).map(t -> t._1() + "=" + t._2());
+    JavaRDD<String> rows = lossJob(spark, mapped);
     long c0 = daemon.metric("shuffled_commits_total");
     l.reset(spark);
     String first = Jobs.fingerprint(rows);
